@@ -1,0 +1,89 @@
+# plaingpt — one Makefile, no CMake.
+#   make          build ./train and ./sample
+#   make train    train the tiny preset on data/stories.txt, then print a sample
+#   make test     build and run the GoogleTest suite
+# Dependencies are checked (and installed where possible) by tools/deps.sh.
+
+CXX      ?= g++
+OPT      ?= -O3 -march=native
+CXXFLAGS ?= $(OPT) -std=c++17 -Wall -Wextra -Wno-unused-parameter -g
+UNAME    := $(shell uname -s)
+
+ifeq ($(UNAME),Darwin)
+  # Accelerate ships cblas_sgemm; Homebrew's libomp gives OpenMP to Apple clang.
+  BLAS_CFLAGS := -DPLAINGPT_ACCELERATE -DACCELERATE_NEW_LAPACK
+  BLAS_LIBS   := -framework Accelerate
+  BREW        := $(shell brew --prefix 2>/dev/null)
+  OMP_CFLAGS  := -Xpreprocessor -fopenmp -I$(BREW)/opt/libomp/include -I$(BREW)/include
+  OMP_LIBS    := -L$(BREW)/opt/libomp/lib -lomp -L$(BREW)/lib
+else
+  BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+  BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+  OMP_CFLAGS  := -fopenmp
+  OMP_LIBS    := -fopenmp
+endif
+
+ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) -Isrc
+LIBS         = $(BLAS_LIBS) $(OMP_LIBS) -lpthread
+GTEST_LIBS  ?= -lgtest -lgtest_main
+
+SRC      := $(wildcard src/*.cpp)
+OBJ      := $(SRC:src/%.cpp=build/%.o)
+TEST_SRC := $(wildcard tests/*.cpp)
+TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)
+DEPS_OK  := build/.deps-ok
+
+.PHONY: all programs train test clean data
+
+# `train` is the README's "train a model" command, so the binaries are linked under build/bin/ and copied to
+# the project root by `programs`; a phony target and a file of the same name would otherwise collide.
+PROGRAMS := build/bin/train build/bin/sample
+all: programs
+programs: $(PROGRAMS)
+	@cp -f $(PROGRAMS) .
+
+$(DEPS_OK): tools/deps.sh
+	@mkdir -p build
+	@sh tools/deps.sh
+	@touch $@
+
+build/%.o: src/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
+
+build/tests/%.o: tests/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) -Itests -MMD -MP -c $< -o $@
+
+build/main/%.o: %.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
+
+build/libplaingpt.a: $(OBJ)
+	ar rcs $@ $^
+
+build/bin/%: build/main/%.o build/libplaingpt.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
+
+build/run_tests: $(TEST_OBJ) build/libplaingpt.a
+	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(GTEST_LIBS) $(LIBS)
+
+# The default corpus is committed; this rule only rebuilds it when its generator changes.
+build/make_stories: data/make_stories.cpp | $(DEPS_OK)
+	$(CXX) $(CXXFLAGS) $< -o $@
+data: build/make_stories
+	./build/make_stories --out data/stories.txt
+
+TRAIN_FLAGS ?=
+train: programs
+	./train --preset tiny --data data/stories.txt --out out/tiny $(TRAIN_FLAGS)
+	./sample --ckpt out/tiny/ckpt.safetensors --prompt "Once upon a time" -n 400
+
+test: build/run_tests programs
+	./build/run_tests $(GTEST_FLAGS)
+
+clean:
+	rm -rf build train sample
+
+-include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d) build/main/train.d build/main/sample.d

@@ -1,0 +1,98 @@
+// ./sample — generates text from a checkpoint, or scores a text file with it.
+//   ./sample --ckpt out/tiny/ckpt.safetensors --prompt "Once upon a time" -n 500
+//   ./sample --ckpt out/tiny/ckpt.safetensors --score data/stories.txt
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cxxopts.hpp>
+
+#include "checkpoint.h"
+#include "dataset.h"
+#include "decoder.h"
+#include "evaluate.h"
+#include "rng.h"
+#include "sampling.h"
+#include "threads.h"
+#include "utf8.h"
+
+static std::string resolve_checkpoint(const std::string& path) {
+  struct stat st;
+  bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return is_dir ? path + "/ckpt.safetensors" : path;
+}
+
+static void score(Checkpoint& ckpt, const std::string& file) {
+  std::vector<int> tokens = ckpt.tokenizer.encode(read_text_file(file), file);
+  TextScore s = score_text(*ckpt.model, tokens);
+  std::printf("%s: %.4f nats/char, %.4f bits/char over %ld predicted characters\n", file.c_str(), s.nats_per_token,
+              s.bits_per_token, s.predictions);
+}
+
+static void generate(Checkpoint& ckpt, const std::string& prompt, int n, const SamplingOptions& options,
+                     uint64_t seed, int num_samples) {
+  const Tokenizer& tok = ckpt.tokenizer;
+  std::vector<int> prompt_ids = tok.encode(utf8_decode(prompt, "--prompt"), "--prompt");
+  if (prompt_ids.empty()) prompt_ids.push_back(tok.id_of(U'\n') >= 0 ? tok.id_of(U'\n') : 0);  // start somewhere
+  Rng rng(seed);
+  Decoder decoder(*ckpt.model);
+  std::vector<std::pair<float, int>> scratch;
+  for (int s = 0; s < num_samples; s++) {
+    if (s) std::printf("\n---------------\n");
+    decoder.reset();
+    std::printf("%s", prompt.c_str());
+    const float* logits = nullptr;
+    for (int id : prompt_ids) logits = decoder.push(id);
+    for (int i = 0; i < n; i++) {
+      int next = sample_token(logits, tok.size(), options, rng, scratch);
+      std::fputs(tok.decode_one(next).c_str(), stdout);
+      std::fflush(stdout);  // stream: each character appears as soon as it is chosen
+      logits = decoder.push(next);
+    }
+    std::printf("\n");
+  }
+}
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("sample", "Generate text from a plaingpt checkpoint, or score a text with it.");
+  // clang-format off
+  options.add_options()
+    ("ckpt", "checkpoint file or output directory", cxxopts::value<std::string>()->default_value("out/tiny"))
+    ("prompt", "text to continue (every character must be in the model's vocabulary)",
+     cxxopts::value<std::string>()->default_value(""))
+    ("n", "characters to generate per sample", cxxopts::value<int>()->default_value("500"))
+    ("temperature", "divide logits by this (0 = greedy)", cxxopts::value<float>()->default_value("0.8"))
+    ("top-k", "sample from the k most likely characters (0 = all)", cxxopts::value<int>()->default_value("40"))
+    ("top-p", "then from the smallest set with this much probability", cxxopts::value<float>()->default_value("0.95"))
+    ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
+    ("num-samples", "independent samples", cxxopts::value<int>()->default_value("1"))
+    ("score", "print the model's mean next-character loss on this text file instead of sampling",
+     cxxopts::value<std::string>())
+    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+    ("h,help", "show this help");
+  // clang-format on
+  try {
+    cxxopts::ParseResult flags = options.parse(argc, argv);
+    if (flags.count("help")) {
+      std::printf("%s\n", options.help().c_str());
+      return 0;
+    }
+    if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
+    const int threads = flags["threads"].as<int>();
+    set_threads(threads > 0 ? threads : default_threads());
+    Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
+    if (flags.count("score")) {
+      score(ckpt, flags["score"].as<std::string>());
+      return 0;
+    }
+    SamplingOptions sampling{flags["temperature"].as<float>(), flags["top-k"].as<int>(), flags["top-p"].as<float>()};
+    validate(sampling);
+    const int n = flags["n"].as<int>(), num_samples = flags["num-samples"].as<int>();
+    if (n < 0) throw std::runtime_error("-n must be ≥ 0");
+    if (num_samples < 1) throw std::runtime_error("--num-samples must be ≥ 1");
+    generate(ckpt, flags["prompt"].as<std::string>(), n, sampling, flags["seed"].as<uint64_t>(), num_samples);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sample: error: %s\n", e.what());
+    return 1;
+  }
+}

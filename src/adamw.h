@@ -1,0 +1,34 @@
+// AdamW with decoupled weight decay, the learning-rate schedule and gradient clipping.
+//   m ← β1·m + (1−β1)·g          v ← β2·v + (1−β2)·g²          m̂ = m/(1−β1ᵗ)      v̂ = v/(1−β2ᵗ)
+//   θ ← θ − lr·( m̂/(√v̂ + ε) + λ·θ )      with λ = weight_decay only for tensors the table marks for decay
+#pragma once
+#include <cstddef>
+#include <vector>
+
+class GPT;
+
+struct AdamWConfig {
+  float lr = 1e-3f;         // peak learning rate
+  float min_lr = 1e-4f;     // floor of the cosine decay
+  int warmup_steps = 100;   // linear warm-up from ~0 to lr
+  float beta1 = 0.9f;
+  float beta2 = 0.99f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+  float grad_clip = 1.0f;   // clip the global gradient norm to this; 0 = off
+};
+
+// Linear warm-up to cfg.lr, then cosine decay to cfg.min_lr at `total_steps` (nanoGPT's get_lr).
+float learning_rate(const AdamWConfig& cfg, int step, int total_steps);
+
+// √(Σ g²) over every gradient, accumulated in double so the order of terms hardly matters.
+double global_norm(const std::vector<float>& grads);
+// Scales the gradients so their global norm is at most max_norm; returns the norm before clipping.
+double clip_global_norm(std::vector<float>& grads, float max_norm);
+
+struct AdamW {
+  std::vector<float> m, v;  // same layout as the parameter arena
+  int t = 0;                // updates taken, for the bias correction
+
+  void update(GPT& model, const AdamWConfig& cfg, float lr);
+};

@@ -1,0 +1,30 @@
+// Multi-head self-attention on a fused QKV tensor.   B batch, T time, C channels, NH heads, HS = C/NH.
+// Row t of qkv (B, T, 3C) is [q | k | v]; head h owns columns h·HS … (h+1)·HS − 1 of each third.
+// For each (b, h), with the keys that the mask allows query i to see, K(i) = [begin, end):
+//   forward   S_ij = scale · q_i·k_j        (scale = 1/√HS by default: unit-variance logits, see README)
+//             P_ij = softmax_j(S_ij) over j ∈ K(i), and exactly 0 elsewhere
+//             O_i  = Σ_j P_ij v_j
+//   backward  dV = Pᵀ·dO                    dv_j += Σ_i P_ij dO_i
+//             dP = dO·Vᵀ                    dP_ij = dO_i·v_j
+//             dS = P ⊙ (dP − rowsum(dP ⊙ P)),  and rowsum(dP ⊙ P)_i = Σ_j P_ij dO_i·v_j = dO_i·O_i
+//             dQ = dS·K·scale,   dK = dSᵀ·Q·scale
+// Masked pairs are never visited, so they contribute exactly zero, and a narrow mask costs proportionally less.
+#pragma once
+#include "mask.h"
+
+void attention_forward(float* out,                 // (B, T, C)  heads side by side, ready for the output projection
+                       float* probs,               // (B, NH, T, T)  P; entries outside the mask are left untouched
+                       const float* qkv,           // (B, T, 3C)
+                       const AttentionMask& mask, float scale, int B, int T, int C, int NH);
+
+void attention_backward(float* dqkv,               // (B, T, 3C)
+                        const float* dout,         // (B, T, C)
+                        const float* qkv,          // (B, T, 3C)
+                        const float* probs,        // (B, NH, T, T)
+                        const float* out,          // (B, T, C)  the forward's O, for rowsum(dP ⊙ P) = dO·O
+                        const AttentionMask& mask, float scale, int B, int T, int C, int NH);
+
+// One query against a run of keys and values: the body of attention_forward, shared with the KV-cache decoder.
+//   q (HS); key j is at keys + j·stride, value j at values + j·stride; writes o (HS) and p[begin, end).
+void attend_one_query(float* o, float* p, const float* q, const float* keys, const float* values, int stride,
+                      KeyRange range, float scale, int HS);

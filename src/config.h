@@ -1,0 +1,18 @@
+// The shape of a model (nanoGPT's GPTConfig) and the checks that make a bad one fail early with a clear message.
+#pragma once
+#include <string>
+
+struct ModelConfig {
+  int n_layer = 4;
+  int n_head = 4;
+  int n_embd = 128;
+  int block_size = 64;  // the longest context: every sequence has T ≤ block_size
+  int vocab_size = 0;   // set from the tokenizer
+
+  int head_size() const { return n_embd / n_head; }
+};
+
+// Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)".
+void validate(const ModelConfig& config);
+
+std::string describe(const ModelConfig& config);  // "4 layers, 4 heads, 128 wide, block 64, vocab 65"

@@ -1,0 +1,76 @@
+#include "decoder.h"
+
+#include <algorithm>
+
+#include "attention.h"
+#include "embedding.h"
+#include "gelu.h"
+#include "layernorm.h"
+#include "linear.h"
+
+Decoder::Decoder(GPT& model) : model_(model) {
+  const ModelConfig& c = model.config;
+  use_cache_ = std::none_of(model.masks.begin(), model.masks.end(),
+                            [&](const AttentionMask& m) { return m.sees_future(c.block_size); });
+  const size_t C = c.n_embd;
+  k_cache_.assign((size_t)c.n_layer * c.block_size * C, 0.0f);
+  v_cache_.assign(k_cache_.size(), 0.0f);
+  x_.resize(C), ln_.resize(C), qkv_.resize(3 * C), att_.resize(C), proj_.resize(C);
+  fc_.resize(4 * C), fc_gelu_.resize(4 * C), logits_.resize(c.vocab_size), probs_.resize(c.block_size);
+}
+
+void Decoder::reset() { context_.clear(); }
+
+const float* Decoder::push(int token) {
+  const int block = model_.config.block_size;
+  if ((int)context_.size() == block) {
+    // Slide: keep the newest half. Re-pushing those tokens rebuilds the cache at their new positions.
+    std::vector<int> keep(context_.end() - block / 2, context_.end());
+    context_.clear();
+    if (use_cache_)
+      for (int t : keep) step_cached(t, (int)context_.size()), context_.push_back(t);
+    else
+      context_ = keep;
+  }
+  context_.push_back(token);
+  return use_cache_ ? step_cached(token, (int)context_.size() - 1) : step_full_recompute();
+}
+
+const float* Decoder::step_full_recompute() {
+  const int T = (int)context_.size(), V = model_.config.vocab_size;
+  model_.forward(context_.data(), nullptr, 1, T);
+  std::copy(model_.logits() + (size_t)(T - 1) * V, model_.logits() + (size_t)T * V, logits_.begin());
+  return logits_.data();
+}
+
+// The forward pass of GPT::forward for one position (B = T = 1), with attention over the cache.
+const float* Decoder::step_cached(int token, int pos) {
+  const ModelConfig& c = model_.config;
+  const int C = c.n_embd, NH = c.n_head, HS = c.head_size();
+  const GPTParams& p = model_.params;
+  // A one-token "sequence" whose position-0 row is wpe row `pos`.
+  embedding_forward(x_.data(), &token, p.wte, p.wpe + (size_t)pos * C, 1, 1, C);
+  for (int l = 0; l < c.n_layer; l++) {
+    const BlockParams& b = p.h[l];
+    float* keys = k_cache_.data() + (size_t)l * c.block_size * C;
+    float* values = v_cache_.data() + (size_t)l * c.block_size * C;
+    layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_1_w, b.ln_1_b, 1, C);
+    linear_forward(qkv_.data(), ln_.data(), b.attn_qkv_w, b.attn_qkv_b, 1, C, 3 * C);
+    std::copy(qkv_.begin() + C, qkv_.begin() + 2 * C, keys + (size_t)pos * C);
+    std::copy(qkv_.begin() + 2 * C, qkv_.end(), values + (size_t)pos * C);
+    KeyRange range = model_.masks[l].keys_for(pos, pos + 1);
+    for (int h = 0; h < NH; h++)
+      attend_one_query(att_.data() + h * HS, probs_.data(), qkv_.data() + h * HS, keys + h * HS, values + h * HS, C,
+                       range, model_.attn_scale, HS);
+    linear_forward(proj_.data(), att_.data(), b.attn_proj_w, b.attn_proj_b, 1, C, C);
+    for (int i = 0; i < C; i++) x_[i] += proj_[i];
+    layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_2_w, b.ln_2_b, 1, C);
+    linear_forward(fc_.data(), ln_.data(), b.mlp_fc_w, b.mlp_fc_b, 1, C, 4 * C);
+    gelu_forward(fc_gelu_.data(), fc_.data(), fc_.size());
+    linear_forward(proj_.data(), fc_gelu_.data(), b.mlp_proj_w, b.mlp_proj_b, 1, 4 * C, C);
+    for (int i = 0; i < C; i++) x_[i] += proj_[i];
+  }
+  layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), p.ln_f_w, p.ln_f_b, 1, C);
+  lm_head_forward(logits_.data(), ln_.data(), p.wte, 1, C, c.vocab_size);
+  return logits_.data();
+}

@@ -1,0 +1,26 @@
+#include "gelu.h"
+
+#include <cmath>
+
+static const float kSqrt2OverPi = 0.7978845608028654f;  // √(2/π)
+static const float kCubic = 0.044715f;
+
+void gelu_forward(float* out, const float* inp, size_t N) {
+#pragma omp parallel for
+  for (size_t i = 0; i < N; i++) {
+    float x = inp[i];
+    float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+    out[i] = 0.5f * x * (1.0f + std::tanh(u));
+  }
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
+#pragma omp parallel for
+  for (size_t i = 0; i < N; i++) {
+    float x = inp[i];
+    float th = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
+    float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+    float dy_dx = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx;
+    dinp[i] += dy_dx * dout[i];
+  }
+}

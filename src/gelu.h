@@ -1,0 +1,8 @@
+// GELU, tanh approximation (GPT-2).   N elements.
+//   forward   y = ½·x·(1 + tanh u),   u = √(2/π)·(x + 0.044715·x³)
+//   backward  dy/dx = ½·(1 + tanh u) + ½·x·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·x²)
+#pragma once
+#include <cstddef>
+
+void gelu_forward(float* out, const float* inp, size_t N);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);

@@ -1,0 +1,26 @@
+// Linear layer through cblas_sgemm.   N rows (= B·T), IC input channels, OC output channels.
+//   forward   Y = X·W + b                    X (N, IC), W (IC, OC) as GPT-2 stores it, b (OC) or null
+//   backward  dX += dY·Wᵀ      dW += Xᵀ·dY      db += Σ_rows dY
+// Each product is one sgemm call on row-major data; the transposes are sgemm flags, never copies.
+#pragma once
+
+void linear_forward(float* out,                                // (N, OC)
+                    const float* inp,                          // (N, IC)
+                    const float* weight, const float* bias,    // (IC, OC), (OC) or null
+                    int N, int IC, int OC);
+
+void linear_backward(float* dinp, float* dweight, float* dbias,  // (N, IC), (IC, OC), (OC) or null
+                     const float* dout,                          // (N, OC)
+                     const float* inp, const float* weight,      // (N, IC), (IC, OC)
+                     int N, int IC, int OC);
+
+// The LM head, tied to the token embedding wte (V, C): the same math with the weight stored [out, in].
+//   forward   logits = X·wteᵀ        backward  dX += dlogits·wte      dwte += dlogitsᵀ·X
+void lm_head_forward(float* logits,                            // (N, V)
+                     const float* inp, const float* wte,       // (N, C), (V, C)
+                     int N, int C, int V);
+
+void lm_head_backward(float* dinp, float* dwte,                // (N, C), (V, C)
+                      const float* dlogits,                    // (N, V)
+                      const float* inp, const float* wte,      // (N, C), (V, C)
+                      int N, int C, int V);

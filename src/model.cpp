@@ -1,0 +1,198 @@
+#include "model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "attention.h"
+#include "cross_entropy.h"
+#include "embedding.h"
+#include "gelu.h"
+#include "layernorm.h"
+#include "linear.h"
+#include "rng.h"
+
+// Lays out every activation buffer in one arena. With base == nullptr it only counts, so the memory estimate
+// and the allocation can never disagree.
+static size_t layout_activations(Activations& a, const ModelConfig& c, int B, int T, float* base) {
+  const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size, NH = c.n_head;
+  size_t used = 0;
+  auto take = [&](float*& slot, size_t n) {
+    slot = base ? base + used : nullptr;
+    used += n;
+  };
+  a.layers.resize(c.n_layer);
+  take(a.encoded, BT * C);
+  for (LayerActivations& l : a.layers) {
+    take(l.ln1, BT * C), take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
+    take(l.qkv, BT * 3 * C);
+    take(l.att_probs, BT * NH * T);
+    take(l.att_out, BT * C);
+    take(l.residual2, BT * C);
+    take(l.ln2, BT * C), take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
+    take(l.fc, BT * 4 * C), take(l.fc_gelu, BT * 4 * C);
+    take(l.residual3, BT * C);
+  }
+  take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
+  take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
+  take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.d_att_out, BT * C), take(a.d_qkv, BT * 3 * C);
+  take(a.d_fc, BT * 4 * C), take(a.d_fc_gelu, BT * 4 * C), take(a.d_logits, BT * V);
+  return used;
+}
+
+size_t activation_floats(const ModelConfig& config, int B, int T) {
+  Activations scratch;
+  return layout_activations(scratch, config, B, T, nullptr);
+}
+
+size_t estimate_training_bytes(const ModelConfig& config, int B) {
+  const size_t params = total_floats(gpt_tensor_table(config));
+  return sizeof(float) * (4 * params + activation_floats(config, B, config.block_size)) +
+         2 * sizeof(int) * (size_t)B * config.block_size;
+}
+
+void check_fits_in_memory(const ModelConfig& config, int B) {
+  // Sizes are validated to ≤ 65536 each, so this arithmetic stays far inside 64 bits before the comparison.
+  const double need = (double)estimate_training_bytes(config, B);
+  const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  if (have > 0 && need > have)
+    throw std::runtime_error("this model needs about " + std::to_string((size_t)need) + " bytes to train with batch " +
+                             std::to_string(B) + ", more than this machine's " + std::to_string((size_t)have) +
+                             " bytes of memory; reduce --batch, --block, --n-embd or --n-layer");
+}
+
+GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks) : config(cfg), masks(std::move(layer_masks)) {
+  validate(config);
+  if (masks.empty()) masks.assign(config.n_layer, AttentionMask{});
+  if ((int)masks.size() != config.n_layer)
+    throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
+                             std::to_string(masks.size()));
+  attn_scale = 1.0f / std::sqrt((float)config.head_size());
+  table = gpt_tensor_table(config);
+  params_memory.assign(total_floats(table), 0.0f);
+  grads_memory.assign(params_memory.size(), 0.0f);
+  params = bind_params(table, params_memory.data(), config.n_layer);
+  grads = bind_params(table, grads_memory.data(), config.n_layer);
+}
+
+void GPT::init_weights(uint64_t seed) {
+  Rng rng(seed);
+  init_params(table, params_memory.data(), config.n_layer, rng);
+}
+
+void GPT::zero_grad() { std::fill(grads_memory.begin(), grads_memory.end(), 0.0f); }
+
+void GPT::reserve_activations(int B, int T) {
+  if (B <= capacity_B_ && T <= capacity_T_) {
+    Activations fresh;  // same arena, re-carved for this (B, T) so every buffer is contiguous
+    layout_activations(fresh, config, B, T, acts_memory_.data());
+    acts_ = fresh;
+    return;
+  }
+  capacity_B_ = std::max(B, capacity_B_);
+  capacity_T_ = std::max(T, capacity_T_);
+  acts_memory_.assign(layout_activations(acts_, config, capacity_B_, capacity_T_, nullptr), 0.0f);
+  layout_activations(acts_, config, B, T, acts_memory_.data());
+  inputs_.resize((size_t)capacity_B_ * capacity_T_);
+  targets_.resize(inputs_.size());
+}
+
+float GPT::forward(const int* inputs, const int* targets, int B, int T) {
+  const int C = config.n_embd, NH = config.n_head, V = config.vocab_size;
+  if (B <= 0 || T <= 0 || T > config.block_size)
+    throw std::runtime_error("forward: need B ≥ 1 and 1 ≤ T ≤ block_size (" + std::to_string(config.block_size) +
+                             "), got B=" + std::to_string(B) + " T=" + std::to_string(T));
+  for (size_t i = 0; i < (size_t)B * T; i++)
+    if (inputs[i] < 0 || inputs[i] >= V || (targets && targets[i] != kNoTarget && (targets[i] < 0 || targets[i] >= V)))
+      throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
+                               std::to_string(i));
+  if (B != B_ || T != T_) {
+    reserve_activations(B, T);
+    // P is written only inside each mask; a new shape must not show another shape's leftovers outside it.
+    for (LayerActivations& l : acts_.layers) std::fill(l.att_probs, l.att_probs + (size_t)B * NH * T * T, 0.0f);
+    B_ = B, T_ = T;
+  }
+  const int BT = B * T;
+  std::copy(inputs, inputs + BT, inputs_.begin());
+  has_targets_ = targets != nullptr;
+  if (targets) std::copy(targets, targets + BT, targets_.begin());
+
+  Activations& a = acts_;
+  embedding_forward(a.encoded, inputs, params.wte, params.wpe, B, T, C);
+  const float* residual = a.encoded;
+  for (int l = 0; l < config.n_layer; l++) {
+    const BlockParams& p = params.h[l];
+    LayerActivations& la = a.layers[l];
+    // x ← x + attn_proj(attention(qkv(ln_1(x))))
+    layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
+    linear_forward(la.qkv, la.ln1, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
+    attention_forward(la.att_out, la.att_probs, la.qkv, masks[l], attn_scale, B, T, C, NH);
+    linear_forward(la.residual2, la.att_out, p.attn_proj_w, p.attn_proj_b, BT, C, C);
+    for (size_t i = 0; i < (size_t)BT * C; i++) la.residual2[i] += residual[i];
+    // x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
+    layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
+    linear_forward(la.fc, la.ln2, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
+    gelu_forward(la.fc_gelu, la.fc, (size_t)BT * 4 * C);
+    linear_forward(la.residual3, la.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C);
+    for (size_t i = 0; i < (size_t)BT * C; i++) la.residual3[i] += la.residual2[i];
+    residual = la.residual3;
+  }
+  layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params.ln_f_w, params.ln_f_b, BT, C);
+  lm_head_forward(a.logits, a.lnf, params.wte, BT, C, V);
+  if (!targets) return 0.0f;
+  LossSum loss = cross_entropy_forward(a.probs, a.losses, a.logits, targets, BT, V);
+  loss_count_ = loss.count;
+  return (float)loss.mean();
+}
+
+static void zero(float* p, size_t n) { std::memset(p, 0, n * sizeof(float)); }
+
+void GPT::backward() {
+  if (!has_targets_) throw std::runtime_error("backward: the last forward had no targets");
+  const int B = B_, T = T_, BT = B * T, C = config.n_embd, NH = config.n_head, V = config.vocab_size;
+  Activations& a = acts_;
+  const size_t BTC = (size_t)BT * C;
+
+  // loss → logits → final LayerNorm. Each zero() starts a scratch buffer that the next backward accumulates into.
+  zero(a.d_logits, (size_t)BT * V);
+  cross_entropy_backward(a.d_logits, a.probs, targets_.data(), loss_count_, BT, V);
+  zero(a.d_ln, BTC);
+  lm_head_backward(a.d_ln, grads.wte, a.d_logits, a.lnf, params.wte, BT, C, V);
+  const float* top = config.n_layer ? a.layers.back().residual3 : a.encoded;
+  zero(a.d_residual, BTC);
+  layernorm_backward(a.d_residual, grads.ln_f_w, grads.ln_f_b, a.d_ln, top, params.ln_f_w, a.lnf_mean, a.lnf_rstd,
+                     BT, C);
+
+  // d_residual holds ∂loss/∂(block output). A residual add passes its gradient through unchanged, so each
+  // branch's backward only adds its own contribution into d_residual on the way down.
+  for (int l = config.n_layer - 1; l >= 0; l--) {
+    const BlockParams& p = params.h[l];
+    BlockParams& g = grads.h[l];
+    LayerActivations& la = a.layers[l];
+    const float* block_input = l == 0 ? a.encoded : a.layers[l - 1].residual3;
+
+    // MLP branch: residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))
+    zero(a.d_fc_gelu, 4 * BTC);
+    linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, la.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
+    zero(a.d_fc, 4 * BTC);
+    gelu_backward(a.d_fc, la.fc, a.d_fc_gelu, 4 * BTC);
+    zero(a.d_ln, BTC);
+    linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_fc, la.ln2, p.mlp_fc_w, BT, C, 4 * C);
+    layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
+                       BT, C);
+
+    // Attention branch: residual2 = block_input + attn_proj(attention(qkv(ln_1(block_input))))
+    zero(a.d_att_out, BTC);
+    linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
+    zero(a.d_qkv, 3 * BTC);
+    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_probs, la.att_out, masks[l], attn_scale, B, T, C, NH);
+    zero(a.d_ln, BTC);
+    linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, la.ln1, p.attn_qkv_w, BT, C, 3 * C);
+    layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
+                       BT, C);
+  }
+  embedding_backward(grads.wte, grads.wpe, a.d_residual, inputs_.data(), B, T, C);
+}

@@ -1,0 +1,82 @@
+// The GPT: parameters, gradients and activations in flat arenas, a forward pass that computes the loss and a
+// backward pass that accumulates every parameter's gradient, each written out op by op (no autograd).
+//
+// Shapes used in comments throughout src/:
+//   B batch size, T sequence length (≤ block_size), C = n_embd, NH = n_head, HS = C/NH head size,
+//   V vocabulary size, L = n_layer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "config.h"
+#include "mask.h"
+#include "params.h"
+
+// What the forward pass keeps for the backward pass, per block (all (B, T, ·) unless said).
+struct LayerActivations {
+  float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)   x̂ of LayerNorm 1 and its statistics
+  float* qkv;                        // (B,T,3C)
+  float* att_probs;                  // (B,NH,T,T)            P, zero where the mask forbids
+  float* att_out;                    // (B,T,C)               O, heads side by side
+  float* residual2;                  // (B,T,C)               x + attn(ln1(x))
+  float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
+  float *fc, *fc_gelu;               // (B,T,4C) (B,T,4C)
+  float* residual3;                  // (B,T,C)               the block's output
+};
+
+struct Activations {
+  float* encoded;  // (B,T,C) token + position embedding
+  std::vector<LayerActivations> layers;
+  float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
+  float *logits, *probs, *losses;    // (B,T,V) (B,T,V) (B,T)
+  // Gradient scratch for the backward pass, reused by every layer.
+  float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
+  float *d_ln, *d_att_out, *d_qkv, *d_fc, *d_fc_gelu, *d_logits;
+};
+
+class GPT {
+ public:
+  // masks: one per layer (empty = causal everywhere). Parameters start at zero; call init_weights or load them.
+  explicit GPT(const ModelConfig& config, std::vector<AttentionMask> masks = {});
+  GPT(const GPT&) = delete;  // the views point into this object's arenas
+  GPT& operator=(const GPT&) = delete;
+
+  void init_weights(uint64_t seed);
+
+  // inputs, targets: (B, T) token ids; targets may be null (logits only) and may hold kNoTarget.
+  // Returns the mean cross-entropy over positions with a target.
+  float forward(const int* inputs, const int* targets, int B, int T);
+  // Gradients of the last forward's mean loss, accumulated into grads (call zero_grad first).
+  void backward();
+  void zero_grad();
+
+  const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
+  const float* attention_probs(int layer) const { return acts_.layers[layer].att_probs; }  // (B, NH, T, T)
+  size_t num_params() const { return params_memory.size(); }
+
+  ModelConfig config;
+  std::vector<AttentionMask> masks;
+  float attn_scale;  // multiplies q·k; 1/√HS
+  std::vector<TensorSpec> table;
+  std::vector<float> params_memory, grads_memory;
+  GPTParams params, grads;
+
+ private:
+  void reserve_activations(int B, int T);
+
+  Activations acts_{};
+  std::vector<float> acts_memory_;
+  int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
+  int B_ = 0, T_ = 0;                    // the last forward's shape
+  std::vector<int> inputs_, targets_;
+  int loss_count_ = 0;
+  bool has_targets_ = false;
+};
+
+// Floats of activations and gradient scratch that a forward + backward with (B, T) uses.
+size_t activation_floats(const ModelConfig& config, int B, int T);
+// Parameters, gradients, AdamW m and v, and activations for training with batch size B at full block_size.
+size_t estimate_training_bytes(const ModelConfig& config, int B);
+// Throws, with the estimate in bytes, if training would need more than the machine's physical memory.
+void check_fits_in_memory(const ModelConfig& config, int B);

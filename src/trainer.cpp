@@ -1,0 +1,280 @@
+#include "trainer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "checkpoint.h"
+#include "dataset.h"
+#include "evaluate.h"
+#include "model.h"
+#include "rng.h"
+#include "threads.h"
+
+using nlohmann::json;
+
+// ---- settings ------------------------------------------------------------------------------------------------
+
+std::string to_json(const TrainConfig& c) {
+  const AdamWConfig& a = c.adamw;
+  json j = {{"data", c.data}, {"out", c.out}, {"n_layer", c.model.n_layer}, {"n_head", c.model.n_head},
+            {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size}, {"mask", c.mask}, {"batch", c.batch},
+            {"steps", c.steps}, {"lr", a.lr}, {"min_lr", a.min_lr}, {"warmup_steps", a.warmup_steps},
+            {"beta1", a.beta1}, {"beta2", a.beta2}, {"eps", a.eps}, {"weight_decay", a.weight_decay},
+            {"grad_clip", a.grad_clip}, {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
+            {"ckpt_every", c.ckpt_every}, {"log_every", c.log_every}, {"seed", c.seed}, {"threads", c.threads}};
+  return j.dump();
+}
+
+TrainConfig train_config_from_json(const std::string& text, const std::string& source) {
+  TrainConfig c;
+  try {
+    json j = json::parse(text);
+    AdamWConfig& a = c.adamw;
+    c.data = j.at("data"), c.out = j.at("out"), c.mask = j.at("mask");
+    c.model.n_layer = j.at("n_layer"), c.model.n_head = j.at("n_head"), c.model.n_embd = j.at("n_embd");
+    c.model.block_size = j.at("block_size");
+    c.batch = j.at("batch"), c.steps = j.at("steps");
+    a.lr = j.at("lr"), a.min_lr = j.at("min_lr"), a.warmup_steps = j.at("warmup_steps");
+    a.beta1 = j.at("beta1"), a.beta2 = j.at("beta2"), a.eps = j.at("eps");
+    a.weight_decay = j.at("weight_decay"), a.grad_clip = j.at("grad_clip");
+    c.eval_every = j.at("eval_every"), c.eval_iters = j.at("eval_iters"), c.ckpt_every = j.at("ckpt_every");
+    c.log_every = j.at("log_every"), c.seed = j.at("seed"), c.threads = j.at("threads");
+  } catch (const json::exception& e) {
+    throw std::runtime_error(source + ": bad training settings in the checkpoint: " + e.what());
+  }
+  return c;
+}
+
+TrainConfig preset(const std::string& name) {
+  TrainConfig c;  // the defaults are the tiny preset
+  if (name == "tiny") return c;
+  if (name == "small") {
+    c.model.n_layer = 6, c.model.n_head = 6, c.model.n_embd = 384, c.model.block_size = 256;
+    c.batch = 64, c.steps = 5000;
+    return c;
+  }
+  throw std::runtime_error("--preset: unknown preset '" + name + "' (expected tiny or small)");
+}
+
+void validate(const TrainConfig& c) {
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw std::runtime_error(message);
+  };
+  const AdamWConfig& a = c.adamw;
+  require(c.batch > 0, "--batch must be positive");
+  require(c.steps >= 0, "--steps must be ≥ 0");
+  require(a.lr > 0 && std::isfinite(a.lr), "--lr must be a positive number");
+  require(a.min_lr >= 0 && a.min_lr <= a.lr, "--min-lr must be between 0 and --lr");
+  require(a.warmup_steps >= 0, "--warmup must be ≥ 0");
+  require(a.beta1 >= 0 && a.beta1 < 1, "--beta1 must be in [0, 1)");
+  require(a.beta2 >= 0 && a.beta2 < 1, "--beta2 must be in [0, 1)");
+  require(a.eps > 0, "--eps must be positive");
+  require(a.weight_decay >= 0, "--weight-decay must be ≥ 0");
+  require(a.grad_clip >= 0, "--grad-clip must be ≥ 0 (0 turns clipping off)");
+  require(c.eval_every >= 0 && c.ckpt_every >= 0 && c.log_every > 0,
+          "--eval-every and --ckpt-every must be ≥ 0, --log-every positive");
+  require(c.eval_iters > 0, "--eval-iters must be positive");
+  require(c.threads >= 0, "--threads must be ≥ 0 (0 = all cores)");
+}
+
+std::string checkpoint_path(const std::string& out_dir) { return out_dir + "/ckpt.safetensors"; }
+
+// ---- the output directory ------------------------------------------------------------------------------------
+
+// Creates out_dir (and its parents) and proves it is writable before any training starts, so a bad --out
+// fails in the first second instead of at the first checkpoint.
+static void prepare_output_dir(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    std::string prefix = dir.substr(0, slash);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      throw std::runtime_error("--out " + dir + ": cannot create " + prefix + ": " + std::strerror(errno));
+    if (slash == std::string::npos) break;
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("--out " + dir + ": not a directory");
+  std::string probe = dir + "/.write-test-" + std::to_string(getpid());
+  FILE* f = std::fopen(probe.c_str(), "w");
+  if (!f) throw std::runtime_error("--out " + dir + ": not writable: " + std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+// metrics.csv: one row per step; train_loss and val_loss are filled on the steps where an evaluation ran.
+class MetricsFile {
+ public:
+  // A resumed run keeps the rows before its first step and drops any the interrupted run wrote after its
+  // last checkpoint, so the file reads as one uninterrupted run.
+  MetricsFile(const std::string& path, int first_step) {
+    std::string kept;
+    std::ifstream old(path);
+    std::string line;
+    if (first_step > 0 && std::getline(old, line))
+      while (std::getline(old, line))
+        if (std::strtol(line.c_str(), nullptr, 10) < first_step) kept += line + "\n";
+    file_ = std::fopen(path.c_str(), "w");
+    if (!file_) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
+    std::fprintf(file_, "step,train_loss,val_loss,batch_loss,lr,grad_norm,step_ms\n%s", kept.c_str());
+  }
+  ~MetricsFile() { std::fclose(file_); }
+  void row(int step, double train, double val, double loss, double lr, double norm, double ms) {
+    auto cell = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
+    std::fprintf(file_, "%d,%s,%s,%s,%s,%s,%s\n", step, cell(train).c_str(), cell(val).c_str(), cell(loss).c_str(),
+                 cell(lr).c_str(), cell(norm).c_str(), cell(ms).c_str());
+    std::fflush(file_);
+  }
+
+ private:
+  FILE* file_;
+};
+
+// ---- Ctrl-C --------------------------------------------------------------------------------------------------
+
+static volatile std::sig_atomic_t g_stop_requested = 0;
+
+// First SIGINT/SIGTERM: finish the current step, save, exit cleanly. Second: leave at once; the checkpoint on
+// disk is whole either way, because every write goes to a temporary file that is renamed into place.
+static void on_stop_signal(int) {
+  if (g_stop_requested) _exit(130);
+  g_stop_requested = 1;
+}
+
+// ---- progress ------------------------------------------------------------------------------------------------
+
+static std::string format_duration(double seconds) {
+  long s = (long)std::lround(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+// ---- the loop ------------------------------------------------------------------------------------------------
+
+TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
+  validate(cfg);
+  set_threads(cfg.threads > 0 ? cfg.threads : default_threads());
+  using clock = std::chrono::steady_clock;
+
+  Checkpoint ckpt;
+  Corpus corpus;
+  ResumeState state;
+  if (resume) {
+    ckpt = std::move(*resume);
+    if (!ckpt.resumable) throw std::runtime_error("the checkpoint holds weights only (no optimizer state)");
+    corpus = load_corpus(cfg.data, ckpt.tokenizer);
+    state = std::move(ckpt.resume);
+  } else {
+    corpus = load_corpus(cfg.data);
+    ModelConfig model_config = cfg.model;
+    model_config.vocab_size = corpus.tokenizer.size();
+    validate(model_config);
+    ckpt.model = std::make_unique<GPT>(model_config, parse_layer_masks(cfg.mask, model_config.n_layer));
+    ckpt.model->init_weights(cfg.seed);
+    state.batch_rng = Rng(cfg.seed ^ 0x5eed5eedull).state();
+  }
+  GPT& model = *ckpt.model;
+  const int B = cfg.batch, T = model.config.block_size;
+  check_corpus_fits(corpus, T);
+  check_fits_in_memory(model.config, B);
+  prepare_output_dir(cfg.out);
+  state.train_config = to_json(cfg);
+  const std::string ckpt_file = checkpoint_path(cfg.out);
+
+  Rng batch_rng;
+  batch_rng.set_state(state.batch_rng);
+  auto save = [&](int step) {
+    state.step = step;
+    state.batch_rng = batch_rng.state();
+    save_checkpoint(ckpt_file, model, corpus.tokenizer, &state);
+  };
+  // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like,
+  // and the training batches never depend on how often we evaluate.
+  auto evaluate = [&](double& train_loss, double& val_loss) {
+    Rng eval_rng(cfg.seed + 1);
+    train_loss = estimate_loss(model, corpus.train, B, T, cfg.eval_iters, eval_rng);
+    val_loss = estimate_loss(model, corpus.val, B, T, cfg.eval_iters, eval_rng);
+  };
+
+  std::printf("model: %s, %zu parameters, mask %s\n", describe(model.config).c_str(), model.num_params(),
+              masks_to_string(model.masks).c_str());
+  std::printf("data: %s: %zu training and %zu validation characters\n", cfg.data.c_str(), corpus.train.size(),
+              corpus.val.size());
+  std::printf("training %d steps of %d×%d tokens%s\n", cfg.steps, B, T,
+              state.step ? (" from step " + std::to_string(state.step)).c_str() : "");
+  std::fflush(stdout);
+
+  g_stop_requested = 0;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const bool live = isatty(fileno(stdout));
+  MetricsFile metrics(cfg.out + "/metrics.csv", state.step);
+  std::vector<int> x((size_t)B * T), y((size_t)B * T);
+  const double nan = std::nan("");
+  TrainResult result;
+  result.step = state.step;
+  double recent_ms = 0;  // moving average of the step time, for tokens/s and the ETA
+  const auto start = clock::now();
+
+  for (int step = state.step; step <= cfg.steps; step++) {
+    double train_loss = nan, val_loss = nan;
+    const bool last = step == cfg.steps;
+    if (last || step == state.step || (cfg.eval_every && step % cfg.eval_every == 0)) {
+      evaluate(train_loss, val_loss);
+      result.val_loss = val_loss;
+      if (live) std::printf("\r\033[K");
+      std::printf("step %d: train loss %.4f, val loss %.4f\n", step, train_loss, val_loss);
+      std::fflush(stdout);
+    }
+    if (last) {
+      metrics.row(step, train_loss, val_loss, nan, nan, nan, nan);
+      break;
+    }
+
+    const auto t0 = clock::now();
+    sample_batch(corpus.train, B, T, batch_rng, x.data(), y.data());
+    const float loss = model.forward(x.data(), y.data(), B, T);
+    model.zero_grad();
+    model.backward();
+    const double norm = clip_global_norm(model.grads_memory, cfg.adamw.grad_clip);
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+      throw std::runtime_error("training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) +
+                               ", gradient norm " + std::to_string(norm) + "); the weights were not updated and " +
+                               ckpt_file + " holds the last good checkpoint. Try a lower --lr.");
+    const float lr = learning_rate(cfg.adamw, step, cfg.steps);
+    state.optimizer.update(model, cfg.adamw, lr);
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    recent_ms = step == state.step ? ms : 0.9 * recent_ms + 0.1 * ms;
+    metrics.row(step, train_loss, val_loss, loss, lr, norm, ms);
+    result.step = step + 1;
+
+    const double tokens_per_s = B * T / (recent_ms / 1000.0);
+    const std::string eta = format_duration((cfg.steps - step - 1) * recent_ms / 1000.0);
+    if (live || (step + 1) % cfg.log_every == 0) {
+      std::printf("%sstep %d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms/step | ETA %s%s", live ? "\r\033[K" : "",
+                  step + 1, cfg.steps, loss, lr, tokens_per_s, recent_ms, eta.c_str(), live ? "" : "\n");
+      std::fflush(stdout);
+    }
+    if (g_stop_requested) {
+      save(step + 1);
+      std::printf("%sinterrupted: saved step %d to %s\n", live ? "\n" : "", step + 1, ckpt_file.c_str());
+      result.interrupted = true;
+      return result;
+    }
+    if (cfg.ckpt_every && (step + 1) % cfg.ckpt_every == 0 && step + 1 < cfg.steps) save(step + 1);
+  }
+  save(cfg.steps);
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  std::printf("done: %d steps in %s; checkpoint %s\n", cfg.steps, format_duration(seconds).c_str(), ckpt_file.c_str());
+  return result;
+}

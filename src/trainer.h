@@ -1,0 +1,46 @@
+// The training loop behind ./train: batches, forward, backward, clip, AdamW, evaluation, metrics.csv,
+// progress, checkpoints (periodic, final and on Ctrl-C) and exact resume.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "adamw.h"
+#include "config.h"
+
+struct TrainConfig {
+  std::string data = "data/stories.txt";
+  std::string out = "out";
+  ModelConfig model;         // vocab_size comes from the corpus
+  std::string mask = "causal";
+  int batch = 12;
+  int steps = 2000;          // total optimizer steps of the run (the cosine schedule ends here)
+  AdamWConfig adamw;
+  int eval_every = 250;      // 0 = only at the start and the end
+  int eval_iters = 20;       // batches per split per evaluation
+  int ckpt_every = 500;      // 0 = only at the end
+  int log_every = 50;        // progress lines when stdout is not a terminal
+  uint64_t seed = 1337;
+  int threads = 0;           // 0 = all cores
+};
+
+std::string to_json(const TrainConfig& config);
+TrainConfig train_config_from_json(const std::string& json, const std::string& source);
+// "tiny" (nanoGPT's CPU recipe) or "small" (nanoGPT's shakespeare_char model); throws on other names.
+TrainConfig preset(const std::string& name);
+// Throws, naming the flag, on a setting that cannot work (zero batch, negative steps, lr ≤ 0, …).
+void validate(const TrainConfig& config);
+
+struct TrainResult {
+  int step = 0;             // steps completed
+  double val_loss = 0;      // at the last evaluation
+  bool interrupted = false; // stopped by SIGINT/SIGTERM after saving
+};
+
+struct Checkpoint;
+
+// Trains from scratch, or continues `resume` (a loaded resumable checkpoint; `config` then holds its own
+// settings, see train.cpp). Throws std::runtime_error on bad input or a diverging run, and the last good
+// checkpoint on disk is untouched either way.
+TrainResult run_training(const TrainConfig& config, Checkpoint* resume = nullptr);
+
+std::string checkpoint_path(const std::string& out_dir);  // out_dir + "/ckpt.safetensors"

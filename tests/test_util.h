@@ -1,0 +1,113 @@
+// Helpers shared by test_ops.cpp and test_model.cpp: seeded random data, float ↔ double copies, closeness checks
+// that report the worst element, and central finite differences.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace testutil {
+
+// n values uniform in [lo, hi), from a seeded generator so every run sees the same data.
+inline std::vector<double> uniform(size_t n, std::mt19937& rng, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
+// Rounds to float and back, so the float and the double side of a comparison start from the same numbers.
+inline std::vector<double> float_exact(std::vector<double> v) {
+  for (double& x : v) x = (double)(float)x;
+  return v;
+}
+
+inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+inline std::vector<double> to_double(const float* p, size_t n) { return std::vector<double>(p, p + n); }
+inline std::vector<double> to_double(const std::vector<float>& v) { return to_double(v.data(), v.size()); }
+
+inline double max_abs(const double* p, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = std::max(m, std::fabs(p[i]));
+  return m;
+}
+
+// Fast (float) result against the double reference: every |fast − ref| ≤ rtol · max|ref|, i.e. the error measured
+// against the tensor's own scale (float rounding in a sum of k terms grows with the terms' size, not with how far
+// the sum happened to cancel). Reports the worst element.
+inline ::testing::AssertionResult close_to_reference(const float* fast, const double* ref, size_t n, double rtol,
+                                                     const std::string& what) {
+  const double scale = std::max(max_abs(ref, n), 1e-30);
+  double worst = -1;
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double err = std::fabs((double)fast[i] - ref[i]);
+    if (!(err <= worst)) worst = err, at = i;  // !(≤) so a NaN becomes the worst
+  }
+  if (n == 0 || worst <= rtol * scale) return ::testing::AssertionSuccess();
+  std::ostringstream s;
+  s.precision(9);
+  s << what << ": element " << at << " fast " << fast[at] << " reference " << ref[at] << " |diff| " << worst << " > "
+    << rtol << " × max|ref| " << scale << " (relative " << worst / scale << ")";
+  return ::testing::AssertionFailure() << s.str();
+}
+inline ::testing::AssertionResult close_to_reference(const std::vector<float>& fast, const std::vector<double>& ref,
+                                                     double rtol, const std::string& what) {
+  if (fast.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": sizes " << fast.size() << " vs " << ref.size();
+  return close_to_reference(fast.data(), ref.data(), ref.size(), rtol, what);
+}
+
+// Two double results (analytic vs numeric): every |a − b| ≤ rtol · |b| + atol. Reports the worst element.
+inline ::testing::AssertionResult all_close(const std::vector<double>& a, const std::vector<double>& b, double rtol,
+                                            double atol, const std::string& what) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << what << ": sizes " << a.size() << " vs " << b.size();
+  double worst_excess = -INFINITY;
+  size_t at = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    const double excess = std::fabs(a[i] - b[i]) - (rtol * std::fabs(b[i]) + atol);
+    if (!(excess <= worst_excess)) worst_excess = excess, at = i;
+  }
+  if (a.empty() || worst_excess <= 0) return ::testing::AssertionSuccess();
+  std::ostringstream s;
+  s.precision(12);
+  s << what << ": element " << at << " analytic " << a[at] << " numeric " << b[at] << " |diff| "
+    << std::fabs(a[at] - b[at]) << " > " << rtol << "·|numeric| + " << atol;
+  return ::testing::AssertionFailure() << s.str();
+}
+
+// Central finite differences of f with respect to x[0..n): (f(x + h·e_i) − f(x − h·e_i)) / 2h.
+inline std::vector<double> finite_differences(const std::function<double()>& f, double* x, size_t n, double h = 1e-6) {
+  std::vector<double> grad(n);
+  for (size_t i = 0; i < n; i++) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double up = f();
+    x[i] = saved - h;
+    const double down = f();
+    x[i] = saved;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+  return s;
+}
+
+inline std::vector<double> minus(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> d(a.size());
+  for (size_t i = 0; i < a.size(); i++) d[i] = a[i] - b[i];
+  return d;
+}
+
+}  // namespace testutil
