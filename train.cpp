@@ -40,6 +40,7 @@ static void add_flags(cxxopts::Options& options) {
     ("log-every", "progress line every N steps when the output is not a terminal", cxxopts::value<int>())
     ("seed", "random seed for the initial weights and the batches", cxxopts::value<uint64_t>())
     ("threads", "threads for OpenMP and OpenBLAS (0 = all cores)", cxxopts::value<int>())
+    ("stop-at", "checkpoint and stop after this step (continue later with --resume)", cxxopts::value<int>())
     ("h,help", "show this help");
   // clang-format on
 }
@@ -57,6 +58,7 @@ static void apply_flags(const cxxopts::ParseResult& r, TrainConfig& c) {
   set("weight-decay", c.adamw.weight_decay), set("grad-clip", c.adamw.grad_clip);
   set("eval-every", c.eval_every), set("eval-iters", c.eval_iters), set("ckpt-every", c.ckpt_every);
   set("log-every", c.log_every), set("seed", c.seed), set("threads", c.threads);
+  set("stop-at", c.stop_at);
 }
 
 static bool is_directory(const std::string& path) {
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
     if (!ckpt.resumable) throw std::runtime_error(file + ": holds weights only (no optimizer state); cannot resume");
     TrainConfig config = train_config_from_json(ckpt.resume.train_config, file);
     const std::set<std::string> may_change = {"data", "out", "steps", "threads", "eval-every", "eval-iters",
-                                              "ckpt-every", "log-every", "resume", "preset"};
+                                              "ckpt-every", "log-every", "resume", "preset", "stop-at"};
     for (const auto& kv : flags.arguments())
       if (!may_change.count(kv.key()))
         throw std::runtime_error("--" + kv.key() + " cannot be changed when resuming (the run continues with the " +

@@ -5,12 +5,15 @@
 static const float kSqrt2OverPi = 0.7978845608028654f;  // √(2/π)
 static const float kCubic = 0.044715f;
 
+// tanh(u) = 1 − 2/(e^{2u} + 1): one exp instead of the libm tanh, several times faster, and exact at ±∞.
+static float tanh_via_exp(float u) { return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f); }
+
 void gelu_forward(float* out, const float* inp, size_t N) {
 #pragma omp parallel for
   for (size_t i = 0; i < N; i++) {
     float x = inp[i];
     float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    out[i] = 0.5f * x * (1.0f + std::tanh(u));
+    out[i] = 0.5f * x * (1.0f + tanh_via_exp(u));
   }
 }
 
@@ -18,7 +21,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
 #pragma omp parallel for
   for (size_t i = 0; i < N; i++) {
     float x = inp[i];
-    float th = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
+    float th = tanh_via_exp(kSqrt2OverPi * (x + kCubic * x * x * x));
     float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
     float dy_dx = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx;
     dinp[i] += dy_dx * dout[i];

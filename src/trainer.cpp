@@ -265,9 +265,10 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
                   step + 1, cfg.steps, loss, lr, tokens_per_s, recent_ms, eta.c_str(), live ? "" : "\n");
       std::fflush(stdout);
     }
-    if (g_stop_requested) {
+    if (g_stop_requested || step + 1 == cfg.stop_at) {
       save(step + 1);
-      std::printf("%sinterrupted: saved step %d to %s\n", live ? "\n" : "", step + 1, ckpt_file.c_str());
+      std::printf("%s%s: saved step %d to %s\n", live ? "\n" : "", g_stop_requested ? "interrupted" : "stopped",
+                  step + 1, ckpt_file.c_str());
       result.interrupted = true;
       return result;
     }

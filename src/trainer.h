@@ -21,6 +21,8 @@ struct TrainConfig {
   int log_every = 50;        // progress lines when stdout is not a terminal
   uint64_t seed = 1337;
   int threads = 0;           // 0 = all cores
+  int stop_at = -1;          // this invocation only (not saved): checkpoint and stop after this step, as if
+                             // interrupted; resume later to continue. −1 = run to `steps`
 };
 
 std::string to_json(const TrainConfig& config);

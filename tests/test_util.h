@@ -38,12 +38,13 @@ inline double max_abs(const double* p, size_t n) {
   return m;
 }
 
-// Fast (float) result against the double reference: every |fast − ref| ≤ rtol · max|ref|, i.e. the error measured
-// against the tensor's own scale (float rounding in a sum of k terms grows with the terms' size, not with how far
-// the sum happened to cancel). Reports the worst element.
+// Fast (float) result against the double reference: every |fast − ref| ≤ rtol · scale, where scale is max|ref| by
+// default, i.e. the error measured against the tensor's own scale (float rounding in a sum of k terms grows with the
+// terms' size, not with how far the sum happened to cancel). A caller whose result cancels much larger terms passes
+// their size as `scale`. Reports the worst element.
 inline ::testing::AssertionResult close_to_reference(const float* fast, const double* ref, size_t n, double rtol,
-                                                     const std::string& what) {
-  const double scale = std::max(max_abs(ref, n), 1e-30);
+                                                     const std::string& what, double scale = 0) {
+  scale = std::max({scale, max_abs(ref, n), 1e-30});
   double worst = -1;
   size_t at = 0;
   for (size_t i = 0; i < n; i++) {
@@ -54,14 +55,14 @@ inline ::testing::AssertionResult close_to_reference(const float* fast, const do
   std::ostringstream s;
   s.precision(9);
   s << what << ": element " << at << " fast " << fast[at] << " reference " << ref[at] << " |diff| " << worst << " > "
-    << rtol << " × max|ref| " << scale << " (relative " << worst / scale << ")";
+    << rtol << " × scale " << scale << " (relative " << worst / scale << ")";
   return ::testing::AssertionFailure() << s.str();
 }
 inline ::testing::AssertionResult close_to_reference(const std::vector<float>& fast, const std::vector<double>& ref,
-                                                     double rtol, const std::string& what) {
+                                                     double rtol, const std::string& what, double scale = 0) {
   if (fast.size() != ref.size())
     return ::testing::AssertionFailure() << what << ": sizes " << fast.size() << " vs " << ref.size();
-  return close_to_reference(fast.data(), ref.data(), ref.size(), rtol, what);
+  return close_to_reference(fast.data(), ref.data(), ref.size(), rtol, what, scale);
 }
 
 // Two double results (analytic vs numeric): every |a − b| ≤ rtol · |b| + atol. Reports the worst element.
