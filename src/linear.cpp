@@ -1,34 +1,81 @@
 #include "linear.h"
 
+#include <omp.h>
+
 #include <cstddef>
 
 #include "blas.h"
 
+// Threads split each product themselves: every thread calls single-threaded sgemm on its own block of rows or
+// columns. At these sizes OpenBLAS would barely use a second core, and one thread pool (OpenMP) instead of two
+// means the pools never fight over the cores (see threads.cpp).
+struct Share {
+  int begin, end;
+  int size() const { return end - begin; }
+};
+static Share my_share(int n) {
+  const int threads = omp_get_num_threads(), me = omp_get_thread_num();
+  return {(int)((long)n * me / threads), (int)((long)n * (me + 1) / threads)};
+}
+
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
-  float beta = 0.0f;
-  if (bias) {  // start each output row at b, then let sgemm add X·W to it (beta = 1)
-    for (int n = 0; n < N; n++)
-      for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] = bias[o];
-    beta = 1.0f;
+#pragma omp parallel
+  {
+    const Share rows = my_share(N);
+    float* y = out + (size_t)rows.begin * OC;
+    float beta = 0.0f;
+    if (bias) {  // start each output row at b, then let sgemm add X·W to it (beta = 1)
+      for (int n = 0; n < rows.size(); n++)
+        for (int o = 0; o < OC; o++) y[(size_t)n * OC + o] = bias[o];
+      beta = 1.0f;
+    }
+    if (rows.size() > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows.size(), OC, IC, 1.0f, inp + (size_t)rows.begin * IC,
+                  IC, weight, OC, beta, y, OC);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, inp, IC, weight, OC, beta, out, OC);
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int IC, int OC) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, dout, OC, weight, OC, 1.0f, dinp, IC);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dweight, OC);
-  if (dbias)
-    for (int n = 0; n < N; n++)
-      for (int o = 0; o < OC; o++) dbias[o] += dout[(size_t)n * OC + o];
+#pragma omp parallel
+  {
+    // dX += dY·Wᵀ, split by rows of dX
+    const Share rows = my_share(N);
+    if (rows.size() > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows.size(), IC, OC, 1.0f, dout + (size_t)rows.begin * OC,
+                  OC, weight, OC, 1.0f, dinp + (size_t)rows.begin * IC, IC);
+    // dW += Xᵀ·dY and db += Σ_rows dY, split by output columns
+    const Share cols = my_share(OC);
+    if (cols.size() > 0)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, cols.size(), N, 1.0f, inp, IC, dout + cols.begin, OC,
+                  1.0f, dweight + cols.begin, OC);
+    if (dbias)
+      for (int n = 0; n < N; n++)
+        for (int o = cols.begin; o < cols.end; o++) dbias[o] += dout[(size_t)n * OC + o];
+  }
 }
 
 void lm_head_forward(float* logits, const float* inp, const float* wte, int N, int C, int V) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, inp, C, wte, C, 0.0f, logits, V);
+#pragma omp parallel
+  {
+    const Share rows = my_share(N);
+    if (rows.size() > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows.size(), V, C, 1.0f, inp + (size_t)rows.begin * C, C,
+                  wte, C, 0.0f, logits + (size_t)rows.begin * V, V);
+  }
 }
 
 void lm_head_backward(float* dinp, float* dwte, const float* dlogits, const float* inp, const float* wte, int N,
                       int C, int V) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, dlogits, V, wte, C, 1.0f, dinp, C);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, dlogits, V, inp, C, 1.0f, dwte, C);
+#pragma omp parallel
+  {
+    const Share rows = my_share(N);  // dX += dlogits·wte
+    if (rows.size() > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows.size(), C, V, 1.0f,
+                  dlogits + (size_t)rows.begin * V, V, wte, C, 1.0f, dinp + (size_t)rows.begin * C, C);
+    const Share vocab = my_share(V);  // dwte += dlogitsᵀ·X, split by vocabulary rows
+    if (vocab.size() > 0)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, vocab.size(), C, N, 1.0f, dlogits + vocab.begin, V, inp,
+                  C, 1.0f, dwte + (size_t)vocab.begin * C, C);
+  }
 }

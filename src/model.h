@@ -59,6 +59,8 @@ class GPT {
   std::vector<AttentionMask> masks;
   float attn_scale;  // multiplies q·k; 1/√HS
   std::vector<TensorSpec> table;
+  // The arenas. Write into them (std::copy, data()), never assign or resize them: `params` and `grads` point
+  // into their storage.
   std::vector<float> params_memory, grads_memory;
   GPTParams params, grads;
 

@@ -1,6 +1,7 @@
-// One knob for both thread pools: OpenMP (our loops) and OpenBLAS (sgemm). Leaving them to pick independently
-// oversubscribes a small machine: each assumes it owns every core.
+// One knob for the threads: OpenMP runs our loops and splits every matrix product between its threads; OpenBLAS
+// runs single-threaded inside each of them. Two pools that each assume they own every core would oversubscribe
+// a small machine.
 #pragma once
 
 int default_threads();          // the number of cores OpenMP sees
-void set_threads(int threads);  // OpenMP and OpenBLAS both use exactly this many
+void set_threads(int threads);  // OpenMP threads; OpenBLAS is set to 1 thread per caller
