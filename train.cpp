@@ -23,7 +23,13 @@ static void add_flags(cxxopts::Options& options) {
     ("n-head", "attention heads per block", cxxopts::value<int>())
     ("n-embd", "embedding width (divisible by --n-head)", cxxopts::value<int>())
     ("block", "context length (block_size)", cxxopts::value<int>())
-    ("mask", "attention mask for every layer: causal", cxxopts::value<std::string>())
+    ("objective", "clm (GPT: next character), mlm (BERT: masked characters) or prefix-lm", cxxopts::value<std::string>())
+    ("mask", "attention mask of every layer: causal, bidirectional, prefix:N or window:W (default: the objective's own)",
+     cxxopts::value<std::string>())
+    ("layer-masks", "one mask per layer, comma-separated, e.g. causal,causal,window:16,bidirectional",
+     cxxopts::value<std::string>())
+    ("mlm-rate", "mlm: fraction of positions chosen per sequence", cxxopts::value<float>())
+    ("allow-leak", "train even when the mask lets a position see the character it must predict")
     ("batch", "sequences per step", cxxopts::value<int>())
     ("steps", "total optimizer steps", cxxopts::value<int>())
     ("lr", "peak learning rate", cxxopts::value<float>())
@@ -50,7 +56,9 @@ static void apply_flags(const cxxopts::ParseResult& r, TrainConfig& c) {
   auto set = [&](const char* flag, auto& field) {
     if (r.count(flag)) field = r[flag].as<std::remove_reference_t<decltype(field)>>();
   };
-  set("data", c.data), set("out", c.out), set("mask", c.mask);
+  set("data", c.data), set("out", c.out), set("mask", c.mask), set("layer-masks", c.mask);
+  set("objective", c.objective), set("mlm-rate", c.mlm_rate), set("allow-leak", c.allow_leak);
+  if (r.count("mask") && r.count("layer-masks")) throw std::runtime_error("give --mask or --layer-masks, not both");
   set("n-layer", c.model.n_layer), set("n-head", c.model.n_head), set("n-embd", c.model.n_embd);
   set("block", c.model.block_size), set("batch", c.batch), set("steps", c.steps);
   set("lr", c.adamw.lr), set("min-lr", c.adamw.min_lr), set("warmup", c.adamw.warmup_steps);

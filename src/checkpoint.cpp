@@ -11,7 +11,7 @@ static const char* kAdamM = "optimizer.m.";
 static const char* kAdamV = "optimizer.v.";
 
 void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer& tokenizer,
-                     const ResumeState* resume) {
+                     const ResumeState* resume, Objective objective) {
   std::vector<TensorView> tensors;
   for (const TensorSpec& t : model.table) tensors.push_back({t.name, t.shape, model.params_memory.data() + t.offset});
   const ModelConfig& c = model.config;
@@ -26,6 +26,7 @@ void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer&
       {"vocab", tokenizer.vocab_utf8()},
       {"specials", nlohmann::json(tokenizer.specials()).dump()},
       {"mask", masks_to_string(model.masks)},
+      {"objective", to_string(objective)},
   };
   if (resume) {
     if (resume->optimizer.m.size() != model.params_memory.size())
@@ -118,6 +119,14 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + e.what());
   }
+  const std::string& objective = meta.text("objective");
+  try {
+    ckpt.objective = parse_objective(objective);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+  if (ckpt.objective == Objective::MLM && ckpt.tokenizer.special_id(kMaskToken) < 0)
+    throw std::runtime_error(path + ": an MLM checkpoint needs the " + kMaskToken + " token in its vocabulary");
   ckpt.model = std::make_unique<GPT>(config, masks);
   GPT& model = *ckpt.model;
 

@@ -10,6 +10,7 @@
 
 #include "adamw.h"
 #include "model.h"
+#include "objective.h"
 #include "tokenizer.h"
 
 constexpr const char* kCheckpointFormat = "plaingpt";
@@ -23,14 +24,16 @@ struct ResumeState {
   AdamW optimizer;
 };
 
-// `resume` may be null: a weights-only checkpoint (for sampling and sharing).
+// `resume` may be null: a weights-only checkpoint (for sampling and sharing). `objective` tells the programs
+// that load it how the model is meant to be used (an MLM model fills blanks).
 void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer& tokenizer,
-                     const ResumeState* resume);
+                     const ResumeState* resume, Objective objective = Objective::CLM);
 
 struct Checkpoint {
   std::unique_ptr<GPT> model;
   Tokenizer tokenizer;
   std::map<std::string, std::string> metadata;
+  Objective objective = Objective::CLM;
   bool resumable = false;  // holds optimizer state
   ResumeState resume;
 };

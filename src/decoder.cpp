@@ -8,10 +8,11 @@
 #include "layernorm.h"
 #include "linear.h"
 
-Decoder::Decoder(GPT& model) : model_(model) {
+Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_token) {
   const ModelConfig& c = model.config;
-  use_cache_ = std::none_of(model.masks.begin(), model.masks.end(),
-                            [&](const AttentionMask& m) { return m.sees_future(c.block_size); });
+  use_cache_ = mask_token < 0 && std::none_of(model.masks.begin(), model.masks.end(), [&](const AttentionMask& m) {
+                 return m.sees_future(c.block_size);
+               });
   const size_t C = c.n_embd;
   k_cache_.assign((size_t)c.n_layer * c.block_size * C, 0.0f);
   v_cache_.assign(k_cache_.size(), 0.0f);
@@ -22,7 +23,7 @@ Decoder::Decoder(GPT& model) : model_(model) {
 void Decoder::reset() { context_.clear(); }
 
 const float* Decoder::push(int token) {
-  const int block = model_.config.block_size;
+  const int block = model_.config.block_size - (mask_token_ >= 0);  // an MLM model needs a slot for [MASK]
   if ((int)context_.size() == block) {
     // Slide: keep the newest half. Re-pushing those tokens rebuilds the cache at their new positions.
     std::vector<int> keep(context_.end() - block / 2, context_.end());
@@ -37,8 +38,10 @@ const float* Decoder::push(int token) {
 }
 
 const float* Decoder::step_full_recompute() {
-  const int T = (int)context_.size(), V = model_.config.vocab_size;
-  model_.forward(context_.data(), nullptr, 1, T);
+  input_ = context_;
+  if (mask_token_ >= 0) input_.push_back(mask_token_);
+  const int T = (int)input_.size(), V = model_.config.vocab_size;
+  model_.forward(input_.data(), nullptr, 1, T);
   std::copy(model_.logits() + (size_t)(T - 1) * V, model_.logits() + (size_t)T * V, logits_.begin());
   return logits_.data();
 }

@@ -3,7 +3,8 @@
 // When the context reaches block_size the window slides: the oldest half is dropped and the rest re-encoded
 // (positions change, so their cached keys and values must be recomputed).
 // Masks that let a position see later ones (bidirectional, prefix) cannot be cached this way: for those
-// models every step recomputes the whole context with GPT::forward — same answers, more work.
+// models every step recomputes the whole context with GPT::forward — same answers, more work. A masked-LM model
+// (mask_token ≥ 0) is asked for the next character by appending [MASK] and reading the prediction there.
 #pragma once
 #include <vector>
 
@@ -11,7 +12,7 @@
 
 class Decoder {
  public:
-  explicit Decoder(GPT& model);
+  explicit Decoder(GPT& model, int mask_token = -1);
   // Appends a token to the context and returns the logits (V) for the token after it.
   const float* push(int token);
   void reset();
@@ -23,7 +24,9 @@ class Decoder {
   const float* step_full_recompute();
 
   GPT& model_;
+  int mask_token_;
   bool use_cache_;
+  std::vector<int> input_;  // context (+ [MASK]) for the full recompute
   std::vector<int> context_;
   std::vector<float> k_cache_, v_cache_;  // (L, block_size, C) each
   // One position's activations, reused at every step.

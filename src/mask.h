@@ -23,6 +23,8 @@ struct AttentionMask {
   bool sees_future(int T) const;
   std::string to_string() const;  // the same spelling parse() reads
   static AttentionMask parse(const std::string& text);  // throws with the accepted spellings
+  bool operator==(const AttentionMask& other) const { return kind == other.kind && size == other.size; }
+  bool operator!=(const AttentionMask& other) const { return !(*this == other); }
 };
 
 // One mask per layer, written "causal" when all layers agree or "m0,m1,..." otherwise.

@@ -109,11 +109,11 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     if (inputs[i] < 0 || inputs[i] >= V || (targets && targets[i] != kNoTarget && (targets[i] < 0 || targets[i] >= V)))
       throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
                                std::to_string(i));
-  if (B != B_ || T != T_) {
-    reserve_activations(B, T);
-    // P is written only inside each mask; a new shape must not show another shape's leftovers outside it.
+  if (B != B_ || T != T_ || masks != last_masks_) {
+    if (B != B_ || T != T_) reserve_activations(B, T);
+    // P is written only inside each mask; a new shape or mask must not show old values outside it.
     for (LayerActivations& l : acts_.layers) std::fill(l.att_probs, l.att_probs + (size_t)B * NH * T * T, 0.0f);
-    B_ = B, T_ = T;
+    B_ = B, T_ = T, last_masks_ = masks;
   }
   const int BT = B * T;
   std::copy(inputs, inputs + BT, inputs_.begin());

@@ -56,7 +56,7 @@ class GPT {
   size_t num_params() const { return params_memory.size(); }
 
   ModelConfig config;
-  std::vector<AttentionMask> masks;
+  std::vector<AttentionMask> masks;  // per layer; may change between forwards (prefix-LM draws N every step)
   float attn_scale;  // multiplies q·k; 1/√HS
   std::vector<TensorSpec> table;
   // The arenas. Write into them (std::copy, data()), never assign or resize them: `params` and `grads` point
@@ -71,6 +71,7 @@ class GPT {
   std::vector<float> acts_memory_;
   int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
   int B_ = 0, T_ = 0;                    // the last forward's shape
+  std::vector<AttentionMask> last_masks_;  // and masks: P outside the mask is stale when either changes
   std::vector<int> inputs_, targets_;
   int loss_count_ = 0;
   bool has_targets_ = false;

@@ -17,6 +17,7 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "model.h"
+#include "objective.h"
 #include "rng.h"
 #include "threads.h"
 
@@ -27,7 +28,8 @@ using nlohmann::json;
 std::string to_json(const TrainConfig& c) {
   const AdamWConfig& a = c.adamw;
   json j = {{"data", c.data}, {"out", c.out}, {"n_layer", c.model.n_layer}, {"n_head", c.model.n_head},
-            {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size}, {"mask", c.mask}, {"batch", c.batch},
+            {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size}, {"objective", c.objective}, {"mask", c.mask},
+            {"mlm_rate", c.mlm_rate}, {"allow_leak", c.allow_leak}, {"batch", c.batch},
             {"steps", c.steps}, {"lr", a.lr}, {"min_lr", a.min_lr}, {"warmup_steps", a.warmup_steps},
             {"beta1", a.beta1}, {"beta2", a.beta2}, {"eps", a.eps}, {"weight_decay", a.weight_decay},
             {"grad_clip", a.grad_clip}, {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
@@ -40,7 +42,8 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
   try {
     json j = json::parse(text);
     AdamWConfig& a = c.adamw;
-    c.data = j.at("data"), c.out = j.at("out"), c.mask = j.at("mask");
+    c.data = j.at("data"), c.out = j.at("out"), c.mask = j.at("mask"), c.objective = j.at("objective");
+    c.mlm_rate = j.at("mlm_rate"), c.allow_leak = j.at("allow_leak");
     c.model.n_layer = j.at("n_layer"), c.model.n_head = j.at("n_head"), c.model.n_embd = j.at("n_embd");
     c.model.block_size = j.at("block_size");
     c.batch = j.at("batch"), c.steps = j.at("steps");
@@ -85,6 +88,8 @@ void validate(const TrainConfig& c) {
           "--eval-every and --ckpt-every must be ≥ 0, --log-every positive");
   require(c.eval_iters > 0, "--eval-iters must be positive");
   require(c.threads >= 0, "--threads must be ≥ 0 (0 = all cores)");
+  require(c.mlm_rate > 0 && c.mlm_rate <= 1, "--mlm-rate must be in (0, 1]");
+  parse_objective(c.objective);
 }
 
 std::string checkpoint_path(const std::string& out_dir) { return out_dir + "/ckpt.safetensors"; }
@@ -165,6 +170,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   validate(cfg);
   set_threads(cfg.threads > 0 ? cfg.threads : default_threads());
   using clock = std::chrono::steady_clock;
+  const Objective objective = parse_objective(cfg.objective);
 
   Checkpoint ckpt;
   Corpus corpus;
@@ -176,15 +182,28 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     state = std::move(ckpt.resume);
   } else {
     corpus = load_corpus(cfg.data);
+    if (objective == Objective::MLM) corpus.tokenizer.add_special(kMaskToken);
     ModelConfig model_config = cfg.model;
     model_config.vocab_size = corpus.tokenizer.size();
     validate(model_config);
-    ckpt.model = std::make_unique<GPT>(model_config, parse_layer_masks(cfg.mask, model_config.n_layer));
+    const std::string mask = cfg.mask.empty() ? default_mask(objective) : cfg.mask;
+    ckpt.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer));
     ckpt.model->init_weights(cfg.seed);
     state.batch_rng = Rng(cfg.seed ^ 0x5eed5eedull).state();
   }
   GPT& model = *ckpt.model;
   const int B = cfg.batch, T = model.config.block_size;
+  bool leaks = false;
+  try {
+    check_no_leak(objective, model.masks, T);
+  } catch (const std::runtime_error&) {
+    if (!cfg.allow_leak) throw;
+    leaks = true;
+  }
+  const int mask_token = corpus.tokenizer.special_id(kMaskToken);
+  BatchMaker batches(objective, cfg.mlm_rate, mask_token, corpus.tokenizer.num_chars());
+  // The training loss of MLM, prefix-LM or a leaking mask is not next-character loss; report that one beside it.
+  const bool report_honest = objective != Objective::CLM || leaks;
   check_corpus_fits(corpus, T);
   check_fits_in_memory(model.config, B);
   prepare_output_dir(cfg.out);
@@ -196,18 +215,20 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   auto save = [&](int step) {
     state.step = step;
     state.batch_rng = batch_rng.state();
-    save_checkpoint(ckpt_file, model, corpus.tokenizer, &state);
+    save_checkpoint(ckpt_file, model, corpus.tokenizer, &state, objective);
   };
   // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like,
   // and the training batches never depend on how often we evaluate.
   auto evaluate = [&](double& train_loss, double& val_loss) {
     Rng eval_rng(cfg.seed + 1);
-    train_loss = estimate_loss(model, corpus.train, B, T, cfg.eval_iters, eval_rng);
-    val_loss = estimate_loss(model, corpus.val, B, T, cfg.eval_iters, eval_rng);
+    train_loss = estimate_loss(model, batches, corpus.train, B, T, cfg.eval_iters, eval_rng);
+    val_loss = estimate_loss(model, batches, corpus.val, B, T, cfg.eval_iters, eval_rng);
   };
 
-  std::printf("model: %s, %zu parameters, mask %s\n", describe(model.config).c_str(), model.num_params(),
-              masks_to_string(model.masks).c_str());
+  std::printf("model: %s, %zu parameters, mask %s, objective %s\n", describe(model.config).c_str(),
+              model.num_params(), masks_to_string(model.masks).c_str(), cfg.objective.c_str());
+  if (leaks)
+    std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", cfg.data.c_str(), corpus.train.size(),
               corpus.val.size());
   std::printf("training %d steps of %d×%d tokens%s\n", cfg.steps, B, T,
@@ -233,7 +254,13 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
       evaluate(train_loss, val_loss);
       result.val_loss = val_loss;
       if (live) std::printf("\r\033[K");
-      std::printf("step %d: train loss %.4f, val loss %.4f\n", step, train_loss, val_loss);
+      std::printf("step %d: train loss %.4f, val loss %.4f", step, train_loss, val_loss);
+      if (report_honest) {
+        result.honest_bits = next_char_score(model, corpus.val, cfg.eval_iters * B, cfg.seed + 2, mask_token).bits;
+        std::printf(", honest next-char %.4f bits/char (%.4f nats)", result.honest_bits,
+                    result.honest_bits * std::log(2.0));
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
     if (last) {
@@ -242,7 +269,8 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     }
 
     const auto t0 = clock::now();
-    sample_batch(corpus.train, B, T, batch_rng, x.data(), y.data());
+    const int prefix = batches.next(corpus.train, B, T, batch_rng, x.data(), y.data());
+    if (prefix >= 0) set_prefix_length(model, prefix);
     const float loss = model.forward(x.data(), y.data(), B, T);
     model.zero_grad();
     model.backward();

@@ -11,7 +11,10 @@ struct TrainConfig {
   std::string data = "data/stories.txt";
   std::string out = "out";
   ModelConfig model;         // vocab_size comes from the corpus
-  std::string mask = "causal";
+  std::string objective = "clm";  // clm | mlm | prefix-lm  (objective.h)
+  std::string mask;          // "" = the objective's own: causal, bidirectional, prefix:0; or "m0,m1,…" per layer
+  float mlm_rate = 0.15f;    // MLM: fraction of positions chosen per sequence
+  bool allow_leak = false;   // train even when the mask lets a position see its answer (a demonstration)
   int batch = 12;
   int steps = 2000;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
@@ -36,6 +39,7 @@ struct TrainResult {
   int step = 0;             // steps completed
   double val_loss = 0;      // at the last evaluation
   bool interrupted = false; // stopped by SIGINT/SIGTERM after saving
+  double honest_bits = 0;   // next-character bits/char from left context only, at the last evaluation
 };
 
 struct Checkpoint;

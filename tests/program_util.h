@@ -108,8 +108,13 @@ inline std::vector<std::pair<int, std::string>> csv_column(const std::vector<std
   size_t index = 0;
   while (index < rows[0].size() && rows[0][index] != name) index++;
   if (index == rows[0].size()) throw std::runtime_error("metrics.csv has no column " + name);
-  for (size_t r = 1; r < rows.size(); r++)
-    column.push_back({std::stoi(rows[r].at(0)), index < rows[r].size() ? rows[r][index] : std::string()});
+  for (size_t r = 1; r < rows.size(); r++) {
+    // A row being written while we read (the SIGINT test polls a live file) may be cut short: skip a row whose
+    // step is not a whole number, and treat missing cells as empty.
+    const std::string& first = rows[r].at(0);
+    if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) continue;
+    column.push_back({std::stoi(first), index < rows[r].size() ? rows[r][index] : std::string()});
+  }
   return column;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -121,6 +123,7 @@ void expect_load_fails(const std::string& path, const std::vector<std::string>& 
     ADD_FAILURE() << "threw a " << typeid(e).name() << " instead of std::runtime_error: " << e.what();
     return;
   }
+  if (std::getenv("PLAINGPT_SHOW_MESSAGES")) std::printf("  message: %s\n", message.c_str());
   EXPECT_CONTAINS(message, path);
   for (const std::string& w : words) EXPECT_CONTAINS(message, w);
 }
@@ -372,6 +375,14 @@ TEST_F(CheckpointRejects, MissingTensor) {
                     {"h.1.mlp.c_fc.bias", "missing"});
   expect_load_fails(edited("missing_v.safetensors", [](RawFile& r) { r.header.erase("optimizer.v.ln_f.bias"); }),
                     {"optimizer.v.ln_f.bias", "missing"});
+}
+
+// Known issue (reported, not fixed here): the loader decides "resumable" from the presence of
+// optimizer.m.<first tensor> alone, so a file missing exactly that tensor is rejected with a misleading
+// "unexpected tensor 'optimizer.m.h.0.attn.c_attn.bias'" instead of naming the missing one. Enable once fixed.
+TEST_F(CheckpointRejects, DISABLED_MissingFirstOptimizerTensorIsNamed) {
+  expect_load_fails(edited("missing_m.safetensors", [](RawFile& r) { r.header.erase("optimizer.m.wte.weight"); }),
+                    {"optimizer.m.wte.weight", "missing"});
 }
 
 TEST_F(CheckpointRejects, UnexpectedExtraTensor) {

@@ -1,0 +1,313 @@
+// Tests for src/trainer.* at the library level (one thread): exact resume, seeding, checkpoints and metrics.csv,
+// and the divergence guard.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "program_util.h"
+#include "threads.h"
+#include "trainer.h"
+
+using progutil::csv_column;
+using progutil::read_csv;
+using progutil::read_file;
+using progutil::step_rows;
+using progutil::TempDir;
+
+namespace {
+
+// A tiny run on a small generated corpus; `out` under the test's directory.
+TrainConfig tiny_config(const TempDir& dir, const std::string& out, int steps) {
+  const std::string corpus = dir / "corpus.txt";
+  if (!progutil::file_exists(corpus)) progutil::write_file(corpus, progutil::generated_text(6000));
+  TrainConfig c;
+  c.data = corpus;
+  c.out = dir / out;
+  c.model.n_layer = 1, c.model.n_head = 2, c.model.n_embd = 16, c.model.block_size = 16;
+  c.batch = 4;
+  c.steps = steps;
+  c.adamw.warmup_steps = 5;
+  c.adamw.lr = 1e-2f;  // large enough that the weights move visibly in a few steps
+  c.eval_every = 0;
+  c.eval_iters = 1;
+  c.ckpt_every = 0;
+  c.log_every = 1000;
+  c.threads = 1;
+  c.seed = 1337;
+  return c;
+}
+
+// The batch_loss cells of metrics.csv, indexed by step (rows without one are skipped).
+std::vector<std::string> batch_losses(const std::string& out_dir) {
+  std::vector<std::string> losses;
+  for (const auto& [step, cell] : csv_column(read_csv(out_dir + "/metrics.csv"), "batch_loss")) {
+    if (cell.empty()) continue;
+    EXPECT_EQ(step, (int)losses.size()) << "steps out of order in " << out_dir;
+    losses.push_back(cell);
+  }
+  return losses;
+}
+
+bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST(Training, ResumeContinuesExactly) {
+  set_threads(1);
+  TempDir dir;
+  const int N = 20;
+  TrainConfig straight = tiny_config(dir, "straight", N);
+  TrainResult r1 = run_training(straight);
+  EXPECT_EQ(r1.step, N);
+  EXPECT_FALSE(r1.interrupted);
+
+  TrainConfig first_half = tiny_config(dir, "resumed", N);
+  first_half.stop_at = 10;
+  TrainResult r2 = run_training(first_half);
+  EXPECT_TRUE(r2.interrupted);
+  EXPECT_EQ(r2.step, 10);
+  const std::string resumed_file = checkpoint_path(first_half.out);
+  Checkpoint ckpt = load_checkpoint(resumed_file);
+  ASSERT_TRUE(ckpt.resumable);
+  EXPECT_EQ(ckpt.resume.step, 10);
+  EXPECT_EQ(ckpt.resume.optimizer.t, 10);
+  EXPECT_EQ(step_rows(first_half.out + "/metrics.csv").size(), 10u);
+  TrainConfig from_checkpoint = train_config_from_json(ckpt.resume.train_config, resumed_file);
+  EXPECT_EQ(from_checkpoint.steps, N);
+  EXPECT_EQ(from_checkpoint.out, first_half.out);
+  const std::vector<float> half_way_params = ckpt.model->params_memory;
+  TrainResult r3 = run_training(from_checkpoint, &ckpt);
+  EXPECT_EQ(r3.step, N);
+
+  const std::vector<std::string> a = batch_losses(straight.out), b = batch_losses(first_half.out);
+  ASSERT_EQ(a.size(), (size_t)N);
+  ASSERT_EQ(b.size(), (size_t)N);
+  for (int s = 0; s < N; s++) EXPECT_EQ(a[s], b[s]) << "batch_loss at step " << s;
+  // The loss moved: the comparison is not between two constant columns.
+  EXPECT_NE(a.front(), a.back());
+
+  Checkpoint end_a = load_checkpoint(checkpoint_path(straight.out));
+  Checkpoint end_b = load_checkpoint(resumed_file);
+  EXPECT_EQ(end_a.resume.step, N);
+  EXPECT_EQ(end_b.resume.step, N);
+  EXPECT_TRUE(same_floats(end_a.model->params_memory, end_b.model->params_memory)) << "final weights differ";
+  EXPECT_TRUE(same_floats(end_a.resume.optimizer.m, end_b.resume.optimizer.m));
+  EXPECT_TRUE(same_floats(end_a.resume.optimizer.v, end_b.resume.optimizer.v));
+  EXPECT_EQ(end_a.resume.batch_rng, end_b.resume.batch_rng);
+  // And the second half did change the weights (so equal end states are not equal start states).
+  EXPECT_FALSE(same_floats(end_b.model->params_memory, half_way_params));
+}
+
+TEST(Training, SeedDeterminesTheRun) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig a = tiny_config(dir, "a", 8), b = tiny_config(dir, "b", 8), c = tiny_config(dir, "c", 8);
+  c.seed = 4242;
+  run_training(a);
+  run_training(b);
+  run_training(c);
+  for (const char* column : {"train_loss", "val_loss", "batch_loss", "lr", "grad_norm"}) {
+    SCOPED_TRACE(column);
+    const auto ca = csv_column(read_csv(a.out + "/metrics.csv"), column);
+    const auto cb = csv_column(read_csv(b.out + "/metrics.csv"), column);
+    EXPECT_EQ(ca, cb);
+  }
+  const auto la = batch_losses(a.out), lc = batch_losses(c.out);
+  ASSERT_EQ(la.size(), lc.size());
+  int differing = 0;
+  for (size_t i = 0; i < la.size(); i++) differing += la[i] != lc[i];
+  EXPECT_GE(differing, (int)la.size() - 1) << "a different seed should give different batches and weights";
+  EXPECT_TRUE(same_floats(load_checkpoint(checkpoint_path(a.out)).model->params_memory,
+                          load_checkpoint(checkpoint_path(b.out)).model->params_memory));
+  EXPECT_FALSE(same_floats(load_checkpoint(checkpoint_path(a.out)).model->params_memory,
+                           load_checkpoint(checkpoint_path(c.out)).model->params_memory));
+}
+
+TEST(Training, MetricsAndFinalCheckpoint) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig c = tiny_config(dir, "nested/out", 12);  // the output directory is created with its parents
+  c.eval_every = 5;
+  c.ckpt_every = 0;
+  run_training(c);
+  const auto rows = read_csv(c.out + "/metrics.csv");
+  ASSERT_EQ(rows.size(), 1u + 12 + 1) << "header, one row per step, the final evaluation";
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "train_loss", "val_loss", "batch_loss", "lr", "grad_norm",
+                                                "step_ms"}));
+  for (int s = 0; s <= 12; s++) {
+    const auto& row = rows[1 + s];
+    ASSERT_EQ(row.size(), 7u) << "row " << s;
+    EXPECT_EQ(row[0], std::to_string(s));
+    const bool evaluated = s % 5 == 0 || s == 12;
+    EXPECT_EQ(!row[1].empty(), evaluated) << "train_loss at step " << s;
+    EXPECT_EQ(!row[2].empty(), evaluated) << "val_loss at step " << s;
+    EXPECT_EQ(row[3].empty(), s == 12) << "batch_loss at step " << s;  // the final row is evaluation only
+  }
+  Checkpoint ckpt = load_checkpoint(checkpoint_path(c.out));
+  EXPECT_TRUE(ckpt.resumable);
+  EXPECT_EQ(ckpt.resume.step, 12);
+  EXPECT_EQ(ckpt.metadata.at("step"), "12");
+  EXPECT_EQ(ckpt.resume.optimizer.t, 12);
+  // No temporaries or probe files left in the output directory.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(c.out)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt.safetensors", "metrics.csv"}));
+}
+
+// Known issue (reported, not fixed here): save() in run_training sets state.step, which the loop also uses as
+// "the first step of this invocation", so every periodic checkpoint triggers an extra evaluation on the next
+// step (and resets the step-time average). With eval_every = 0 ("only at the start and the end") and
+// ckpt_every = 4, train_loss/val_loss appear at steps 4 and 8 too. Enable once fixed.
+TEST(Training, DISABLED_PeriodicCheckpointsDoNotAddEvaluations) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig c = tiny_config(dir, "out", 12);
+  c.eval_every = 0;
+  c.ckpt_every = 4;
+  run_training(c);
+  const auto rows = read_csv(c.out + "/metrics.csv");
+  ASSERT_EQ(rows.size(), 1u + 12 + 1);
+  for (int s = 0; s <= 12; s++) {
+    const bool evaluated = s == 0 || s == 12;
+    EXPECT_EQ(!rows[1 + s][1].empty(), evaluated) << "train_loss at step " << s;
+  }
+}
+
+namespace {
+
+// Settings that make the tiny model diverge after a few healthy steps: a learning rate of 1e9 reached through
+// a warm-up, no clipping. (An lr of 1e6 is not enough: the loss grows to ~1e12 but stays finite, and the guard
+// only catches non-finite values.)
+TrainConfig diverging_config(const TempDir& dir, const std::string& out, int ckpt_every) {
+  TrainConfig c = tiny_config(dir, out, 50);
+  c.adamw.lr = 1e9f;
+  c.adamw.min_lr = 0;
+  c.adamw.warmup_steps = 9;
+  c.adamw.grad_clip = 0;
+  c.adamw.weight_decay = 0;
+  c.ckpt_every = ckpt_every;
+  return c;
+}
+
+// Runs `c`, expecting the divergence error; returns the step it names (−1 if none).
+int diverged_step(const TrainConfig& c) {
+  try {
+    run_training(c);
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("diverged"), std::string::npos) << message;
+    const size_t at = message.find("at step ");
+    EXPECT_NE(at, std::string::npos) << message;
+    if (at == std::string::npos) return -1;
+    return std::stoi(message.substr(at + 8));
+  }
+  ADD_FAILURE() << "training with lr " << c.adamw.lr << " did not diverge";
+  return -1;
+}
+
+}  // namespace
+
+TEST(Training, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
+  set_threads(1);
+  TempDir dir;
+  const int every = 2;
+  // 1. Diverge with a checkpoint every 2 steps.
+  TrainConfig run = diverging_config(dir, "run", every);
+  const int d = diverged_step(run);
+  ASSERT_GE(d, every + 1) << "needs a few good steps before the divergence for this test to mean anything";
+  ASSERT_LT(d, run.steps);
+  // metrics.csv holds exactly the steps that completed: 0 … d−1.
+  const std::vector<int> rows = step_rows(run.out + "/metrics.csv");
+  ASSERT_EQ(rows.size(), (size_t)d);
+  EXPECT_EQ(rows.back(), d - 1);
+  // The checkpoint on disk is the last periodic one: step ⌊d / every⌋·every, finite and loadable.
+  const std::string file = checkpoint_path(run.out);
+  const std::string after_divergence = read_file(file);
+  Checkpoint ckpt = load_checkpoint(file);  // also proves every weight is finite
+  const int last_good = d / every * every;
+  EXPECT_EQ(ckpt.resume.step, last_good);
+
+  // 2. The same run stopped cleanly at that step writes exactly the same file: the divergence did not touch it.
+  //    (Same out directory, because the settings, and so the bytes, include it.)
+  const std::string moved = dir / "diverged.safetensors";
+  std::filesystem::rename(file, moved);
+  TrainConfig clean = diverging_config(dir, "run", every);
+  clean.stop_at = last_good;
+  TrainResult stopped = run_training(clean);
+  EXPECT_EQ(stopped.step, last_good);
+  EXPECT_TRUE(read_file(file) == after_divergence) << "the checkpoint left after the divergence is not the clean "
+                                                       "state at step "
+                                                    << last_good;
+
+  // 3. Resuming that checkpoint diverges again at the same step and leaves the file byte-identical.
+  Checkpoint resume = load_checkpoint(file);
+  TrainConfig resumed = train_config_from_json(resume.resume.train_config, file);
+  try {
+    run_training(resumed, &resume);
+    ADD_FAILURE() << "the resumed run did not diverge";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("diverged at step " + std::to_string(d)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(read_file(file) == after_divergence);
+}
+
+TEST(Training, NoPeriodicCheckpointMeansNoneBeforeTheEnd) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig run = diverging_config(dir, "run", 0);
+  const int d = diverged_step(run);
+  EXPECT_GT(d, 0);
+  EXPECT_FALSE(progutil::file_exists(checkpoint_path(run.out)));
+}
+
+TEST(Training, RejectsBadSettingsBeforeTouchingTheOutput) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig good = tiny_config(dir, "out", 3);
+  run_training(good);
+  const std::string before = read_file(checkpoint_path(good.out));
+  const std::string metrics_before = read_file(good.out + "/metrics.csv");
+  auto expect_rejected = [&](TrainConfig c, const std::string& word) {
+    SCOPED_TRACE(word);
+    try {
+      run_training(c);
+      ADD_FAILURE() << "accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(read_file(checkpoint_path(good.out)) == before);
+    EXPECT_EQ(read_file(good.out + "/metrics.csv"), metrics_before);
+  };
+  TrainConfig c = good;
+  c.batch = 0;
+  expect_rejected(c, "--batch");
+  c = good, c.adamw.lr = -1;
+  expect_rejected(c, "--lr");
+  c = good, c.model.n_embd = 30, c.model.n_head = 4;
+  expect_rejected(c, "divisible");
+  c = good, c.mask = "sideways";
+  expect_rejected(c, "sideways");
+  c = good, c.model.block_size = 100000;
+  expect_rejected(c, "block_size");
+  c = good, c.data = dir / "missing.txt";
+  expect_rejected(c, "missing.txt");
+  // A weights-only checkpoint cannot be resumed.
+  Checkpoint weights = load_checkpoint(checkpoint_path(good.out));
+  weights.resumable = false;
+  try {
+    run_training(good, &weights);
+    ADD_FAILURE() << "resumed from a weights-only checkpoint";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("weights only"), std::string::npos) << e.what();
+  }
+}
