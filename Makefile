@@ -87,3 +87,6 @@ clean:
 	rm -rf build train sample
 
 -include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d) build/main/train.d build/main/sample.d
+
+# More targets (benchmarks, sanitizers, fuzzing, experiments) live in mk/, one file per topic.
+include $(wildcard mk/*.mk)
