@@ -10,9 +10,9 @@
 
 #include "checkpoint.h"
 #include "dataset.h"
-#include "decoder.h"
 #include "evaluate.h"
 #include "fill.h"
+#include "generate.h"
 #include "rng.h"
 #include "sampling.h"
 #include "threads.h"
@@ -64,28 +64,20 @@ static void fill(Checkpoint& ckpt, const std::string& text, const std::string& b
   std::printf("%s\n", ckpt.tokenizer.decode(filled).c_str());
 }
 
-static void generate(Checkpoint& ckpt, const std::string& prompt, int n, const SamplingOptions& options,
-                     uint64_t seed, int num_samples) {
+static void generate_samples(Checkpoint& ckpt, const std::string& prompt, int n, const SamplingOptions& options,
+                             uint64_t seed, int num_samples) {
   const Tokenizer& tok = ckpt.tokenizer;
   std::vector<int> prompt_ids = tok.encode(utf8_decode(prompt, "--prompt"), "--prompt");
   if (prompt_ids.empty()) prompt_ids.push_back(tok.id_of(U'\n') >= 0 ? tok.id_of(U'\n') : 0);  // start somewhere
+  const int mask_token = ckpt.objective == Objective::MLM ? tok.special_id(kMaskToken) : -1;
   Rng rng(seed);
-  // A prefix-LM reads the prompt as its bidirectional prefix; an MLM model predicts at an appended [MASK].
-  set_prefix_length(*ckpt.model, (int)prompt_ids.size());
-  Decoder decoder(*ckpt.model, ckpt.objective == Objective::MLM ? tok.special_id(kMaskToken) : -1);
-  std::vector<std::pair<float, int>> scratch;
   for (int s = 0; s < num_samples; s++) {
     if (s) std::printf("\n---------------\n");
-    decoder.reset();
     std::printf("%s", prompt.c_str());
-    const float* logits = nullptr;
-    for (int id : prompt_ids) logits = decoder.push(id);
-    for (int i = 0; i < n; i++) {
-      int next = sample_token(logits, tok.size(), options, rng, scratch);
-      std::fputs(tok.decode_one(next).c_str(), stdout);
+    generate(*ckpt.model, prompt_ids, n, options, rng, mask_token, [&](int token) {
+      std::fputs(tok.decode_one(token).c_str(), stdout);
       std::fflush(stdout);  // stream: each character appears as soon as it is chosen
-      logits = decoder.push(next);
-    }
+    });
     std::printf("\n");
   }
 }
@@ -133,7 +125,7 @@ int main(int argc, char** argv) {
     const int n = flags["n"].as<int>(), num_samples = flags["num-samples"].as<int>();
     if (n < 0) throw std::runtime_error("-n must be ≥ 0");
     if (num_samples < 1) throw std::runtime_error("--num-samples must be ≥ 1");
-    generate(ckpt, flags["prompt"].as<std::string>(), n, sampling, flags["seed"].as<uint64_t>(), num_samples);
+    generate_samples(ckpt, flags["prompt"].as<std::string>(), n, sampling, flags["seed"].as<uint64_t>(), num_samples);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sample: error: %s\n", e.what());

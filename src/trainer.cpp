@@ -129,13 +129,15 @@ class MetricsFile {
         if (std::strtol(line.c_str(), nullptr, 10) < first_step) kept += line + "\n";
     file_ = std::fopen(path.c_str(), "w");
     if (!file_) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
-    std::fprintf(file_, "step,train_loss,val_loss,batch_loss,lr,grad_norm,step_ms\n%s", kept.c_str());
+    std::fprintf(file_, "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms\n%s", kept.c_str());
   }
   ~MetricsFile() { std::fclose(file_); }
-  void row(int step, double train, double val, double loss, double lr, double norm, double ms) {
-    auto cell = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
-    std::fprintf(file_, "%d,%s,%s,%s,%s,%s,%s\n", step, cell(train).c_str(), cell(val).c_str(), cell(loss).c_str(),
-                 cell(lr).c_str(), cell(norm).c_str(), cell(ms).c_str());
+  // NaN leaves a cell empty.
+  void row(int step, double train, double val, double honest, double loss, double lr, double norm, double ms) {
+    std::fprintf(file_, "%d", step);
+    for (double v : {train, val, honest, loss, lr, norm, ms})
+      std::isnan(v) ? std::fprintf(file_, ",") : std::fprintf(file_, ",%.6g", v);
+    std::fprintf(file_, "\n");
     std::fflush(file_);
   }
 
@@ -202,7 +204,9 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   }
   const int mask_token = corpus.tokenizer.special_id(kMaskToken);
   BatchMaker batches(objective, cfg.mlm_rate, mask_token, corpus.tokenizer.num_chars());
-  // The training loss of MLM, prefix-LM or a leaking mask is not next-character loss; report that one beside it.
+  // The training loss of MLM, prefix-LM or a leaking mask is not next-character loss; the honest next-character
+  // number (left context only, the same for every kind of model) is printed beside it in those cases, and logged
+  // to metrics.csv always, so that runs of any objective compare on one curve.
   const bool report_honest = objective != Objective::CLM || leaks;
   check_corpus_fits(corpus, T);
   check_fits_in_memory(model.config, B);
@@ -248,23 +252,22 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   const auto start = clock::now();
 
   for (int step = state.step; step <= cfg.steps; step++) {
-    double train_loss = nan, val_loss = nan;
+    double train_loss = nan, val_loss = nan, honest_bits = nan;
     const bool last = step == cfg.steps;
     if (last || step == state.step || (cfg.eval_every && step % cfg.eval_every == 0)) {
       evaluate(train_loss, val_loss);
       result.val_loss = val_loss;
       if (live) std::printf("\r\033[K");
       std::printf("step %d: train loss %.4f, val loss %.4f", step, train_loss, val_loss);
-      if (report_honest) {
-        result.honest_bits = next_char_score(model, corpus.val, cfg.eval_iters * B, cfg.seed + 2, mask_token).bits;
-        std::printf(", honest next-char %.4f bits/char (%.4f nats)", result.honest_bits,
-                    result.honest_bits * std::log(2.0));
-      }
+      honest_bits = next_char_score(model, corpus.val, cfg.eval_iters * B, cfg.seed + 2, mask_token).bits;
+      result.honest_bits = honest_bits;
+      if (report_honest)
+        std::printf(", honest next-char %.4f bits/char (%.4f nats)", honest_bits, honest_bits * std::log(2.0));
       std::printf("\n");
       std::fflush(stdout);
     }
     if (last) {
-      metrics.row(step, train_loss, val_loss, nan, nan, nan, nan);
+      metrics.row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan);
       break;
     }
 
@@ -283,7 +286,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     state.optimizer.update(model, cfg.adamw, lr);
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == state.step ? ms : 0.9 * recent_ms + 0.1 * ms;
-    metrics.row(step, train_loss, val_loss, loss, lr, norm, ms);
+    metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms);
     result.step = step + 1;
 
     const double tokens_per_s = B * T / (recent_ms / 1000.0);

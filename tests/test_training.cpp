@@ -261,6 +261,37 @@ TEST(Training, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
   EXPECT_TRUE(read_file(file) == after_divergence);
 }
 
+TEST(Training, ResumeReplacesRowsWrittenAfterTheLastCheckpoint) {
+  // A run that died after its last checkpoint wrote metrics rows for steps that the checkpoint does not hold.
+  // Resuming must drop those rows and write its own, so metrics.csv reads as one run: every step once.
+  set_threads(1);
+  TempDir dir;
+  TrainConfig run = diverging_config(dir, "run", 2);
+  const int d = diverged_step(run);
+  ASSERT_GE(d, 3);
+  ASSERT_NE(d % 2, 0) << "the test needs rows after the last checkpoint";
+  const std::string metrics = run.out + "/metrics.csv";
+  ASSERT_EQ(step_rows(metrics).size(), (size_t)d);
+  const auto old_losses = csv_column(read_csv(metrics), "batch_loss");
+
+  Checkpoint ckpt = load_checkpoint(checkpoint_path(run.out));
+  const int resumed_from = ckpt.resume.step;
+  ASSERT_LT(resumed_from, d);
+  // Continue with a sane learning rate (the library allows it; ./train would refuse the changed setting).
+  TrainConfig calmer = train_config_from_json(ckpt.resume.train_config, checkpoint_path(run.out));
+  calmer.adamw.lr = 1e-3f;
+  calmer.adamw.min_lr = 0;
+  calmer.steps = d + 3;
+  run_training(calmer, &ckpt);
+
+  std::vector<int> expected;
+  for (int s = 0; s < d + 3; s++) expected.push_back(s);
+  EXPECT_EQ(step_rows(metrics), expected);
+  // Rows before the checkpoint are the old run's, untouched.
+  const auto new_losses = csv_column(read_csv(metrics), "batch_loss");
+  for (int s = 0; s < resumed_from; s++) EXPECT_EQ(new_losses[s], old_losses[s]) << "step " << s;
+}
+
 TEST(Training, NoPeriodicCheckpointMeansNoneBeforeTheEnd) {
   set_threads(1);
   TempDir dir;

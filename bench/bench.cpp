@@ -1,0 +1,665 @@
+// bench/bench.cpp — how fast plaingpt trains and samples, and where the time of a training step goes.
+//
+//   make bench                  the full run (a few minutes on two cores); prints tables, writes bench/results.json
+//   BENCH_QUICK=1 make bench    the same tables with fewer repeats and shorter sweeps (about a minute)
+//   build/bench/bench --step tiny --threads 2 [--warmup W] [--repeats R]
+//                               one preset's training step in this process: prints one JSON line (ms of every
+//                               timed step, median, tokens/s, peak RSS, the analytic estimate). `make bench` runs
+//                               each preset this way in a fresh process, so each peak RSS is that preset's alone;
+//                               bench/compare.py uses the same mode against the PyTorch twin.
+//   build/bench/bench --sample --threads 1 [-n 500]
+//                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
+//
+// Benchmarks must run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (mk/bench.mk unsets them); we warn if they
+// are set. The machine may be shared: every number is a median of repeated measurements.
+//
+// FLOPs of a training step (the PaLM / nanoGPT "MFU" count, per token, forward + backward):
+//   6·N + 12·L·C·T     N = parameters except the position embedding (the tied wte counts once: it is the LM
+//                      head's matrix product), L layers, C width, T sequence length.
+// 6·N is the matrix products (2 FLOPs per multiply-add, forward 1×, backward 2×); 12·L·C·T is attention's
+// Q·Kᵀ and P·V (forward 4·T·C per layer per token, backward twice that). It counts the full T×T score matrix
+// even for a causal mask, which our kernel skips half of — the standard convention, so numbers compare with
+// other implementations. LayerNorm, GELU, softmax, AdamW are not counted (they are not FLOP-bound).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "adamw.h"
+#include "attention.h"
+#include "blas.h"
+#include "cross_entropy.h"
+#include "decoder.h"
+#include "embedding.h"
+#include "gelu.h"
+#include "layernorm.h"
+#include "linear.h"
+#include "model.h"
+#include "rng.h"
+#include "sampling.h"
+#include "threads.h"
+#include "trainer.h"
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// ---- small helpers -------------------------------------------------------------------------------------------
+
+static double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+static double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double peak_rss_mb() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+static const double kMB = 1024.0 * 1024.0;
+
+// Runs f once to warm up, then times it until `max_reps` calls or, after `min_reps`, `budget_ms` of calls.
+template <class F>
+static double time_op_ms(F&& f, int min_reps, int max_reps, double budget_ms) {
+  f();
+  std::vector<double> t;
+  double total = 0;
+  while ((int)t.size() < max_reps && ((int)t.size() < min_reps || total < budget_ms)) {
+    const auto t0 = Clock::now();
+    f();
+    t.push_back(ms_since(t0));
+    total += t.back();
+  }
+  return median(t);
+}
+
+static std::vector<float> randn(size_t n, float scale, Rng& rng) {
+  std::vector<float> v(n);
+  for (float& x : v) x = (float)(scale * rng.normal());
+  return v;
+}
+
+static std::vector<int> random_tokens(size_t n, int V, Rng& rng) {
+  std::vector<int> v(n);
+  for (int& x : v) x = rng.below(V);
+  return v;
+}
+
+static std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  if (status != 0) throw std::runtime_error("command failed (" + std::to_string(status) + "): " + cmd);
+  return out;
+}
+
+static std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+static std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "build/bench/bench";
+  buf[n] = 0;
+  return buf;
+}
+
+// ---- presets and the FLOP count ------------------------------------------------------------------------------
+
+struct Preset {
+  std::string name;
+  ModelConfig model;
+  int batch;
+};
+
+static Preset get_preset(const std::string& name) {
+  TrainConfig t = preset(name);  // trainer.h: the same presets ./train uses
+  t.model.vocab_size = 65;       // Tiny Shakespeare's character set
+  return {name, t.model, t.batch};
+}
+
+// Parameters in the FLOP count: all but the position embedding (see the header comment).
+static double flop_params(const ModelConfig& c) {
+  const double all = (double)total_floats(gpt_tensor_table(c));
+  return all - (double)c.block_size * c.n_embd;
+}
+
+// Model FLOPs per token of one training step at sequence length T: 6·N + 12·L·C·T.
+static double flops_per_token(const ModelConfig& c, int T) {
+  return 6.0 * flop_params(c) + 12.0 * c.n_layer * c.n_embd * (double)T;
+}
+
+// ---- sgemm: what the machine can do --------------------------------------------------------------------------
+
+// GFLOP/s of C = A·B with A (M, K), B (K, N), row-major, as linear_forward calls it: `threads` OpenMP threads each
+// run single-threaded sgemm on their own block of rows.
+static double sgemm_gflops(int threads, int M, int N, int K, int reps) {
+  Rng rng(3);
+  std::vector<float> A = randn((size_t)M * K, 1, rng), Bm = randn((size_t)K * N, 1, rng), Cm((size_t)M * N);
+  set_threads(threads);
+  auto run = [&] {
+#pragma omp parallel num_threads(threads)
+    {
+      const int me = omp_get_thread_num(), n = omp_get_num_threads();
+      const int r0 = (int)((long)M * me / n), r1 = (int)((long)M * (me + 1) / n);
+      if (r1 > r0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, N, K, 1.0f, A.data() + (size_t)r0 * K, K,
+                    Bm.data(), N, 0.0f, Cm.data() + (size_t)r0 * N, N);
+    }
+  };
+  const double ms = time_op_ms(run, reps, reps, 0);
+  return 2.0 * M * N * K / (ms * 1e6);
+}
+
+// ---- a full training step ------------------------------------------------------------------------------------
+
+struct StepTimes {
+  std::vector<double> ms;
+  double median_ms = 0;
+};
+
+// The trainer's step without its data loading and logging: forward, zero_grad, backward, clip, AdamW.
+static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, int warmup, int reps) {
+  set_threads(threads);
+  GPT model(c);
+  model.init_weights(1337);
+  AdamW opt;
+  AdamWConfig cfg;
+  Rng rng(42);
+  const int T = c.block_size;
+  std::vector<int> x = random_tokens((size_t)B * T, c.vocab_size, rng), y = random_tokens(x.size(), c.vocab_size, rng);
+  StepTimes st;
+  for (int i = 0; i < warmup + reps; i++) {
+    const auto t0 = Clock::now();
+    const float loss = model.forward(x.data(), y.data(), B, T);
+    model.zero_grad();
+    model.backward();
+    clip_global_norm(model.grads_memory, cfg.grad_clip);
+    opt.update(model, cfg, learning_rate(cfg, i, 2000));
+    const double ms = ms_since(t0);
+    if (!std::isfinite(loss)) throw std::runtime_error("benchmark step diverged");
+    if (i >= warmup) st.ms.push_back(ms);
+  }
+  st.median_ms = median(st.ms);
+  return st;
+}
+
+// ---- per-op breakdown ----------------------------------------------------------------------------------------
+
+struct OpRow {
+  std::string name;
+  int count;  // calls per training step
+  double fwd_ms, bwd_ms;
+  double step_ms() const { return count * (fwd_ms + bwd_ms); }
+};
+
+// Times every op of one training step on its own, called straight from src/ on buffers of the step's shapes.
+// Each op is warm in cache here, which it may not be inside the step; the "other" row of the table is the
+// difference from the measured step (residual adds, memsets, cache misses).
+static std::vector<OpRow> op_breakdown(const ModelConfig& c, int B, int T, int threads, double budget_ms,
+                                       const AttentionMask& mask = AttentionMask{}) {
+  set_threads(threads);
+  const int C = c.n_embd, NH = c.n_head, V = c.vocab_size, L = c.n_layer, BT = B * T;
+  const float scale = 1.0f / std::sqrt((float)(C / NH));
+  Rng rng(11);
+  const int min_reps = 3, max_reps = 200;
+  auto timed = [&](auto&& f) { return time_op_ms(f, min_reps, max_reps, budget_ms); };
+  std::vector<OpRow> rows;
+
+  {  // token + position embedding
+    std::vector<int> tok = random_tokens(BT, V, rng);
+    std::vector<float> wte = randn((size_t)V * C, 0.02f, rng), wpe = randn((size_t)T * C, 0.02f, rng);
+    std::vector<float> out((size_t)BT * C), dwte(wte.size()), dwpe(wpe.size());
+    double f = timed([&] { embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C); });
+    double b = timed([&] { embedding_backward(dwte.data(), dwpe.data(), out.data(), tok.data(), B, T, C); });
+    rows.push_back({"embedding", 1, f, b});
+  }
+  {  // LayerNorm: ln_1 and ln_2 of every block, and ln_f
+    std::vector<float> x = randn((size_t)BT * C, 1, rng), w = randn(C, 1, rng), bias = randn(C, 0.1f, rng);
+    std::vector<float> y(x.size()), mean(BT), rstd(BT), dy = randn(x.size(), 1, rng), dx(x.size()), dw(C), db(C);
+    double f = timed([&] { layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(), BT, C); });
+    double b = timed([&] {
+      layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), BT, C);
+    });
+    rows.push_back({"layernorm", 2 * L + 1, f, b});
+  }
+  auto linear = [&](const char* name, int IC, int OC) {
+    std::vector<float> x = randn((size_t)BT * IC, 1, rng), w = randn((size_t)IC * OC, 0.02f, rng), bias(OC);
+    std::vector<float> y((size_t)BT * OC), dy = randn(y.size(), 1e-3f, rng), dx(x.size()), dw(w.size()), db(OC);
+    double f = timed([&] { linear_forward(y.data(), x.data(), w.data(), bias.data(), BT, IC, OC); });
+    double b = timed([&] {
+      linear_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), BT, IC, OC);
+    });
+    rows.push_back({name, L, f, b});
+  };
+  linear("linear qkv (C→3C)", C, 3 * C);
+  {  // attention
+    std::vector<float> qkv = randn((size_t)BT * 3 * C, 1, rng), probs((size_t)B * NH * T * T), out((size_t)BT * C);
+    std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
+    double f = timed([&] { attention_forward(out.data(), probs.data(), qkv.data(), mask, scale, B, T, C, NH); });
+    double b = timed([&] {
+      attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), mask, scale, B, T, C, NH);
+    });
+    rows.push_back({"attention", L, f, b});
+  }
+  linear("linear attn proj (C→C)", C, C);
+  linear("linear mlp fc (C→4C)", C, 4 * C);
+  {  // GELU
+    const size_t n = (size_t)BT * 4 * C;
+    std::vector<float> x = randn(n, 1, rng), y(n), dy = randn(n, 1e-3f, rng), dx(n);
+    double f = timed([&] { gelu_forward(y.data(), x.data(), n); });
+    double b = timed([&] { gelu_backward(dx.data(), x.data(), dy.data(), n); });
+    rows.push_back({"gelu", L, f, b});
+  }
+  linear("linear mlp proj (4C→C)", 4 * C, C);
+  {  // LM head (tied) and the loss
+    std::vector<float> x = randn((size_t)BT * C, 1, rng), wte = randn((size_t)V * C, 0.02f, rng);
+    std::vector<float> logits((size_t)BT * V), dlogits = randn(logits.size(), 1e-3f, rng), dx(x.size()), dwte(wte.size());
+    double f = timed([&] { lm_head_forward(logits.data(), x.data(), wte.data(), BT, C, V); });
+    double b = timed([&] { lm_head_backward(dx.data(), dwte.data(), dlogits.data(), x.data(), wte.data(), BT, C, V); });
+    rows.push_back({"lm_head (tied wte)", 1, f, b});
+    std::vector<float> probs(logits.size()), losses(BT), dz(logits.size());
+    std::vector<int> targets = random_tokens(BT, V, rng);
+    int count = BT;
+    double cf = timed([&] { count = cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), BT, V).count; });
+    double cb = timed([&] { cross_entropy_backward(dz.data(), probs.data(), targets.data(), count, BT, V); });
+    rows.push_back({"cross-entropy", 1, cf, cb});
+  }
+  {  // the optimizer side: zero_grad, clip, AdamW (on a real model's arenas)
+    GPT model(c);
+    model.init_weights(5);
+    for (float& g : model.grads_memory) g = (float)(1e-3 * rng.normal());
+    AdamW opt;
+    AdamWConfig cfg;
+    double z = timed([&] { model.zero_grad(); });
+    rows.push_back({"zero_grad", 1, 0, z});
+    double clip = timed([&] { clip_global_norm(model.grads_memory, cfg.grad_clip); });
+    rows.push_back({"grad clip (global norm)", 1, 0, clip});
+    double upd = timed([&] { opt.update(model, cfg, 1e-4f); });
+    rows.push_back({"adamw update", 1, 0, upd});
+  }
+  return rows;
+}
+
+// ---- sampling ------------------------------------------------------------------------------------------------
+
+// Tokens per second generating n tokens through the Decoder (KV cache) with the default sampling options.
+static double sampling_tokens_per_s(int threads, int n, int reps) {
+  set_threads(threads);
+  Preset p = get_preset("tiny");
+  GPT model(p.model);
+  model.init_weights(1337);
+  Decoder decoder(model);
+  SamplingOptions options;
+  std::vector<std::pair<float, int>> scratch;
+  std::vector<double> rates;
+  for (int r = 0; r < reps + 1; r++) {
+    Rng rng(r + 1);
+    decoder.reset();
+    const auto t0 = Clock::now();
+    const float* logits = decoder.push(0);
+    for (int i = 0; i < n; i++) logits = decoder.push(sample_token(logits, p.model.vocab_size, options, rng, scratch));
+    const double ms = ms_since(t0);
+    if (r > 0) rates.push_back(n / (ms / 1000.0));
+  }
+  return median(rates);
+}
+
+// ---- child-process modes -------------------------------------------------------------------------------------
+
+static json step_report(const std::string& name, int threads, int warmup, int reps) {
+  Preset p = get_preset(name);
+  StepTimes st = time_training_steps(p.model, p.batch, threads, warmup, reps);
+  const double tokens = (double)p.batch * p.model.block_size;
+  const double gflop = tokens * flops_per_token(p.model, p.model.block_size) / 1e9;
+  return {{"impl", "plaingpt"},
+          {"preset", name},
+          {"threads", threads},
+          {"batch", p.batch},
+          {"block_size", p.model.block_size},
+          {"warmup", warmup},
+          {"ms", st.ms},
+          {"median_ms", st.median_ms},
+          {"tokens_per_s", tokens / (st.median_ms / 1000.0)},
+          {"gflop_per_step", gflop},
+          {"gflops", gflop / (st.median_ms / 1000.0)},
+          {"peak_rss_mb", peak_rss_mb()},
+          {"estimate_mb", estimate_training_bytes(p.model, p.batch) / kMB},
+          {"params", total_floats(gpt_tensor_table(p.model))}};
+}
+
+// ---- the full benchmark --------------------------------------------------------------------------------------
+
+struct Options {
+  bool quick = false;
+  std::string json_path = "bench/results.json";
+};
+
+static void hr() { std::printf("%s\n", std::string(100, '-').c_str()); }
+
+static void write_json(const json& j, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write " + path);
+  f << j.dump(2) << "\n";
+}
+
+static void print_breakdown(const std::string& title, const std::vector<OpRow>& rows, double step_ms, json& out) {
+  std::printf("\n%s — measured step %.2f ms\n", title.c_str(), step_ms);
+  std::printf("  %-26s %6s %10s %10s %12s %9s\n", "op", "calls", "fwd ms", "bwd ms", "ms / step", "% step");
+  double sum = 0;
+  json arr = json::array();
+  std::vector<OpRow> sorted = rows;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const OpRow& a, const OpRow& b) { return a.step_ms() > b.step_ms(); });
+  for (const OpRow& r : sorted) {
+    sum += r.step_ms();
+    std::printf("  %-26s %6d %10.3f %10.3f %12.2f %8.1f%%\n", r.name.c_str(), r.count, r.fwd_ms, r.bwd_ms,
+                r.step_ms(), 100 * r.step_ms() / step_ms);
+    arr.push_back({{"op", r.name}, {"calls", r.count}, {"fwd_ms", r.fwd_ms}, {"bwd_ms", r.bwd_ms},
+                   {"ms_per_step", r.step_ms()}, {"pct_of_step", 100 * r.step_ms() / step_ms}});
+  }
+  const double other = step_ms - sum;
+  std::printf("  %-26s %6s %10s %10s %12.2f %8.1f%%\n", "other (residual adds, memsets, cache)", "", "", "", other,
+              100 * other / step_ms);
+  std::printf("  %-26s %6s %10s %10s %12.2f %8.1f%%\n", "sum of ops", "", "", "", sum, 100 * sum / step_ms);
+  out = {{"step_ms", step_ms}, {"ops", arr}, {"other_ms", other}, {"sum_ops_ms", sum}};
+}
+
+static std::string machine_description() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return trim(line.substr(line.find(':') + 2));
+  return "unknown CPU";
+}
+
+static int run_full(const Options& o) {
+  const auto start = Clock::now();
+  json results;
+  const std::vector<int> thread_list = {1, 2};
+  const int max_threads = 2;
+  std::string commit;
+  try {
+    commit = trim(run_capture("git rev-parse --short HEAD 2>/dev/null; git status --porcelain src 2>/dev/null | head -1"));
+    if (commit.find('\n') != std::string::npos) commit = commit.substr(0, commit.find('\n')) + " (src/ modified)";
+  } catch (...) {
+  }
+  char date[64];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  std::string corename = "?", blasconfig = "?";
+#ifndef PLAINGPT_ACCELERATE
+  corename = openblas_get_corename();
+  blasconfig = openblas_get_config();
+#endif
+  std::printf("plaingpt benchmark%s — %s, commit %s\n", o.quick ? " (quick)" : "", date, commit.c_str());
+  std::printf("machine: %s, %d cores; OpenBLAS %s, kernel %s\n", machine_description().c_str(), default_threads(),
+              blasconfig.c_str(), corename.c_str());
+  for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
+    if (std::getenv(var))
+      std::printf("WARNING: %s is set (%s): benchmark numbers will not be representative; run through `make bench`\n",
+                  var, std::getenv(var));
+  results["meta"] = {{"date", date}, {"commit", commit}, {"cpu", machine_description()}, {"cores", default_threads()},
+                     {"openblas_config", blasconfig}, {"openblas_core", corename}, {"quick", o.quick}};
+  results["flops_formula"] =
+      "per token: 6*N + 12*L*C*T, N = parameters except wpe (tied wte counted once), full TxT attention counted";
+
+  // 1. sgemm ------------------------------------------------------------------------------------------------------
+  hr();
+  std::printf("1. sgemm (row-major C = A·B, threads split rows, single-threaded OpenBLAS each — as linear_forward)\n");
+  struct Shape {
+    const char* what;
+    int M, N, K;
+  };
+  const std::vector<Shape> shapes = {{"tiny mlp fc  768x512x128", 768, 512, 128},
+                                     {"small mlp fc 4096x1536x384", 4096, 1536, 384}};
+  std::printf("  %-30s %14s %14s\n", "shape M x N x K", "1 thread", "2 threads");
+  json sg = json::array();
+  double machine_rate[3] = {0, 0, 0};
+  for (const Shape& s : shapes) {
+    double r[3];
+    for (int t : thread_list) r[t] = sgemm_gflops(t, s.M, s.N, s.K, o.quick ? 5 : 11);
+    std::printf("  %-30s %9.1f GF/s %9.1f GF/s\n", s.what, r[1], r[2]);
+    sg.push_back({{"shape", s.what}, {"M", s.M}, {"N", s.N}, {"K", s.K}, {"gflops_1t", r[1]}, {"gflops_2t", r[2]}});
+    machine_rate[1] = r[1], machine_rate[2] = r[2];  // the large shape is "the machine's sgemm rate"
+  }
+  std::printf("  machine sgemm rate (the large shape): %.1f GFLOP/s on 1 thread, %.1f on 2\n", machine_rate[1],
+              machine_rate[2]);
+  results["sgemm"] = {{"shapes", sg}, {"rate_1t", machine_rate[1]}, {"rate_2t", machine_rate[2]}};
+  write_json(results, o.json_path);
+
+  // 2. training steps, each preset in its own process ----------------------------------------------------------
+  hr();
+  std::printf("2. training step = forward + backward + clip + AdamW, random tokens; median after warm-up; each row in a\n"
+              "   fresh process (so peak RSS is that preset's). Model FLOPs/token = 6·N + 12·L·C·T (N excludes wpe)\n");
+  std::printf("  %-6s %3s %5s %12s %16s %10s %8s %8s %9s %9s %7s\n", "preset", "thr", "reps", "ms/step", "(min–max)",
+              "tokens/s", "GFLOP/s", "%sgemm", "RSS MB", "est. MB", "RSS/est");
+  json steps = json::array();
+  std::map<std::string, double> step_ms;  // "tiny/2" → median
+  const std::string exe = self_exe();
+  for (const char* name : {"tiny", "small"}) {
+    for (int t : thread_list) {
+      const bool small = std::string(name) == "small";
+      if (o.quick && small && t == 1) continue;
+      const int warmup = small ? 1 : (o.quick ? 3 : 5);
+      const int reps = small ? (o.quick ? 1 : (t == 1 ? 2 : 3)) : (o.quick ? 10 : 30);
+      const std::string cmd = exe + " --step " + name + " --threads " + std::to_string(t) + " --warmup " +
+                              std::to_string(warmup) + " --repeats " + std::to_string(reps);
+      json r = json::parse(run_capture(cmd));
+      const std::vector<double> ms = r["ms"];
+      const double med = r["median_ms"], gf = r["gflops"], rss = r["peak_rss_mb"], est = r["estimate_mb"];
+      char range[64];
+      std::snprintf(range, sizeof range, "(%.1f–%.1f)", *std::min_element(ms.begin(), ms.end()),
+                    *std::max_element(ms.begin(), ms.end()));
+      std::printf("  %-6s %3d %5d %12.2f %16s %10.0f %8.1f %7.1f%% %9.1f %9.1f %7.2f\n", name, t, reps, med, range,
+                  (double)r["tokens_per_s"], gf, 100 * gf / machine_rate[t], rss, est, rss / est);
+      r["pct_of_sgemm"] = 100 * gf / machine_rate[t];
+      steps.push_back(r);
+      step_ms[std::string(name) + "/" + std::to_string(t)] = med;
+      std::fflush(stdout);
+    }
+  }
+  results["training_steps"] = steps;
+  write_json(results, o.json_path);
+
+  // 3. per-op breakdown -------------------------------------------------------------------------------------------
+  hr();
+  std::printf("3. per-op breakdown: each op of one step timed on its own (median), × calls per step, vs the measured step\n");
+  json breakdowns = json::array();
+  struct BD {
+    const char* name;
+    int threads;
+  };
+  std::vector<BD> bds = {{"tiny", 1}, {"tiny", 2}, {"small", 2}};
+  for (const BD& bd : bds) {
+    Preset p = get_preset(bd.name);
+    const bool small = p.name == "small";
+    std::vector<OpRow> rows =
+        op_breakdown(p.model, p.batch, p.model.block_size, bd.threads, small ? (o.quick ? 0 : 400) : (o.quick ? 30 : 100));
+    json j;
+    print_breakdown(std::string(bd.name) + " preset, " + std::to_string(bd.threads) + " thread(s)", rows,
+                    step_ms[p.name + "/" + std::to_string(bd.threads)], j);
+    j["preset"] = bd.name, j["threads"] = bd.threads;
+    breakdowns.push_back(j);
+    std::fflush(stdout);
+  }
+  results["breakdown"] = breakdowns;
+  write_json(results, o.json_path);
+
+  // 4. sampling ---------------------------------------------------------------------------------------------------
+  hr();
+  const int n_sample = 500;
+  std::printf("4. sampling: %d tokens through Decoder (KV cache, window slides at block_size), tiny model,\n"
+              "   temperature 0.8, top-k 40, top-p 0.95\n", n_sample);
+  json sampling = json::array();
+  for (int t : thread_list) {
+    const double tps = sampling_tokens_per_s(t, n_sample, o.quick ? 2 : 5);
+    std::printf("  %d thread(s): %8.0f tokens/s\n", t, tps);
+    sampling.push_back({{"threads", t}, {"tokens", n_sample}, {"tokens_per_s", tps}});
+  }
+  results["sampling"] = sampling;
+  write_json(results, o.json_path);
+
+  // 5. cost growth ------------------------------------------------------------------------------------------------
+  hr();
+  Preset tiny = get_preset("tiny");
+  std::printf("5. cost growth: tiny model (%d layers, %d wide), %d threads; attention = fwd+bwd of all layers from\n"
+              "   per-op timing; its share of the step shows where T² takes over\n",
+              tiny.model.n_layer, tiny.model.n_embd, max_threads);
+  std::printf("  %-12s %6s %6s %11s %11s %13s %8s %8s\n", "sweep", "B", "T", "ms/step", "tokens/s", "attention ms",
+              "attn %", "GFLOP/s");
+  json growth = json::array();
+  std::vector<int> blocks = {64, 128, 256, 512, 1024};
+  if (o.quick) blocks.pop_back();
+  std::vector<std::pair<int, int>> points;  // (B, T)
+  for (int T : blocks) points.push_back({tiny.batch, T});
+  for (int B : {4, 8, 16, 32}) points.push_back({B, 64});
+  for (size_t i = 0; i < points.size(); i++) {
+    const int B = points[i].first, T = points[i].second;
+    ModelConfig c = tiny.model;
+    c.block_size = T;
+    const double tokens = (double)B * T;
+    const int reps = tokens >= 6000 ? (o.quick ? 1 : 3) : (o.quick ? 3 : 10);
+    StepTimes st = time_training_steps(c, B, max_threads, tokens >= 6000 ? 1 : 2, reps);
+    // only the attention op is needed here
+    set_threads(max_threads);
+    const int C = c.n_embd, NH = c.n_head;
+    Rng rng(13);
+    std::vector<float> qkv = randn((size_t)B * T * 3 * C, 1, rng), probs((size_t)B * NH * T * T), out((size_t)B * T * C);
+    std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
+    const float scale = 1.0f / std::sqrt((float)(C / NH));
+    const AttentionMask causal;
+    const double att = time_op_ms([&] {
+      attention_forward(out.data(), probs.data(), qkv.data(), causal, scale, B, T, C, NH);
+      attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), causal, scale, B, T, C, NH);
+    }, o.quick ? 2 : 3, 50, o.quick ? 50 : 150) * c.n_layer;
+    const double gf = tokens * flops_per_token(c, T) / 1e9 / (st.median_ms / 1000);
+    const char* sweep = i < blocks.size() ? "block size" : "batch";
+    std::printf("  %-12s %6d %6d %11.2f %11.0f %13.2f %7.1f%% %8.1f\n", sweep, B, T, st.median_ms,
+                tokens / (st.median_ms / 1000), att, 100 * att / st.median_ms, gf);
+    growth.push_back({{"sweep", sweep}, {"B", B}, {"T", T}, {"ms_per_step", st.median_ms},
+                      {"tokens_per_s", tokens / (st.median_ms / 1000)}, {"attention_ms", att},
+                      {"attention_pct", 100 * att / st.median_ms}, {"gflops", gf}});
+    std::fflush(stdout);
+  }
+  results["growth"] = growth;
+  write_json(results, o.json_path);
+
+  // 6. attention alone ------------------------------------------------------------------------------------------
+  hr();
+  const int AB = 4;
+  std::printf("6. attention forward+backward alone: B=%d, C=%d, %d heads, %d threads (ms)\n", AB, tiny.model.n_embd,
+              tiny.model.n_head, max_threads);
+  std::printf("  %6s %12s %12s %12s %14s %14s\n", "T", "full", "causal", "window:32", "causal/full", "window/T (µs)");
+  json att_table = json::array();
+  std::vector<int> Ts = {64, 128, 256, 512, 1024};
+  if (o.quick) Ts.pop_back();
+  set_threads(max_threads);
+  for (int T : Ts) {
+    const int C = tiny.model.n_embd, NH = tiny.model.n_head;
+    Rng rng(17);
+    std::vector<float> qkv = randn((size_t)AB * T * 3 * C, 1, rng), probs((size_t)AB * NH * T * T), out((size_t)AB * T * C);
+    std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
+    const float scale = 1.0f / std::sqrt((float)(C / NH));
+    double ms[3];
+    const AttentionMask masks[3] = {AttentionMask::parse("bidirectional"), AttentionMask::parse("causal"),
+                                    AttentionMask::parse("window:32")};
+    for (int m = 0; m < 3; m++)
+      ms[m] = time_op_ms([&] {
+        attention_forward(out.data(), probs.data(), qkv.data(), masks[m], scale, AB, T, C, NH);
+        attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), masks[m], scale, AB, T, C, NH);
+      }, 3, 100, o.quick ? 40 : 150);
+    std::printf("  %6d %12.3f %12.3f %12.3f %14.2f %14.2f\n", T, ms[0], ms[1], ms[2], ms[1] / ms[0],
+                1000 * ms[2] / T);
+    att_table.push_back({{"T", T}, {"full_ms", ms[0]}, {"causal_ms", ms[1]}, {"window32_ms", ms[2]}});
+    std::fflush(stdout);
+  }
+  results["attention_only"] = {{"B", AB}, {"C", tiny.model.n_embd}, {"n_head", tiny.model.n_head},
+                               {"threads", max_threads}, {"rows", att_table}};
+
+  const double total_s = ms_since(start) / 1000;
+  results["meta"]["wall_s"] = total_s;
+  write_json(results, o.json_path);
+  hr();
+  std::printf("wrote %s in %.0f s\n", o.json_path.c_str(), total_s);
+  return 0;
+}
+
+static void usage() {
+  std::printf(
+      "usage: bench [--quick] [--json PATH]          the full benchmark (tables + JSON)\n"
+      "       bench --step tiny|small --threads N [--warmup W] [--repeats R]   one preset's step, one JSON line\n"
+      "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
+      "BENCH_QUICK=1 in the environment is the same as --quick.\n");
+}
+
+int main(int argc, char** argv) {
+  try {
+    Options o;
+    if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
+    std::string step_preset;
+    bool sample = false;
+    int threads = 2, warmup = -1, repeats = -1, n = 500;
+    for (int i = 1; i < argc; i++) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--quick") o.quick = true;
+      else if (a == "--json") o.json_path = value();
+      else if (a == "--step") step_preset = value();
+      else if (a == "--sample") sample = true;
+      else if (a == "--threads") threads = std::stoi(value());
+      else if (a == "--warmup") warmup = std::stoi(value());
+      else if (a == "--repeats") repeats = std::stoi(value());
+      else if (a == "-n") n = std::stoi(value());
+      else if (a == "-h" || a == "--help") return usage(), 0;
+      else throw std::runtime_error("unknown argument '" + a + "' (see --help)");
+    }
+    if (threads < 1) throw std::runtime_error("--threads must be ≥ 1");
+    if (!step_preset.empty()) {
+      const bool small = step_preset == "small";
+      json r = step_report(step_preset, threads, warmup >= 0 ? warmup : (small ? 1 : 5),
+                           repeats > 0 ? repeats : (small ? 3 : 30));
+      std::printf("%s\n", r.dump().c_str());
+      return 0;
+    }
+    if (sample) {
+      const double tps = sampling_tokens_per_s(threads, n, repeats > 0 ? repeats : 5);
+      json r = {{"impl", "plaingpt"}, {"threads", threads}, {"tokens", n}, {"tokens_per_s", tps},
+                {"method", "KV cache (Decoder)"}, {"peak_rss_mb", peak_rss_mb()}};
+      std::printf("%s\n", r.dump().c_str());
+      return 0;
+    }
+    return run_full(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench: error: %s\n", e.what());
+    return 1;
+  }
+}

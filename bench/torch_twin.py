@@ -1,0 +1,448 @@
+#!/usr/bin/env python3
+"""bench/torch_twin.py — plaingpt's GPT written in PyTorch, nanoGPT-style, to compare speed and to check answers.
+
+The same model as src/: learned token + position embeddings, pre-LayerNorm blocks (fused c_attn with bias, scale
+1/sqrt(head_size), c_proj; MLP 4C with tanh-GELU), final LayerNorm, LM head tied to wte, no dropout. Init N(0, 0.02),
+residual projections N(0, 0.02/sqrt(2L)), zero biases. AdamW betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on 2-D
+weights only (wte and wpe included, as in src/params.cpp), global-norm gradient clip 1.0, linear warm-up 100 steps
+then cosine decay 1e-3 -> 1e-4 (src/adamw.cpp).
+
+  /usr/bin/python3 bench/torch_twin.py --bench --preset tiny --threads 2      ms/step, tokens/s, peak RSS (one JSON line)
+  /usr/bin/python3 bench/torch_twin.py --sample-bench --threads 1            nanoGPT generate(): full recompute per token
+  /usr/bin/python3 bench/torch_twin.py --score CKPT TEXT                     mean next-char loss, as ./sample --score
+  /usr/bin/python3 bench/torch_twin.py --train DATA --steps 2000 --threads 2  time-to-quality, as ./train --preset tiny
+
+Needs Debian's python3-torch and python3-numpy (apt-get install -y python3-torch) for /usr/bin/python3. Benchmarks
+should run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (mk/bench.mk does that).
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import struct
+import sys
+import time
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # the twin is optional: say how to get it, with a distinct exit code
+    print(f"torch_twin: {e}. Install PyTorch for the system python: apt-get install -y python3-torch python3-numpy,"
+          " then run this script with /usr/bin/python3", file=sys.stderr)
+    sys.exit(3)
+
+PRESETS = {  # src/trainer.cpp preset(): model shape and batch; vocabulary 65 = Tiny Shakespeare's characters
+    "tiny": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12),
+    "small": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=64),
+}
+
+
+# ---- masks (src/mask.cpp): query i sees keys [begin, end) -------------------------------------------------------
+
+def parse_mask(text):
+    if text == "causal":
+        return ("causal", 0)
+    if text == "bidirectional":
+        return ("bidirectional", 0)
+    for kind in ("prefix", "window"):
+        if text.startswith(kind + ":"):
+            return (kind, int(text[len(kind) + 1:]))
+    raise ValueError(f"unknown mask '{text}'")
+
+
+def parse_layer_masks(text, n_layer):
+    masks = [parse_mask(t) for t in text.split(",")]
+    if len(masks) == 1:
+        masks = masks * n_layer
+    if len(masks) != n_layer:
+        raise ValueError(f"mask list '{text}' has {len(masks)} entries for {n_layer} layers")
+    return masks
+
+
+def keys_for(mask, i, T):
+    kind, size = mask
+    if kind == "causal":
+        return 0, i + 1
+    if kind == "bidirectional":
+        return 0, T
+    if kind == "prefix":
+        return 0, min(T, max(size, i + 1))
+    return max(0, i + 1 - size), i + 1  # window
+
+
+def allowed_matrix(mask, T):
+    """(T, T) bool: True where query i may see key j."""
+    i = torch.arange(T).view(T, 1)
+    j = torch.arange(T).view(1, T)
+    kind, size = mask
+    if kind == "causal":
+        return j <= i
+    if kind == "bidirectional":
+        return torch.ones(T, T, dtype=torch.bool)
+    if kind == "prefix":
+        return j < torch.clamp(torch.clamp(i + 1, min=size), max=T)
+    return (j <= i) & (j > i - size)  # window
+
+
+def sees_future(mask, T):
+    return any(keys_for(mask, i, T)[1] > i + 1 for i in range(T))
+
+
+# ---- the model --------------------------------------------------------------------------------------------------
+
+class Block(nn.Module):
+    def __init__(self, C, NH, mask):
+        super().__init__()
+        self.n_head = NH
+        self.mask = mask
+        self.ln_1 = nn.LayerNorm(C)  # eps 1e-5 = kLayerNormEps
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.attn_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.mlp_proj = nn.Linear(4 * C, C)
+        self.gelu = nn.GELU(approximate="tanh")
+        self._bias_cache = {}
+
+    def attn_bias(self, T, device):
+        # Additive mask: 0 where allowed, -inf elsewhere (as nanoGPT's masked_fill on its causal buffer).
+        if T not in self._bias_cache:
+            allowed = allowed_matrix(self.mask, T)
+            self._bias_cache[T] = torch.zeros(T, T).masked_fill(~allowed, float("-inf")).to(device)
+        return self._bias_cache[T]
+
+    def attention(self, x):
+        B, T, C = x.shape
+        NH = self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, NH, C // NH).transpose(1, 2)
+        k = k.view(B, T, NH, C // NH).transpose(1, 2)
+        v = v.view(B, T, NH, C // NH).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att + self.attn_bias(T, x.device)
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.attn_proj(y)
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        x = x + self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x))))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, masks=None):
+        super().__init__()
+        self.block_size = block_size
+        self.vocab_size = vocab_size
+        masks = masks or [("causal", 0)] * n_layer
+        self.wte = nn.Embedding(vocab_size, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head, m) for m in masks])
+        self.ln_f = nn.LayerNorm(n_embd)
+        # init: N(0, 0.02) everywhere, zero biases, residual projections N(0, 0.02/sqrt(2L))
+        for name, p in self.named_parameters():
+            if name.endswith(".bias"):
+                nn.init.zeros_(p)
+            elif "ln_" in name:
+                nn.init.ones_(p)
+            elif name.endswith("attn_proj.weight") or name.endswith("mlp_proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer))
+            else:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, idx, targets=None, last_only=False):
+        B, T = idx.shape
+        pos = torch.arange(T, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        if last_only:  # nanoGPT's inference path: the LM head on the last position only
+            return F.linear(x[:, [-1], :], self.wte.weight), None
+        logits = F.linear(x, self.wte.weight)  # tied LM head
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+
+def make_optimizer(model, foreach):
+    decay = [p for p in model.parameters() if p.dim() >= 2]  # wte, wpe and the linear weights
+    no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    kwargs = {"foreach": foreach} if foreach is not None else {}
+    return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, **kwargs)
+
+
+def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/adamw.cpp learning_rate
+    if step < warmup:
+        return lr * (step + 1) / (warmup + 1)
+    if step >= total:
+        return min_lr
+    progress = (step - warmup) / max(1, total - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+
+
+def train_step(model, opt, x, y, step, total):
+    _, loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    lr = learning_rate(step, total)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.step()
+    return loss
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def runtime_info(threads):
+    return {"torch": torch.__version__, "torch_threads": torch.get_num_threads(), "threads": threads,
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
+            "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "")}
+
+
+# ---- modes ------------------------------------------------------------------------------------------------------
+
+def bench(args):
+    p = PRESETS[args.preset]
+    torch.manual_seed(1337)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
+    opt = make_optimizer(model, args.foreach)
+    B, T = p["batch"], p["block_size"]
+    warmup = args.warmup if args.warmup >= 0 else (1 if args.preset == "small" else 5)
+    repeats = args.repeats if args.repeats > 0 else (3 if args.preset == "small" else 30)
+    g = torch.Generator().manual_seed(42)
+    x = torch.randint(0, 65, (B, T), generator=g)
+    y = torch.randint(0, 65, (B, T), generator=g)
+    times = []
+    for i in range(warmup + repeats):
+        t0 = time.perf_counter()
+        train_step(model, opt, x, y, i, 2000)
+        ms = (time.perf_counter() - t0) * 1000
+        if i >= warmup:
+            times.append(ms)
+    med = median(times)
+    n_params = sum(p.numel() for p in model.parameters())
+    out = {"impl": "pytorch", "preset": args.preset, "batch": B, "block_size": T, "warmup": warmup, "ms": times,
+           "median_ms": med, "tokens_per_s": B * T / (med / 1000), "peak_rss_mb": peak_rss_mb(), "params": n_params,
+           "foreach": args.foreach}
+    out.update(runtime_info(args.threads))
+    print(json.dumps(out))
+
+
+@torch.no_grad()
+def generate(model, idx, n, temperature=0.8, top_k=40):
+    """nanoGPT's GPT.generate: crop the context to block_size and run the whole model for every new token."""
+    for _ in range(n):
+        idx_cond = idx if idx.size(1) <= model.block_size else idx[:, -model.block_size:]
+        logits, _ = model(idx_cond, last_only=True)
+        logits = logits[:, -1, :] / temperature
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("inf")
+        probs = F.softmax(logits, dim=-1)
+        idx = torch.cat((idx, torch.multinomial(probs, num_samples=1)), dim=1)
+    return idx
+
+
+def sample_bench(args):
+    p = PRESETS["tiny"]
+    torch.manual_seed(1337)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
+    model.eval()
+    rates = []
+    for r in range(args.repeats if args.repeats > 0 else 3):
+        idx = torch.zeros((1, 1), dtype=torch.long)
+        t0 = time.perf_counter()
+        generate(model, idx, args.n)
+        rates.append(args.n / (time.perf_counter() - t0))
+    out = {"impl": "pytorch", "tokens": args.n, "tokens_per_s": median(rates), "method": "full recompute (nanoGPT generate)",
+           "peak_rss_mb": peak_rss_mb()}
+    out.update(runtime_info(args.threads))
+    print(json.dumps(out))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = memoryview(raw)[8 + n:]
+    meta = header.pop("__metadata__", {})
+    tensors = {}
+    for name, info in header.items():
+        if info["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}, expected F32")
+        begin, end = info["data_offsets"]
+        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"]).copy()
+    return meta, tensors
+
+
+def load_checkpoint(path):
+    if os.path.isdir(path):
+        path = os.path.join(path, "ckpt.safetensors")
+    meta, t = read_safetensors(path)
+    if meta.get("format") != "plaingpt":
+        raise ValueError(f"{path}: not a plaingpt checkpoint")
+    L, NH, C = int(meta["n_layer"]), int(meta["n_head"]), int(meta["n_embd"])
+    block, V = int(meta["block_size"]), int(meta["vocab_size"])
+    masks = parse_layer_masks(meta["mask"], L)
+    model = GPT(L, NH, C, block, V, masks)
+    sd = {"wte.weight": t["wte.weight"], "wpe.weight": t["wpe.weight"],
+          "ln_f.weight": t["ln_f.weight"], "ln_f.bias": t["ln_f.bias"]}
+    ours_to_twin = {"ln_1": "ln_1", "ln_2": "ln_2", "attn.c_attn": "c_attn", "attn.c_proj": "attn_proj",
+                    "mlp.c_fc": "c_fc", "mlp.c_proj": "mlp_proj"}
+    for l in range(L):
+        for ours, twin in ours_to_twin.items():
+            w = t[f"h.{l}.{ours}.weight"]
+            sd[f"h.{l}.{twin}.weight"] = w if w.ndim == 1 else w.T  # linear weights are stored [in, out]
+            sd[f"h.{l}.{twin}.bias"] = t[f"h.{l}.{ours}.bias"]
+    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, strict=True)
+    model.eval()
+    vocab = meta["vocab"]  # the characters in id order
+    return model, vocab, meta, masks
+
+
+@torch.no_grad()
+def score(args):
+    model, vocab, meta, masks = load_checkpoint(args.score[0])
+    if meta.get("objective", "clm") == "mlm":
+        raise SystemExit("torch_twin: --score: masked-LM checkpoints are not next-character models")
+    # ./sample --score sets prefix length 0 first: a prefix-LM scored left to right is causal
+    masks = [("causal", 0) if kind == "prefix" else (kind, size) for kind, size in masks]
+    if any(sees_future(m, model.block_size) for m in masks):
+        raise SystemExit("torch_twin: --score: this checkpoint's mask sees the future; ./sample prints no next-char "
+                         "score for it either")
+    for block, m in zip(model.h, masks):
+        block.mask, block._bias_cache = m, {}
+    with open(args.score[1], encoding="utf-8", newline="") as f:  # newline="": keep \r as ours does
+        text = f.read()
+    ids = {ch: i for i, ch in enumerate(vocab)}
+    try:
+        tokens = [ids[ch] for ch in text]
+    except KeyError as e:
+        raise SystemExit(f"torch_twin: character {e} of {args.score[1]} is not in the checkpoint's vocabulary")
+    # src/evaluate.cpp score_text: windows of T = min(block_size, n-1) start every T/2 (and one flush with the end);
+    # each window scores only the predictions the previous windows did not make.
+    n = len(tokens)
+    if n < 2:
+        raise SystemExit("torch_twin: need at least 2 characters to score")
+    T = min(model.block_size, n - 1)
+    stride = max(1, T // 2)
+    starts = list(range(0, n - T, stride))
+    if starts[-1] + T < n - 1:
+        starts.append(n - 1 - T)
+    toks = torch.tensor(tokens, dtype=torch.long)
+    total, count, scored_until, batch = 0.0, 0, 0, 16
+    for w0 in range(0, len(starts), batch):
+        chunk = starts[w0:w0 + batch]
+        x = torch.stack([toks[s:s + T] for s in chunk])
+        y = torch.stack([toks[s + 1:s + T + 1] for s in chunk]).clone()
+        for b, s in enumerate(chunk):
+            first = max(0, scored_until - s)  # positions s+t < scored_until were predicted already
+            y[b, :first] = -1
+            scored_until = s + T
+        logits, _ = model(x)
+        logp = F.log_softmax(logits.double(), dim=-1)
+        keep = y >= 0
+        total += -logp[keep].gather(1, y[keep].view(-1, 1)).sum().item()
+        count += int(keep.sum())
+    nats = total / count
+    print(json.dumps({"nats_per_char": nats, "bits_per_char": nats / math.log(2), "predictions": count}))
+
+
+@torch.no_grad()
+def estimate_loss(model, data, B, T, iters, g):
+    model.eval()
+    total = 0.0
+    for _ in range(iters):
+        ix = torch.randint(0, len(data) - T, (B,), generator=g)
+        x = torch.stack([data[i:i + T] for i in ix])
+        y = torch.stack([data[i + 1:i + T + 1] for i in ix])
+        total += model(x, y)[1].item()
+    model.train()
+    return total / iters
+
+
+def train(args):
+    p = PRESETS[args.preset]
+    with open(args.train, encoding="utf-8", newline="") as f:
+        text = f.read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n_train = int(0.9 * len(data))
+    train_data, val_data = data[:n_train], data[n_train:]
+    B, T = p["batch"], p["block_size"]
+    torch.manual_seed(1337)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], T, len(chars))
+    opt = make_optimizer(model, args.foreach)
+    g = torch.Generator().manual_seed(1337 ^ 0x5EED)
+    eval_every, eval_iters = 250, 20  # ./train's defaults: evaluate at 0, every 250 steps and at the end
+    t_start = time.perf_counter()
+    val = float("nan")
+    for step in range(args.steps + 1):
+        if step % eval_every == 0 or step == args.steps:
+            # the same evaluation batches every time, as src/trainer.cpp
+            eg = torch.Generator().manual_seed(1338)
+            tr = estimate_loss(model, train_data, B, T, eval_iters, eg)
+            val = estimate_loss(model, val_data, B, T, eval_iters, eg)
+            print(f"step {step}: train loss {tr:.4f}, val loss {val:.4f} ({time.perf_counter() - t_start:.1f} s)",
+                  flush=True)
+        if step == args.steps:
+            break
+        ix = torch.randint(0, len(train_data) - T, (B,), generator=g)
+        x = torch.stack([train_data[i:i + T] for i in ix])
+        y = torch.stack([train_data[i + 1:i + T + 1] for i in ix])
+        train_step(model, opt, x, y, step, args.steps)
+    wall = time.perf_counter() - t_start
+    out = {"impl": "pytorch", "preset": args.preset, "steps": args.steps, "wall_s": wall, "val_loss": val,
+           "peak_rss_mb": peak_rss_mb()}
+    out.update(runtime_info(args.threads))
+    print(json.dumps(out))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--bench", action="store_true", help="time full training steps")
+    mode.add_argument("--sample-bench", action="store_true", help="time nanoGPT-style generation (full recompute)")
+    mode.add_argument("--score", nargs=2, metavar=("CKPT", "TEXT"), help="mean next-char loss of a plaingpt checkpoint")
+    mode.add_argument("--train", metavar="DATA", help="train from scratch on a text file (time-to-quality)")
+    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    ap.add_argument("--warmup", type=int, default=-1)
+    ap.add_argument("--repeats", type=int, default=-1)
+    ap.add_argument("-n", type=int, default=500, help="tokens to generate for --sample-bench")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
+                    help="AdamW foreach implementation (default: PyTorch's choice)")
+    args = ap.parse_args()
+    if args.foreach is not None:
+        args.foreach = bool(args.foreach)
+    torch.set_num_threads(args.threads)
+    if args.bench:
+        bench(args)
+    elif args.sample_bench:
+        sample_bench(args)
+    elif args.score:
+        score(args)
+    else:
+        train(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+# Hardening: sanitizers and fuzzing (tools/ci_hardening.sh runs both on CI).
+#   make test-asan                the library, every tests/*.cpp, ./train and ./sample built with AddressSanitizer
+#                                 and UndefinedBehaviorSanitizer in build/asan/, then the whole suite run there
+#   make fuzz [FUZZ_SECONDS=60]   build the libFuzzer targets in build/fuzz/ and run each for FUZZ_SECONDS
+#   make fuzz-build               only build them (and the checkpoint seed corpus)
+#   make fuzz-replay              run every file of tests/regressions/<target>/ through the fuzz binaries
+# Both live under build/, so `make clean` removes them and git ignores them; the normal build is not touched.
+#
+# The ASan suite runs with build/asan as its working directory: tests/test_programs.cpp and test_hardening.cpp
+# start ./train and ./sample, and there those are the sanitized programs, so the end-to-end tests check the
+# programs too. Nothing in the tests reads other files relative to the working directory except
+# tests/regressions/, which they find through PLAINGPT_REGRESSIONS.
+
+.PHONY: test-asan asan-programs fuzz fuzz-build fuzz-replay
+
+# ---- ASan + UBSan -----------------------------------------------------------------------------------------------
+
+ASAN_DIR      := build/asan
+ASAN_CXX      ?= $(CXX)
+# float-cast-overflow is not part of GCC's -fsanitize=undefined; (int) of a huge float is UB worth knowing about.
+ASAN_SANITIZE := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+ASAN_CXXFLAGS  = $(ASAN_SANITIZE) -O1 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter $(BLAS_CFLAGS) $(OMP_CFLAGS) -Isrc
+ASAN_OBJ      := $(SRC:src/%.cpp=$(ASAN_DIR)/obj/%.o)
+ASAN_TEST_OBJ := $(TEST_SRC:tests/%.cpp=$(ASAN_DIR)/tests/%.o)
+
+# OpenBLAS and libgomp are not instrumented; they do not need suppressions today (their thread pools are
+# reachable from globals at exit, so LeakSanitizer does not report them). tools/lsan.supp is where one would go.
+# exitcode=86: a sanitizer report must never look like the programs' own "exit 1 = clean error" to a test.
+# Child processes (./train, ./sample started by the tests) inherit these settings.
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:exitcode=86:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:$(ASAN_OPTIONS_EXTRA) \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+           LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0:exitcode=86 \
+           PLAINGPT_REGRESSIONS=$(CURDIR)/tests/regressions
+
+$(ASAN_DIR)/obj/%.o: src/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(ASAN_DIR)/tests/%.o: tests/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) -Itests -MMD -MP -c $< -o $@
+
+$(ASAN_DIR)/main/%.o: %.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(ASAN_DIR)/libplaingpt.a: $(ASAN_OBJ)
+	ar rcs $@ $^
+
+$(ASAN_DIR)/train $(ASAN_DIR)/sample: $(ASAN_DIR)/%: $(ASAN_DIR)/main/%.o $(ASAN_DIR)/libplaingpt.a
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(LIBS)
+
+$(ASAN_DIR)/run_tests: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libplaingpt.a
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(GTEST_LIBS) $(LIBS)
+
+asan-programs: $(ASAN_DIR)/train $(ASAN_DIR)/sample
+
+test-asan: $(ASAN_DIR)/run_tests asan-programs
+	cd $(ASAN_DIR) && $(ASAN_ENV) ./run_tests $(GTEST_FLAGS)
+
+-include $(ASAN_OBJ:.o=.d) $(ASAN_TEST_OBJ:.o=.d) $(ASAN_DIR)/main/train.d $(ASAN_DIR)/main/sample.d
+
+# ---- libFuzzer ---------------------------------------------------------------------------------------------------
+# clang only. On Debian: apt-get install clang libclang-rt-14-dev libomp-14-dev (the version matching clang).
+
+FUZZ_DIR      := build/fuzz
+FUZZ_CXX      ?= clang++
+FUZZ_SECONDS  ?= 60
+FUZZ_TARGETS  := checkpoint text specs
+FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The library is instrumented for coverage too (fuzzer-no-link): that is where the parsers are.
+FUZZ_CXXFLAGS  = $(FUZZ_SANITIZE) -fsanitize=fuzzer-no-link -O1 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter \
+                 $(BLAS_CFLAGS) -fopenmp -Isrc
+FUZZ_LIBS      = $(BLAS_LIBS) -fopenmp -lpthread
+FUZZ_OBJ      := $(SRC:src/%.cpp=$(FUZZ_DIR)/obj/%.o)
+FUZZ_BINS     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+# Options for every run: no input above 64 KB (a checkpoint seed is a few KB), no malloc above 1 GB and no run
+# above 10 s (either is a finding: an input that makes the loader allocate or spin), and a summary at the end.
+FUZZ_FLAGS    ?= -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 -print_final_stats=1
+
+$(FUZZ_DIR)/obj/%.o: src/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_DIR)/libplaingpt.a: $(FUZZ_OBJ)
+	ar rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.cpp fuzz/entries.h $(FUZZ_DIR)/libplaingpt.a
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer $< $(FUZZ_DIR)/libplaingpt.a -o $@ $(FUZZ_LIBS)
+
+$(FUZZ_DIR)/make_seeds: fuzz/make_seeds.cpp $(FUZZ_DIR)/libplaingpt.a
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $< $(FUZZ_DIR)/libplaingpt.a -o $@ $(FUZZ_LIBS)
+
+# The checkpoint seeds are generated by save_checkpoint, so they follow the format as it evolves.
+$(FUZZ_DIR)/seeds/checkpoint/.done: $(FUZZ_DIR)/make_seeds
+	@rm -rf $(dir $@) && mkdir -p $(dir $@)
+	ASAN_OPTIONS=detect_leaks=0 $< $(dir $@)
+	@touch $@
+
+fuzz-build: $(FUZZ_BINS) $(FUZZ_DIR)/seeds/checkpoint/.done
+
+# Runs every target (the next one even when one finds a crash), then fails if any did. New interesting inputs
+# collect in build/fuzz/corpus/<target>/ (kept between runs); crashes in build/fuzz/artifacts/<target>/, with a
+# minimized copy to put in tests/regressions/<target>/ — see fuzz/run_fuzzer.sh.
+fuzz: fuzz-build
+	@status=0; for t in $(FUZZ_TARGETS); do \
+	  sh fuzz/run_fuzzer.sh $$t $(FUZZ_SECONDS) $(FUZZ_DIR) "$(FUZZ_FLAGS)" || status=1; \
+	done; exit $$status
+
+fuzz-replay: $(FUZZ_BINS)
+	@status=0; for t in $(FUZZ_TARGETS); do \
+	  files=$$(find tests/regressions/$$t -type f ! -name '*.md' 2>/dev/null); \
+	  [ -z "$$files" ] && continue; \
+	  echo "fuzz-replay: $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/fuzz_$$t $(FUZZ_FLAGS) $$files || status=1; \
+	done; exit $$status
+
+-include $(FUZZ_OBJ:.o=.d)
