@@ -76,6 +76,21 @@ static double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // Linux reports KiB
 }
 
+static double cpu_ms() {  // user + system time of every thread of this process
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+// The 1-minute load average: on a shared machine, anything well above our own thread count means the numbers
+// are inflated by other work.
+static double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = std::nan("");
+  f >> l;
+  return l;
+}
+
 static const double kMB = 1024.0 * 1024.0;
 
 // Runs f once to warm up, then times it until `max_reps` calls or, after `min_reps`, `budget_ms` of calls.
@@ -180,8 +195,8 @@ static double sgemm_gflops(int threads, int M, int N, int K, int reps) {
 // ---- a full training step ------------------------------------------------------------------------------------
 
 struct StepTimes {
-  std::vector<double> ms;
-  double median_ms = 0;
+  std::vector<double> ms, cpu_ms;  // wall and CPU (all threads) time of each timed step
+  double median_ms = 0, median_cpu_ms = 0;
 };
 
 // The trainer's step without its data loading and logging: forward, zero_grad, backward, clip, AdamW.
@@ -197,16 +212,18 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
   StepTimes st;
   for (int i = 0; i < warmup + reps; i++) {
     const auto t0 = Clock::now();
+    const double c0 = cpu_ms();
     const float loss = model.forward(x.data(), y.data(), B, T);
     model.zero_grad();
     model.backward();
     clip_global_norm(model.grads_memory, cfg.grad_clip);
     opt.update(model, cfg, learning_rate(cfg, i, 2000));
-    const double ms = ms_since(t0);
+    const double ms = ms_since(t0), cpu = cpu_ms() - c0;
     if (!std::isfinite(loss)) throw std::runtime_error("benchmark step diverged");
-    if (i >= warmup) st.ms.push_back(ms);
+    if (i >= warmup) st.ms.push_back(ms), st.cpu_ms.push_back(cpu);
   }
   st.median_ms = median(st.ms);
+  st.median_cpu_ms = median(st.cpu_ms);
   return st;
 }
 
@@ -346,6 +363,10 @@ static json step_report(const std::string& name, int threads, int warmup, int re
           {"warmup", warmup},
           {"ms", st.ms},
           {"median_ms", st.median_ms},
+          {"min_ms", *std::min_element(st.ms.begin(), st.ms.end())},
+          {"cpu_ms", st.cpu_ms},
+          {"median_cpu_ms", st.median_cpu_ms},
+          {"load_average", load_average()},
           {"tokens_per_s", tokens / (st.median_ms / 1000.0)},
           {"gflop_per_step", gflop},
           {"gflops", gflop / (st.median_ms / 1000.0)},
@@ -420,12 +441,14 @@ static int run_full(const Options& o) {
   std::printf("plaingpt benchmark%s — %s, commit %s\n", o.quick ? " (quick)" : "", date, commit.c_str());
   std::printf("machine: %s, %d cores; OpenBLAS %s, kernel %s\n", machine_description().c_str(), default_threads(),
               blasconfig.c_str(), corename.c_str());
+  std::printf("load average at start: %.2f (above ~2 the machine is shared and times are inflated)\n", load_average());
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
     if (std::getenv(var))
       std::printf("WARNING: %s is set (%s): benchmark numbers will not be representative; run through `make bench`\n",
                   var, std::getenv(var));
   results["meta"] = {{"date", date}, {"commit", commit}, {"cpu", machine_description()}, {"cores", default_threads()},
-                     {"openblas_config", blasconfig}, {"openblas_core", corename}, {"quick", o.quick}};
+                     {"openblas_config", blasconfig}, {"openblas_core", corename}, {"quick", o.quick},
+                     {"load_average_start", load_average()}};
   results["flops_formula"] =
       "per token: 6*N + 12*L*C*T, N = parameters except wpe (tied wte counted once), full TxT attention counted";
 
@@ -457,8 +480,8 @@ static int run_full(const Options& o) {
   hr();
   std::printf("2. training step = forward + backward + clip + AdamW, random tokens; median after warm-up; each row in a\n"
               "   fresh process (so peak RSS is that preset's). Model FLOPs/token = 6·N + 12·L·C·T (N excludes wpe)\n");
-  std::printf("  %-6s %3s %5s %12s %16s %10s %8s %8s %9s %9s %7s\n", "preset", "thr", "reps", "ms/step", "(min–max)",
-              "tokens/s", "GFLOP/s", "%sgemm", "RSS MB", "est. MB", "RSS/est");
+  std::printf("  %-6s %3s %5s %10s %18s %9s %10s %8s %7s %8s %8s %7s\n", "preset", "thr", "reps", "ms/step", "(min–max)",
+              "CPU ms", "tokens/s", "GFLOP/s", "%sgemm", "RSS MB", "est. MB", "RSS/est");
   json steps = json::array();
   std::map<std::string, double> step_ms;  // "tiny/2" → median
   const std::string exe = self_exe();
@@ -476,8 +499,9 @@ static int run_full(const Options& o) {
       char range[64];
       std::snprintf(range, sizeof range, "(%.1f–%.1f)", *std::min_element(ms.begin(), ms.end()),
                     *std::max_element(ms.begin(), ms.end()));
-      std::printf("  %-6s %3d %5d %12.2f %16s %10.0f %8.1f %7.1f%% %9.1f %9.1f %7.2f\n", name, t, reps, med, range,
-                  (double)r["tokens_per_s"], gf, 100 * gf / machine_rate[t], rss, est, rss / est);
+      std::printf("  %-6s %3d %5d %10.2f %18s %9.1f %10.0f %8.1f %6.1f%% %8.1f %8.1f %7.2f\n", name, t, reps, med, range,
+                  (double)r["median_cpu_ms"], (double)r["tokens_per_s"], gf, 100 * gf / machine_rate[t], rss, est,
+                  rss / est);
       r["pct_of_sgemm"] = 100 * gf / machine_rate[t];
       steps.push_back(r);
       step_ms[std::string(name) + "/" + std::to_string(t)] = med;
@@ -604,6 +628,7 @@ static int run_full(const Options& o) {
 
   const double total_s = ms_since(start) / 1000;
   results["meta"]["wall_s"] = total_s;
+  results["meta"]["load_average_end"] = load_average();
   write_json(results, o.json_path);
   hr();
   std::printf("wrote %s in %.0f s\n", o.json_path.c_str(), total_s);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -20,9 +21,13 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "fill.h"
+#include "generate.h"
 #include "mask.h"
 #include "objective.h"
+#include "rng.h"
 #include "safetensors.h"
+#include "sampling.h"
 #include "tokenizer.h"
 #include "trainer.h"
 #include "utf8.h"
@@ -59,6 +64,23 @@ class MemoryFile {
   std::string path_;
 };
 
+// What ./sample does with a loaded checkpoint, briefly: the weights are finite but otherwise untrusted.
+inline void use_model(Checkpoint& ckpt) {
+  GPT& model = *ckpt.model;
+  const int V = model.config.vocab_size;
+  const int mask = ckpt.objective == Objective::MLM ? ckpt.tokenizer.special_id(kMaskToken) : -1;
+  Rng rng(1);
+  for (const SamplingOptions& options : {SamplingOptions{1.0f, 0, 1.0f}, SamplingOptions{}, SamplingOptions{0.0f, 1, 1.0f}})
+    generate(model, {0}, 3, options, rng, mask, [&](int token) {
+      FUZZ_CHECK(token >= 0 && token < V);
+      ckpt.tokenizer.decode_one(token);
+    });
+  if (mask >= 0) {
+    const std::vector<int> filled = fill_blanks(model, {mask}, mask, ckpt.tokenizer.num_chars());
+    FUZZ_CHECK(filled.size() == 1 && filled[0] != mask);
+  }
+}
+
 inline void checkpoint_entry(const uint8_t* data, size_t size) {
   bool parsed = false;
   try {
@@ -90,6 +112,11 @@ inline void checkpoint_entry(const uint8_t* data, size_t size) {
     // What was loaded can be written back; this is what ./train --resume and sharing a model do.
     const std::string text = ckpt.tokenizer.vocab_utf8();
     FUZZ_CHECK(Tokenizer::from_vocab(text, ckpt.tokenizer.specials(), "fuzz").size() == ckpt.tokenizer.size());
+    use_model(ckpt);
+  } catch (const std::bad_alloc&) {
+    // The input is at most a few KB (-max_len); a loader that needs gigabytes for it trusted a size it had not
+    // checked against the file (the fuzzer's -malloc_limit_mb reports the same thing with the allocation's stack).
+    FUZZ_CHECK(!"load_checkpoint tried to allocate far more memory than the file justifies");
   } catch (const std::exception&) {
   }
 }

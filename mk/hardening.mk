@@ -9,7 +9,7 @@
 # The ASan suite runs with build/asan as its working directory: tests/test_programs.cpp and test_hardening.cpp
 # start ./train and ./sample, and there those are the sanitized programs, so the end-to-end tests check the
 # programs too. Nothing in the tests reads other files relative to the working directory except
-# tests/regressions/, which they find through PLAINGPT_REGRESSIONS.
+# tests/regressions/ and fuzz/corpus/, which they find through PLAINGPT_ROOT.
 
 .PHONY: test-asan asan-programs fuzz fuzz-build fuzz-replay
 
@@ -27,10 +27,12 @@ ASAN_TEST_OBJ := $(TEST_SRC:tests/%.cpp=$(ASAN_DIR)/tests/%.o)
 # reachable from globals at exit, so LeakSanitizer does not report them). tools/lsan.supp is where one would go.
 # exitcode=86: a sanitizer report must never look like the programs' own "exit 1 = clean error" to a test.
 # Child processes (./train, ./sample started by the tests) inherit these settings.
-ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:exitcode=86:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:$(ASAN_OPTIONS_EXTRA) \
+# max_allocation_size_mb: no test needs a single allocation above 4 GB, so one that asks for more is a bug reported
+# on the spot (e.g. a checkpoint header promising a huge model), not a CI machine swapping to death.
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:exitcode=86:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:max_allocation_size_mb=4096$(if $(ASAN_OPTIONS_EXTRA),:$(ASAN_OPTIONS_EXTRA)) \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0:exitcode=86 \
-           PLAINGPT_REGRESSIONS=$(CURDIR)/tests/regressions
+           PLAINGPT_ROOT=$(CURDIR)
 
 $(ASAN_DIR)/obj/%.o: src/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -86,7 +88,7 @@ $(FUZZ_DIR)/libplaingpt.a: $(FUZZ_OBJ)
 	ar rcs $@ $^
 
 $(FUZZ_DIR)/fuzz_%: fuzz/fuzz_%.cpp fuzz/entries.h $(FUZZ_DIR)/libplaingpt.a
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer $< $(FUZZ_DIR)/libplaingpt.a -o $@ $(FUZZ_LIBS)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer -MMD -MP $< $(FUZZ_DIR)/libplaingpt.a -o $@ $(FUZZ_LIBS)
 
 $(FUZZ_DIR)/make_seeds: fuzz/make_seeds.cpp $(FUZZ_DIR)/libplaingpt.a
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $< $(FUZZ_DIR)/libplaingpt.a -o $@ $(FUZZ_LIBS)
@@ -115,4 +117,4 @@ fuzz-replay: $(FUZZ_BINS)
 	  ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/fuzz_$$t $(FUZZ_FLAGS) $$files || status=1; \
 	done; exit $$status
 
--include $(FUZZ_OBJ:.o=.d)
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BINS:=.d)

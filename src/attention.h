@@ -13,7 +13,8 @@
 #include "mask.h"
 
 void attention_forward(float* out,                 // (B, T, C)  heads side by side, ready for the output projection
-                       float* probs,               // (B, NH, T, T)  P; entries outside the mask are left untouched
+                       float* probs,               // (B, NH, T, T)  P; entries outside the mask are set to 0 or
+                                                   //   left untouched (GPT zeroes this buffer when the mask changes)
                        const float* qkv,           // (B, T, 3C)
                        const AttentionMask& mask, float scale, int B, int T, int C, int NH);
 

@@ -1,5 +1,7 @@
 #include "cross_entropy.h"
 
+#include "fast_exp.h"
+
 #include <cmath>
 #include <cstddef>
 
@@ -13,11 +15,9 @@ LossSum cross_entropy_forward(float* probs, float* losses, const float* logits, 
     float* p = probs + (size_t)n * V;
     float max_z = z[0];  // subtracting the max keeps exp() from overflowing; softmax is shift-invariant
     for (int v = 1; v < V; v++) max_z = z[v] > max_z ? z[v] : max_z;
+    for (int v = 0; v < V; v++) p[v] = fast_exp(z[v] - max_z);
     double denom = 0;
-    for (int v = 0; v < V; v++) {
-      p[v] = std::exp(z[v] - max_z);
-      denom += p[v];
-    }
+    for (int v = 0; v < V; v++) denom += p[v];
     for (int v = 0; v < V; v++) p[v] = (float)(p[v] / denom);
     int y = targets[n];
     // −log p[y] computed as log Σ exp − (z_y − max): finite even when p[y] underflows to 0.

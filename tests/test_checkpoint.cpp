@@ -189,6 +189,16 @@ TEST(CheckpointRoundTrip, ResumableCheckpointIsBitIdentical) {
   for (int i = 0; i < 3; i++) EXPECT_EQ(restored.next_u64(), original.next_u64());
 }
 
+TEST(CheckpointRoundTrip, ObjectiveIsStored) {
+  TempDir dir;
+  Fixture f;
+  const std::string path = dir / "mlm.safetensors";
+  save_checkpoint(path, *f.model, f.tokenizer, nullptr, Objective::MLM);  // the vocabulary holds [MASK]
+  EXPECT_EQ(load_checkpoint(path).objective, Objective::MLM);
+  save_checkpoint(path, *f.model, f.tokenizer, &f.state);  // the default
+  EXPECT_EQ(load_checkpoint(path).objective, Objective::CLM);
+}
+
 TEST(CheckpointRoundTrip, WeightsOnlyCheckpointIsNotResumable) {
   TempDir dir;
   Fixture f;
@@ -435,6 +445,16 @@ TEST_F(CheckpointRejects, NotAPlaingptFile) {
   expect_load_fails(edited_metadata("other.safetensors", "format", "pytorch"), {"not a plaingpt", "pytorch"});
   // A safetensors file with tensors and no metadata at all (what a foreign exporter writes).
   expect_load_fails(edited("nometa.safetensors", [](RawFile& r) { r.header.erase("__metadata__"); }), {"format"});
+}
+
+TEST_F(CheckpointRejects, UnknownObjectiveOrMlmWithoutMaskToken) {
+  expect_load_fails(edited_metadata("objective.safetensors", "objective", "gpt5"), {"objective", "gpt5"});
+  // An MLM checkpoint whose vocabulary has no [MASK] could not be used to fill blanks.
+  const std::string path = edited("nomask.safetensors", [](RawFile& r) {
+    r.header["__metadata__"]["objective"] = "mlm";
+    r.header["__metadata__"]["specials"] = "[\"[SEP]\"]";
+  });
+  expect_load_fails(path, {"[MASK]"});
 }
 
 TEST_F(CheckpointRejects, NotAFileAtAll) {

@@ -140,16 +140,34 @@ TEST(Training, MetricsAndFinalCheckpoint) {
   run_training(c);
   const auto rows = read_csv(c.out + "/metrics.csv");
   ASSERT_EQ(rows.size(), 1u + 12 + 1) << "header, one row per step, the final evaluation";
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "train_loss", "val_loss", "batch_loss", "lr", "grad_norm",
-                                                "step_ms"}));
+  const std::vector<std::string>& header = rows[0];
+  EXPECT_EQ(header.at(0), "step");
+  for (const char* name : {"train_loss", "val_loss", "batch_loss", "lr", "grad_norm", "step_ms"})
+    EXPECT_NE(std::find(header.begin(), header.end(), name), header.end()) << "metrics.csv lacks " << name;
+  auto cell = [&](int step, const std::string& name) {
+    const size_t column = std::find(header.begin(), header.end(), name) - header.begin();
+    return rows.at(1 + step).at(column);
+  };
   for (int s = 0; s <= 12; s++) {
-    const auto& row = rows[1 + s];
-    ASSERT_EQ(row.size(), 7u) << "row " << s;
-    EXPECT_EQ(row[0], std::to_string(s));
+    ASSERT_EQ(rows[1 + s].size(), header.size()) << "row " << s;
+    EXPECT_EQ(rows[1 + s][0], std::to_string(s));
     const bool evaluated = s % 5 == 0 || s == 12;
-    EXPECT_EQ(!row[1].empty(), evaluated) << "train_loss at step " << s;
-    EXPECT_EQ(!row[2].empty(), evaluated) << "val_loss at step " << s;
-    EXPECT_EQ(row[3].empty(), s == 12) << "batch_loss at step " << s;  // the final row is evaluation only
+    EXPECT_EQ(!cell(s, "train_loss").empty(), evaluated) << "train_loss at step " << s;
+    EXPECT_EQ(!cell(s, "val_loss").empty(), evaluated) << "val_loss at step " << s;
+    EXPECT_EQ(cell(s, "batch_loss").empty(), s == 12) << "batch_loss at step " << s;  // the last row: evaluation
+    EXPECT_EQ(cell(s, "lr").empty(), s == 12) << "lr at step " << s;
+    if (s < 12) {
+      // Each training row's numbers are sane: a loss near ln(vocabulary) for a barely trained model, a positive
+      // learning rate that follows the warm-up (linear, 5 steps, to 1e-2) and a finite gradient norm.
+      const double loss = std::stod(cell(s, "batch_loss"));
+      EXPECT_GT(loss, 0.5);
+      EXPECT_LT(loss, 6.0);
+      const double lr = std::stod(cell(s, "lr"));
+      if (s < 5) {
+        EXPECT_NEAR(lr, 1e-2 * (s + 1) / 6, 1e-6) << "warm-up lr at step " << s;
+      }
+      EXPECT_GT(std::stod(cell(s, "grad_norm")), 0.0);
+    }
   }
   Checkpoint ckpt = load_checkpoint(checkpoint_path(c.out));
   EXPECT_TRUE(ckpt.resumable);
@@ -178,7 +196,7 @@ TEST(Training, DISABLED_PeriodicCheckpointsDoNotAddEvaluations) {
   ASSERT_EQ(rows.size(), 1u + 12 + 1);
   for (int s = 0; s <= 12; s++) {
     const bool evaluated = s == 0 || s == 12;
-    EXPECT_EQ(!rows[1 + s][1].empty(), evaluated) << "train_loss at step " << s;
+    EXPECT_EQ(!rows[1 + s].at(1).empty(), evaluated) << "train_loss at step " << s;  // column 1: train_loss
   }
 }
 

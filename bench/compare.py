@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""bench/compare.py — plaingpt against its PyTorch twin (bench/torch_twin.py): `make bench-compare`.
+
+1. Training speed, A/B alternated: for each target (tiny at 2 threads, tiny at 1 thread, small at 2 threads) the two
+   programs run one after the other for several rounds, the order flipping every round (A B, B A, ...), each run a
+   fresh process timing full training steps after warm-up. Per run we keep the median ms/step; the table shows the
+   median over rounds, tokens/s, the ratio of medians (PyTorch ms / ours ms = how many times faster we are), and the
+   largest peak RSS seen.
+   PyTorch is measured at its best: before the rounds, each variant (OMP_WAIT_POLICY unset or PASSIVE; and for a
+   2-thread budget torch.set_num_threads 1 or 2) runs once on the tiny preset and the fastest is kept.
+   OpenBLAS gets the same thread budget (OPENBLAS_NUM_THREADS) so that neither side uses more cores than stated.
+2. Sampling: ours through the KV-cache Decoder vs nanoGPT's generate() (full recompute, context cropped to
+   block_size), 500 tokens, tiny model, alternated.
+3. Checkpoint agreement: ./train a tiny model for a few steps (causal, and a window mask), then `./sample --score`
+   and `torch_twin.py --score` on the same text; fails (exit 1) if they differ by more than 1e-4 nats.
+
+Without torch (for /usr/bin/python3) only our side runs, with the command that installs it. Results also go to
+bench/compare.json. Run from the repository root with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target
+does both).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OURS = os.path.join(ROOT, "build", "bench", "bench")
+# Debian's python3-torch is for the system python; `python3` on PATH may be another one without torch.
+TWIN_PY = os.environ.get("BENCH_PY") or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
+TWIN = [TWIN_PY, os.path.join(HERE, "torch_twin.py")]
+TOLERANCE = 1e-4  # nats
+
+
+def clean_env(extra=None):
+    env = dict(os.environ)
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
+                "OMP_NUM_THREADS"):
+        env.pop(var, None)
+    env.update(extra or {})
+    return env
+
+
+def run_json(cmd, env=None, timeout=1800):
+    out = subprocess.run(cmd, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=timeout, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def torch_available():
+    r = subprocess.run(TWIN[:1] + ["-c", "import torch, numpy"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return r.returncode == 0
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except OSError:
+        return float("nan")
+
+
+# ---- the two programs --------------------------------------------------------------------------------------------
+
+def ours_step(preset, threads, warmup, repeats):
+    return run_json([OURS, "--step", preset, "--threads", str(threads), "--warmup", str(warmup), "--repeats",
+                     str(repeats)])
+
+
+def twin_step(preset, variant, warmup, repeats):
+    env = clean_env(variant["env"])
+    return run_json(TWIN + ["--bench", "--preset", preset, "--threads", str(variant["torch_threads"]), "--warmup",
+                            str(warmup), "--repeats", str(repeats)], env=env)
+
+
+def variants_for(budget):
+    """PyTorch configurations that use at most `budget` cores."""
+    out = []
+    for torch_threads in sorted({1, budget}):
+        for passive in (False, True):
+            env = {"OPENBLAS_NUM_THREADS": str(budget)}
+            if passive:
+                env["OMP_WAIT_POLICY"] = "PASSIVE"
+            out.append({"torch_threads": torch_threads, "env": env,
+                        "name": f"torch threads {torch_threads}, OpenBLAS {budget}"
+                                + (", OMP_WAIT_POLICY=PASSIVE" if passive else "")})
+    return out
+
+
+def pick_best_variant(budget, quick, log):
+    best, best_ms, probes = None, float("inf"), []
+    for v in variants_for(budget):
+        r = twin_step("tiny", v, 2 if quick else 3, 6 if quick else 10)
+        probes.append({"variant": v["name"], "median_ms": r["median_ms"]})
+        log(f"    probe {v['name']:<55} {r['median_ms']:9.2f} ms/step")
+        if r["median_ms"] < best_ms:
+            best, best_ms = v, r["median_ms"]
+    return best, probes
+
+
+# ---- tables ------------------------------------------------------------------------------------------------------
+
+def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_torch, log):
+    ours_runs, twin_runs = [], []
+    for r in range(rounds):
+        order = ["ours", "twin"] if r % 2 == 0 else ["twin", "ours"]
+        for who in order:
+            if who == "ours":
+                ours_runs.append(ours_step(preset, threads, warmup, repeats))
+            elif have_torch:
+                twin_runs.append(twin_step(preset, variant, warmup, repeats))
+        o = ours_runs[-1]["median_ms"]
+        t = twin_runs[-1]["median_ms"] if twin_runs else float("nan")
+        log(f"    {label} round {r + 1}/{rounds}: ours {o:9.2f} ms, pytorch {t:9.2f} ms  (load {load_average():.1f})")
+
+    def summary(runs):
+        if not runs:
+            return None
+        meds = [x["median_ms"] for x in runs]
+        med = statistics.median(meds)
+        return {"median_ms": med, "round_medians_ms": meds, "min_ms": min(min(x["ms"]) for x in runs),
+                "tokens_per_s": runs[0]["batch"] * runs[0]["block_size"] / (med / 1000),
+                "peak_rss_mb": max(x["peak_rss_mb"] for x in runs),
+                "estimate_mb": runs[0].get("estimate_mb")}
+
+    res = {"target": label, "preset": preset, "threads": threads, "rounds": rounds, "warmup": warmup,
+           "repeats": repeats, "ours": summary(ours_runs), "pytorch": summary(twin_runs),
+           "pytorch_variant": variant["name"] if (variant and have_torch) else None}
+    if res["pytorch"]:
+        res["speedup"] = res["pytorch"]["median_ms"] / res["ours"]["median_ms"]
+        res["speedup_of_minima"] = res["pytorch"]["min_ms"] / res["ours"]["min_ms"]
+    return res
+
+
+def sampling_rounds(threads, rounds, variant, have_torch, log):
+    ours, twin = [], []
+    for r in range(rounds):
+        order = ["ours", "twin"] if r % 2 == 0 else ["twin", "ours"]
+        for who in order:
+            if who == "ours":
+                ours.append(run_json([OURS, "--sample", "--threads", str(threads), "--repeats", "3"])["tokens_per_s"])
+            elif have_torch:
+                env = clean_env(variant["env"])
+                twin.append(run_json(TWIN + ["--sample-bench", "--threads", str(variant["torch_threads"]),
+                                             "--repeats", "2"], env=env)["tokens_per_s"])
+    res = {"threads": threads, "ours_tokens_per_s": statistics.median(ours), "ours_runs": ours}
+    if twin:
+        res.update(pytorch_tokens_per_s=statistics.median(twin), pytorch_runs=twin,
+                   speedup=statistics.median(ours) / statistics.median(twin))
+    log(f"    sampling {threads} thread(s): ours {res['ours_tokens_per_s']:8.0f} tok/s"
+        + (f", pytorch {res['pytorch_tokens_per_s']:8.0f} tok/s" if twin else ""))
+    return res
+
+
+def score_check(data, steps, log):
+    """Train briefly with ./train, then score the same text with ./sample --score and the twin."""
+    rows, ok = [], True
+    tmp = tempfile.mkdtemp(prefix="plaingpt-compare-")
+    try:
+        with open(os.path.join(ROOT, data), encoding="utf-8", newline="") as f:
+            text = f.read()
+        score_file = os.path.join(tmp, "score.txt")
+        with open(score_file, "w", encoding="utf-8", newline="") as f:
+            f.write(text[len(text) // 2: len(text) // 2 + 20000])  # 20,000 characters from the middle
+        for mask in ("causal", "window:16"):
+            out = os.path.join(tmp, mask.replace(":", "_"))
+            subprocess.run(["./train", "--preset", "tiny", "--data", data, "--out", out, "--steps", str(steps),
+                            "--eval-every", "0", "--eval-iters", "1", "--mask", mask, "--threads", "2"],
+                           cwd=ROOT, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
+            s = subprocess.run(["./sample", "--ckpt", out, "--score", score_file, "--threads", "2"], cwd=ROOT,
+                               env=clean_env(), check=True, stdout=subprocess.PIPE, text=True).stdout
+            m = re.search(r"([0-9.]+) nats/char", s)
+            if not m:
+                raise RuntimeError(f"./sample --score printed no nats/char line:\n{s}")
+            ours = float(m.group(1))
+            twin = run_json(TWIN + ["--score", out, score_file], env=clean_env({"OPENBLAS_NUM_THREADS": "2"}))
+            diff = abs(ours - twin["nats_per_char"])
+            good = diff <= TOLERANCE
+            ok &= good
+            rows.append({"mask": mask, "steps": steps, "ours_nats": ours, "pytorch_nats": twin["nats_per_char"],
+                         "difference": diff, "ok": good, "predictions": twin["predictions"]})
+            log(f"    {mask:<10} ./sample --score {ours:.4f}   torch_twin --score {twin['nats_per_char']:.6f}   "
+                f"|diff| {diff:.2e}  {'ok' if good else 'FAIL (> %.0e)' % TOLERANCE}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows, ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and repeats")
+    ap.add_argument("--rounds", type=int, default=None, help="A/B rounds for the tiny targets (default 5, quick 3)")
+    ap.add_argument("--small-rounds", type=int, default=None, help="A/B rounds for the small preset (default 2)")
+    ap.add_argument("--skip-small", action="store_true", help="leave out the small preset (it takes minutes)")
+    ap.add_argument("--data", default="data/stories.txt", help="text for the checkpoint agreement check")
+    ap.add_argument("--score-steps", type=int, default=40, help="./train steps before the agreement check")
+    ap.add_argument("--json", default=os.path.join(HERE, "compare.json"))
+    args = ap.parse_args()
+    rounds = args.rounds or (3 if args.quick else 5)
+    small_rounds = args.small_rounds or (1 if args.quick else 2)
+    start = time.time()
+
+    def log(msg):
+        print(msg, flush=True)
+
+    if not os.path.exists(OURS):
+        sys.exit(f"compare: {OURS} is missing; run `make bench-compare` (it builds it)")
+    have_torch = torch_available()
+    if not have_torch:
+        log("compare: PyTorch is not installed for /usr/bin/python3 — showing plaingpt only. To compare, install it:\n"
+            "           apt-get install -y python3-torch python3-numpy")
+    results = {"load_average_start": load_average(), "have_torch": have_torch, "targets": [], "sampling": []}
+
+    log("1. training speed, A/B alternated (each run a fresh process; ms/step = median of its timed steps)")
+    best = {}
+    if have_torch:
+        for budget in (2, 1):
+            log(f"  choosing PyTorch's best configuration for {budget} core(s) (tiny preset):")
+            best[budget], probes = pick_best_variant(budget, args.quick, log)
+            results[f"pytorch_probes_{budget}"] = probes
+            log(f"    -> {best[budget]['name']}")
+    targets = [("tiny, 2 threads", "tiny", 2, rounds, 3 if args.quick else 5, 10 if args.quick else 20),
+               ("tiny, 1 thread", "tiny", 1, rounds, 3 if args.quick else 5, 10 if args.quick else 20)]
+    if not args.skip_small:
+        targets.append(("small, 2 threads", "small", 2, small_rounds, 1, 1 if args.quick else 2))
+    for label, preset, threads, n, warmup, repeats in targets:
+        log(f"  {label}: {n} rounds of {warmup} warm-up + {repeats} timed steps")
+        results["targets"].append(ab_rounds(label, preset, threads, n, warmup, repeats, best.get(threads),
+                                            have_torch, log))
+
+    log("2. sampling, 500 tokens, tiny model: ours = KV cache, PyTorch = full recompute (nanoGPT generate)")
+    for threads in (1, 2):
+        results["sampling"].append(sampling_rounds(threads, 2 if args.quick else 3, best.get(threads), have_torch,
+                                                   log))
+
+    ok = True
+    if have_torch:
+        log(f"3. checkpoint agreement: ./train {args.score_steps} steps on {args.data}, score 20,000 characters")
+        results["score_check"], ok = score_check(args.data, args.score_steps, log)
+    else:
+        log("3. checkpoint agreement: skipped (no PyTorch)")
+
+    # ---- the summary table ----
+    log("")
+    log(f"{'target':<18} {'impl':<9} {'ms/step':>10} {'tokens/s':>10} {'peak RSS MB':>12} {'est. MB':>9}   "
+        "ours/PyTorch speed")
+    for t in results["targets"]:
+        for impl in ("ours", "pytorch"):
+            s = t[impl]
+            if not s:
+                continue
+            est = f"{s['estimate_mb']:9.1f}" if s.get("estimate_mb") else f"{'':9}"
+            extra = ""
+            if impl == "pytorch":
+                extra = (f"   {t['speedup']:.2f}x (minima {t['speedup_of_minima']:.2f}x); RSS "
+                         f"{t['pytorch']['peak_rss_mb'] / t['ours']['peak_rss_mb']:.1f}x smaller")
+            log(f"{t['target'] if impl == 'ours' else '':<18} {impl:<9} {s['median_ms']:10.2f} "
+                f"{s['tokens_per_s']:10.0f} {s['peak_rss_mb']:12.1f} {est}{extra}")
+        if t["pytorch_variant"]:
+            log(f"{'':<18} (PyTorch: {t['pytorch_variant']})")
+    for s in results["sampling"]:
+        line = f"sampling, {s['threads']} thr    ours {s['ours_tokens_per_s']:8.0f} tok/s (KV cache)"
+        if "pytorch_tokens_per_s" in s:
+            line += (f"   pytorch {s['pytorch_tokens_per_s']:8.0f} tok/s (full recompute)   "
+                     f"{s['speedup']:.1f}x")
+        log(line)
+    for r in results.get("score_check", []):
+        log(f"score ({r['mask']:<9})  ours {r['ours_nats']:.4f}  pytorch {r['pytorch_nats']:.6f} nats/char  "
+            f"|diff| {r['difference']:.1e} {'ok' if r['ok'] else 'FAIL'}")
+    results["load_average_end"] = load_average()
+    results["wall_s"] = time.time() - start
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=2)
+    log(f"wrote {os.path.relpath(args.json, ROOT)} in {results['wall_s']:.0f} s "
+        f"(load average {results['load_average_start']:.1f} at start, {results['load_average_end']:.1f} at end)")
+    if not ok:
+        log(f"compare: FAILED: the two implementations disagree by more than {TOLERANCE} nats")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""bench/quality.py — time-to-quality: `make bench-quality`.
+
+Trains the tiny preset for 2000 steps on a text (Tiny Shakespeare by default, read where it lies — never copied
+into the repository) at 2 threads, exactly as a user would:
+    ./train --preset tiny --data DATA --out OUT --threads 2
+and reports the wall time of the whole run (evaluations and checkpoints included) and the final validation loss.
+With --torch the PyTorch twin (bench/torch_twin.py --train) does the same run afterwards, with the same schedule,
+evaluation cadence (every 250 steps, 20 batches per split) and thread budget, for comparison.
+Target: val loss <= 1.88 in under 35 s. Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target
+does). Results go to bench/quality.json.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TWIN_PY = os.environ.get("BENCH_PY") or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
+TARGET_LOSS, TARGET_S = 1.88, 35.0
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except OSError:
+        return float("nan")
+
+
+def clean_env(extra=None):
+    env = dict(os.environ)
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS"):
+        env.pop(var, None)
+    env.update(extra or {})
+    return env
+
+
+def run_streaming(cmd, env):
+    """Runs cmd, echoing its output; returns (output, wall seconds)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        if re.match(r"step \d+: ", line) or line.startswith(("done", "model", "{")):
+            print("    " + line.rstrip(), flush=True)
+    p.wait()
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"quality: {' '.join(cmd)} failed ({p.returncode}):\n{''.join(lines[-20:])}")
+    return "".join(lines), wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_data = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+    ap.add_argument("--data", default=default_data if os.path.exists(default_data) else "data/stories.txt")
+    ap.add_argument("--out", default="/tmp/plaingpt-bench-quality")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--torch", action="store_true", help="also run the PyTorch twin's --train")
+    ap.add_argument("--torch-env", default="OMP_WAIT_POLICY=PASSIVE",
+                    help="extra environment for the twin, e.g. '' or 'OMP_WAIT_POLICY=PASSIVE'")
+    ap.add_argument("--json", default=os.path.join(HERE, "quality.json"))
+    args = ap.parse_args()
+    if not os.path.exists(args.data):
+        sys.exit(f"quality: {args.data} does not exist; pass --data (make bench-quality BENCH_DATA=...)")
+    results = {"data": os.path.abspath(args.data), "steps": args.steps, "threads": args.threads,
+               "load_average_start": load_average(), "runs": []}
+
+    cmd = [os.path.join(ROOT, "train"), "--preset", "tiny", "--data", args.data, "--out", args.out, "--threads",
+           str(args.threads), "--steps", str(args.steps)]
+    print(f"ours: {' '.join(cmd)}", flush=True)
+    out, wall = run_streaming(cmd, clean_env())
+    vals = re.findall(r"step (\d+): train loss ([0-9.]+), val loss ([0-9.]+)", out)
+    val = float(vals[-1][2]) if vals else float("nan")
+    results["runs"].append({"impl": "plaingpt", "wall_s": wall, "val_loss": val, "command": " ".join(cmd)})
+
+    if args.torch:
+        extra = dict(kv.split("=", 1) for kv in args.torch_env.split() if "=" in kv)
+        extra["OPENBLAS_NUM_THREADS"] = str(args.threads)
+        tcmd = [TWIN_PY, os.path.join(HERE, "torch_twin.py"), "--train", args.data, "--steps", str(args.steps),
+                "--threads", str(args.threads)]
+        print(f"pytorch: {' '.join(extra_kv + '=' + v for extra_kv, v in extra.items())} {' '.join(tcmd)}", flush=True)
+        check = subprocess.run([TWIN_PY, "-c", "import torch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if check.returncode != 0:
+            print("    PyTorch is not installed for /usr/bin/python3: apt-get install -y python3-torch python3-numpy")
+        else:
+            tout, twall = run_streaming(tcmd, clean_env(extra))
+            tvals = re.findall(r"step (\d+): train loss ([0-9.]+), val loss ([0-9.]+)", tout)
+            results["runs"].append({"impl": "pytorch", "wall_s": twall,
+                                    "val_loss": float(tvals[-1][2]) if tvals else float("nan"),
+                                    "command": " ".join(tcmd), "env": extra})
+
+    print()
+    print(f"time-to-quality: tiny preset, {args.steps} steps, {args.threads} threads, {args.data}")
+    print(f"  {'impl':<9} {'wall s':>8} {'val loss':>9}   target: val loss <= {TARGET_LOSS} in < {TARGET_S:.0f} s")
+    for r in results["runs"]:
+        met = r["val_loss"] <= TARGET_LOSS and r["wall_s"] < TARGET_S
+        print(f"  {r['impl']:<9} {r['wall_s']:8.1f} {r['val_loss']:9.4f}   {'met' if met else 'not met'}")
+    if len(results["runs"]) == 2:
+        print(f"  PyTorch / ours wall time: {results['runs'][1]['wall_s'] / results['runs'][0]['wall_s']:.2f}x")
+    results["load_average_end"] = load_average()
+    print(f"  (load average {results['load_average_start']:.1f} at start, {results['load_average_end']:.1f} at end)")
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,691 @@
+// Hardening: bad inputs and faults, each checked for a clean outcome.
+//   HardeningRegressions  every crash input the fuzzers found (tests/regressions/<target>/) and every committed
+//                         seed, replayed through the fuzz entry points (fuzz/entries.h) in a child process
+//   HardeningCheckpoint   a checkpoint writer SIGKILLed at random moments never leaves a torn file
+//   HardeningSignals      ./train and SIGTERM, and two quick SIGINTs
+//   HardeningDiskErrors   ./train when the checkpoint cannot be written (file size limit, a directory in the way)
+//   HardeningDivergence   ./train with an absurd learning rate
+//   HardeningResources    a model too big for the machine, ./sample -n 100000000, a long prompt
+// The program tests start ./train and ./sample from the working directory, like tests/test_programs.cpp (under
+// `make test-asan` that directory is build/asan, holding the sanitized programs). Files of the source tree are
+// found through $PLAINGPT_ROOT (default: the working directory).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../fuzz/entries.h"
+#include "atomic_file.h"
+#include "checkpoint.h"
+#include "decoder.h"
+#include "program_util.h"
+#include "threads.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HARDENING_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HARDENING_ASAN 1
+#endif
+#endif
+#ifndef HARDENING_ASAN
+#define HARDENING_ASAN 0
+#endif
+
+using progutil::quote;
+using progutil::read_file;
+using progutil::step_rows;
+using progutil::TempDir;
+using progutil::write_file;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "looking for: " << (needle) << "\nin: " << (haystack)
+
+std::string source_root() {
+  const char* root = std::getenv("PLAINGPT_ROOT");
+  return root && *root ? root : ".";
+}
+
+// ---- child processes -------------------------------------------------------------------------------------------
+
+// A program started with fork + exec, stdout and stderr into files. `in_child` runs between fork and exec (only
+// async-signal-safe calls there: setrlimit, signal).
+struct Child {
+  pid_t pid = -1;
+  std::string out_log, err_log;
+  int status = 0;
+  struct rusage usage {};
+  bool done = false;
+
+  Child(const std::vector<std::string>& args, const std::string& log_prefix,
+        const std::function<void()>& in_child = nullptr)
+      : out_log(log_prefix + ".out"), err_log(log_prefix + ".err") {
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid = fork();
+    if (pid == 0) {
+      const int in = open("/dev/null", O_RDONLY), out = open(out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644),
+                err = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (in < 0 || out < 0 || err < 0) _exit(125);
+      dup2(in, 0), dup2(out, 1), dup2(err, 2);
+      if (in_child) in_child();
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (pid > 0 && !done) {
+      kill(pid, SIGKILL);
+      wait(30.0);
+    }
+  }
+  // Waits for the exit, at most `seconds`; false on timeout (the child keeps running).
+  bool wait(double seconds) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+    while (!done) {
+      const pid_t r = wait4(pid, &status, WNOHANG, &usage);
+      if (r == pid) done = true;
+      else if (r < 0) return false;
+      else if (Clock::now() > deadline) return false;
+      else std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+  bool exited_with(int code) const { return done && WIFEXITED(status) && WEXITSTATUS(status) == code; }
+  long max_rss_kb() const { return usage.ru_maxrss; }
+  std::string out() const { return read_file(out_log); }
+  std::string err() const { return read_file(err_log); }
+  std::string describe() const {
+    std::ostringstream s;
+    if (!done) s << "still running";
+    else if (WIFEXITED(status)) s << "exit code " << WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) s << "killed by signal " << WTERMSIG(status) << " (" << strsignal(WTERMSIG(status)) << ")";
+    s << "\n--- stderr ---\n" << err().substr(0, 4000) << "--- stdout (first 1000 bytes) ---\n" << out().substr(0, 1000);
+    return s.str();
+  }
+};
+
+// Polls `condition` every 2 ms for at most `seconds`.
+bool eventually(double seconds, const std::function<bool()>& condition) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return condition();
+}
+
+// A field of /proc/<pid>/status ("VmRSS", "SigPnd", …), or "" once the process is gone.
+std::string proc_status(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) {
+      std::string value = line.substr(field.size() + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      return value;
+    }
+  return "";
+}
+
+bool signal_in_mask(const std::string& hex_mask, int signal_number) {
+  if (hex_mask.empty()) return false;
+  return (std::stoull(hex_mask, nullptr, 16) >> (signal_number - 1)) & 1;
+}
+
+long rss_kb(pid_t pid) {
+  const std::string v = proc_status(pid, "VmRSS");
+  return v.empty() ? -1 : std::stol(v);
+}
+
+std::vector<std::string> temporary_files_in(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ignored;
+  for (const auto& e : fs::directory_iterator(dir, ignored))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) found.push_back(e.path().string());
+  return found;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// ./train with the tiny model of progutil::tiny_flags() plus `extra` words, as an argument vector.
+std::vector<std::string> train_args(const std::string& corpus, const std::string& out, const std::string& extra) {
+  std::vector<std::string> args = {"./train"};
+  for (const std::string& w : split_words(progutil::tiny_flags())) args.push_back(w);
+  for (const std::string& w : {std::string("--data"), corpus, std::string("--out"), out}) args.push_back(w);
+  for (const std::string& w : split_words(extra)) args.push_back(w);
+  return args;
+}
+
+class HardeningPrograms : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(progutil::file_exists("./train") && progutil::file_exists("./sample"))
+        << "run the tests from the repository root after `make programs` (or through `make test-asan`)";
+    corpus_ = dir_ / "corpus.txt";
+    write_file(corpus_, progutil::generated_text(4000));
+  }
+  std::string log(const std::string& name) { return dir_ / name; }
+
+  TempDir dir_;
+  std::string corpus_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fuzz regressions and seeds
+
+namespace {
+
+using Entry = void (*)(const uint8_t*, size_t);
+
+struct Target {
+  const char* name;
+  Entry entry;
+};
+const Target kTargets[] = {{"checkpoint", fuzzentry::checkpoint_entry},
+                           {"text", fuzzentry::text_entry},
+                           {"specs", fuzzentry::spec_entry}};
+
+// Runs `entry` on the file's bytes in a child process, so that a crash, a sanitizer report, a hang or an attempt
+// to allocate gigabytes fails this one input with its name instead of taking the whole test binary down.
+::testing::AssertionResult replays_cleanly(Entry entry, const std::string& file) {
+  const std::string bytes = read_file(file);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    set_threads(1);
+    alarm(60);  // a hang is a finding too
+#if !HARDENING_ASAN
+    // At most 2 GB more address space: an input of a few KB that needs more is a bug, and the limit turns the
+    // allocation into std::bad_alloc instead of filling the machine. (Under ASan, mk/hardening.mk's
+    // max_allocation_size_mb does the same; address-space limits do not work with its shadow memory.)
+    const std::string vm = proc_status(getpid(), "VmSize");
+    const rlim_t limit = (rlim_t)std::stoull(vm.empty() ? "0" : vm) * 1024 + (rlim_t(2) << 30);
+    struct rlimit rl = {limit, limit};
+    setrlimit(RLIMIT_AS, &rl);
+#endif
+    entry(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return ::testing::AssertionFailure() << file << ": waitpid failed";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return ::testing::AssertionSuccess();
+  auto failure = ::testing::AssertionFailure() << file << ": ";
+  if (WIFSIGNALED(status))
+    return failure << "killed by signal " << WTERMSIG(status) << " (" << strsignal(WTERMSIG(status)) << ")"
+                   << " — see the report above";
+  return failure << "exit code " << WEXITSTATUS(status) << " — see the report above";
+}
+
+// Every regular file below `dir` except notes (*.md).
+std::vector<std::string> inputs_in(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() != ".md") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+TEST(HardeningRegressions, EveryCrashInputFoundByFuzzingIsHandled) {
+  const std::string root = source_root() + "/tests/regressions";
+  ASSERT_TRUE(fs::is_directory(root)) << root << " is missing; set PLAINGPT_ROOT to the source tree";
+  int replayed = 0;
+  for (const Target& t : kTargets) {
+    const std::string dir = root + "/" + t.name;
+    if (!fs::is_directory(dir)) continue;
+    for (const std::string& file : inputs_in(dir)) {
+      EXPECT_TRUE(replays_cleanly(t.entry, file));
+      replayed++;
+    }
+  }
+  RecordProperty("replayed", replayed);
+}
+
+TEST(HardeningRegressions, CommittedSeedsAreHandled) {
+  const std::string root = source_root() + "/fuzz/corpus";
+  ASSERT_TRUE(fs::is_directory(root)) << root << " is missing; set PLAINGPT_ROOT to the source tree";
+  for (const Target& t : kTargets) {
+    const std::string dir = root + "/" + t.name;
+    if (!fs::is_directory(dir)) continue;
+    for (const std::string& file : inputs_in(dir)) EXPECT_TRUE(replays_cleanly(t.entry, file));
+  }
+}
+
+// The oracle itself: a real checkpoint and real text pass through the entries without a broken invariant.
+TEST(HardeningRegressions, EntriesAcceptValidInputs) {
+  TempDir dir;
+  Tokenizer tok = Tokenizer::from_text(U"abc猫\n");
+  tok.add_special(kMaskToken);
+  ModelConfig config;
+  config.n_layer = 1, config.n_head = 1, config.n_embd = 2, config.block_size = 3, config.vocab_size = tok.size();
+  GPT model(config, parse_layer_masks("bidirectional", 1));
+  model.init_weights(1);
+  save_checkpoint(dir / "c.safetensors", model, tok, nullptr, Objective::MLM);
+  EXPECT_TRUE(replays_cleanly(fuzzentry::checkpoint_entry, dir / "c.safetensors"));
+  write_file(dir / "t.txt", "猫坐在垫子上。The cat 🙂");
+  EXPECT_TRUE(replays_cleanly(fuzzentry::text_entry, dir / "t.txt"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Crash-consistent checkpoints
+
+namespace {
+
+// A small model (about 230k parameters, so a resumable checkpoint of 2.8 MB) whose every parameter and AdamW
+// moment is `value`, saved with step = adam_t = value: a file mixing two versions cannot pass
+// is_one_whole_version.
+struct VersionWriter {
+  Tokenizer tok;
+  std::unique_ptr<GPT> model;
+  ResumeState state;
+
+  VersionWriter() {
+    std::u32string chars;
+    for (char32_t c = 0x21; c < 0x61; c++) chars += c;  // 64 characters
+    tok = Tokenizer::from_text(chars);
+    ModelConfig config;
+    config.n_layer = 2, config.n_head = 4, config.n_embd = 96, config.block_size = 64, config.vocab_size = tok.size();
+    model = std::make_unique<GPT>(config);
+    state.optimizer.m.assign(model->num_params(), 0.0f);
+    state.optimizer.v.assign(model->num_params(), 0.0f);
+    state.batch_rng = std::string(64, 'a');
+    state.train_config = "{}";
+  }
+  void write(const std::string& path, int version) {
+    const float value = (float)version;
+    std::fill(model->params_memory.begin(), model->params_memory.end(), value);
+    std::fill(state.optimizer.m.begin(), state.optimizer.m.end(), value);
+    std::fill(state.optimizer.v.begin(), state.optimizer.v.end(), value);
+    state.step = version;
+    state.optimizer.t = version;
+    save_checkpoint(path, *model, tok, &state);
+  }
+};
+
+::testing::AssertionResult is_one_whole_version(const std::string& path) {
+  try {
+    Checkpoint c = load_checkpoint(path);
+    if (!c.resumable) return ::testing::AssertionFailure() << "not resumable";
+    const int version = c.resume.step;
+    if (version != 1 && version != 2) return ::testing::AssertionFailure() << "step " << version;
+    if (c.resume.optimizer.t != version) return ::testing::AssertionFailure() << "adam_t " << c.resume.optimizer.t;
+    const float value = (float)version;
+    for (const std::vector<float>* v : {&c.model->params_memory, &c.resume.optimizer.m, &c.resume.optimizer.v})
+      for (size_t i = 0; i < v->size(); i++)
+        if ((*v)[i] != value)
+          return ::testing::AssertionFailure() << "step " << version << " but element " << i << " is " << (*v)[i];
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "does not load: " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(HardeningCheckpoint, SigkillAtRandomMomentsNeverLeavesAMixedFile) {
+  TempDir dir;
+  const std::string path = dir / "ckpt.safetensors";
+  VersionWriter writer;
+  writer.write(path, 1);
+  const size_t file_size = fs::file_size(path);
+  ASSERT_GT(file_size, 2u << 20) << "the file must be big enough for kills to land mid-write";
+
+  std::mt19937 rng(20261129);
+  const int kills = 60;
+  int mid_write = 0;  // kills that left the writer's temporary file behind: it was between open and rename
+  std::vector<pid_t> killed;
+  const auto start = Clock::now();
+  for (int k = 0; k < kills; k++) {
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        for (int i = 0;; i++) writer.write(path, 2 - i % 2);  // 2, 1, 2, 1, …
+      } catch (...) {
+        _exit(3);
+      }
+    }
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 40000)(rng)));
+    ASSERT_EQ(0, kill(pid, SIGKILL));
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the writer failed by itself: " << status;
+    killed.push_back(pid);
+    if (progutil::file_exists(path + ".tmp." + std::to_string(pid))) mid_write++;
+    ASSERT_TRUE(is_one_whole_version(path)) << "after kill " << k;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("  %d SIGKILLs of a writer of %zu-byte checkpoints in %.1f s, %d of them mid-write\n", kills, file_size,
+              seconds, mid_write);
+  RecordProperty("kills", kills);
+  RecordProperty("mid_write_kills", mid_write);
+  EXPECT_GE(mid_write, 5) << "too few kills landed mid-write to test anything";
+
+  // The killed writers' temporary files are still there, and do not get in the way of loading or saving.
+  EXPECT_EQ(temporary_files_in(dir.path()).size(), (size_t)mid_write);
+  EXPECT_TRUE(is_one_whole_version(path));
+  writer.write(path, 2);
+  EXPECT_TRUE(is_one_whole_version(path));
+  EXPECT_EQ(load_checkpoint(path).resume.step, 2);
+}
+
+TEST(HardeningCheckpoint, LeftoverTemporaryFilesDoNotBreakLoadingOrSaving) {
+  TempDir dir;
+  const std::string path = dir / "ckpt.safetensors";
+  VersionWriter writer;
+  writer.write(path, 1);
+  // A killed writer's partial file, and one whose pid happens to be ours now (pid reuse): longer than the new
+  // checkpoint, so a write that did not truncate it would leave garbage at the end.
+  const std::string full = read_file(path);
+  write_file(path + ".tmp.99999999", full.substr(0, full.size() / 3));
+  write_file(temporary_path_for(path), full + std::string(100000, 'x'));
+  EXPECT_TRUE(is_one_whole_version(path));
+  writer.write(path, 2);
+  EXPECT_TRUE(is_one_whole_version(path));
+  EXPECT_EQ(fs::file_size(path), full.size());
+  EXPECT_FALSE(progutil::file_exists(temporary_path_for(path))) << "our own temporary was renamed into place";
+  EXPECT_TRUE(progutil::file_exists(path + ".tmp.99999999")) << "another process's temporary is not ours to remove";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Signals
+
+TEST_F(HardeningPrograms, SigtermSavesAFinalCheckpointAndExitsZero) {
+  const std::string out = dir_ / "out", metrics = out + "/metrics.csv";
+  Child train(train_args(corpus_, out, "--steps 1000000 --eval-every 0"), log("train"));
+  ASSERT_TRUE(eventually(60, [&] {
+    return (progutil::file_exists(metrics) && step_rows(metrics).size() >= 2) || train.wait(0);
+  })) << "training did not start within 60 s";
+  ASSERT_FALSE(train.done) << train.describe();
+  ASSERT_EQ(0, kill(train.pid, SIGTERM));
+  ASSERT_TRUE(train.wait(60)) << "./train did not stop within 60 s of SIGTERM";
+  ASSERT_TRUE(train.exited_with(0)) << train.describe();
+  EXPECT_CONTAINS(train.out(), "interrupted: saved step");
+
+  Checkpoint c = load_checkpoint(out + "/ckpt.safetensors");
+  ASSERT_TRUE(c.resumable);
+  const std::vector<int> rows = step_rows(metrics);
+  EXPECT_EQ(c.resume.step, (int)rows.size()) << "the checkpoint holds every step that was logged";
+  EXPECT_TRUE(temporary_files_in(out).empty());
+}
+
+TEST_F(HardeningPrograms, TwoQuickSigintsExitAtOnceAndKeepTheLastCheckpoint) {
+  const std::string out = dir_ / "out", metrics = out + "/metrics.csv", ckpt = out + "/ckpt.safetensors";
+  // A model big enough that a step takes a few milliseconds: the second SIGINT must arrive while the first one
+  // is still waiting for its step to end.
+  Child train({"./train", "--n-layer", "2", "--n-head", "2", "--n-embd", "64", "--block", "32", "--batch", "8",
+               "--eval-iters", "1", "--threads", "1", "--steps", "1000000", "--eval-every", "0", "--ckpt-every", "2",
+               "--data", corpus_, "--out", out},
+              log("train"));
+  ASSERT_TRUE(eventually(60, [&] {
+    return (progutil::file_exists(ckpt) && progutil::file_exists(metrics) && step_rows(metrics).size() >= 3) ||
+           train.wait(0);
+  })) << "no checkpoint within 60 s";
+  ASSERT_FALSE(train.done) << train.describe();
+  const int saved_step = load_checkpoint(ckpt).resume.step;
+  ASSERT_GE(saved_step, 2);
+  ASSERT_TRUE(signal_in_mask(proc_status(train.pid, "SigCgt"), SIGINT)) << "no SIGINT handler installed";
+
+  ASSERT_EQ(0, kill(train.pid, SIGINT));
+  // Standard signals do not queue: a second SIGINT sent while the first is still pending would merge with it.
+  // So wait until the first one has been delivered (it left the pending sets) before sending the second.
+  ASSERT_TRUE(eventually(10, [&] {
+    return !signal_in_mask(proc_status(train.pid, "ShdPnd"), SIGINT) &&
+           !signal_in_mask(proc_status(train.pid, "SigPnd"), SIGINT);
+  }));
+  ASSERT_EQ(0, kill(train.pid, SIGINT));
+  const auto sent = Clock::now();
+  ASSERT_TRUE(train.wait(10)) << "./train did not exit within 10 s of the second SIGINT";
+  const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+  ASSERT_TRUE(train.done && WIFEXITED(train.status) && WEXITSTATUS(train.status) != 0)
+      << "expected an immediate non-zero exit; " << train.describe();
+  EXPECT_EQ(WEXITSTATUS(train.status), 130);
+  EXPECT_LT(seconds, 5.0);
+
+  // Whatever the process was doing, the checkpoint on disk is whole: the one we saw or a later periodic one.
+  Checkpoint c = load_checkpoint(ckpt);
+  ASSERT_TRUE(c.resumable);
+  EXPECT_GE(c.resume.step, saved_step);
+  EXPECT_LE(c.resume.step, (int)step_rows(metrics).size() + 1);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Disk full and I/O errors
+
+namespace {
+
+// Runs `./train --resume out --steps 12` with the file size limit set below the checkpoint's size, so the final
+// checkpoint write fails; `ignore_sigxfsz` chooses how the kernel reports it: EFBIG from write() (what a full
+// disk looks like to the program: an error return), or the default SIGXFSZ, which kills a process that does not
+// handle it.
+void expect_clean_failure_when_the_checkpoint_cannot_be_written(const std::string& corpus, const TempDir& dir,
+                                                                bool ignore_sigxfsz) {
+  const std::string out = dir / "out", ckpt = out + "/ckpt.safetensors";
+  {
+    Child first(train_args(corpus, out, "--steps 6"), dir / "first");
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  const std::string good = read_file(ckpt);
+  ASSERT_GT(good.size(), 8192u);
+  const rlim_t limit = good.size() / 2;  // metrics.csv stays far below this
+  Child resumed({"./train", "--resume", out, "--steps", "12"}, dir / "resumed", [&] {
+    struct rlimit rl = {limit, limit};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    signal(SIGXFSZ, ignore_sigxfsz ? SIG_IGN : SIG_DFL);
+  });
+  ASSERT_TRUE(resumed.wait(120)) << "./train did not finish";
+  EXPECT_TRUE(resumed.exited_with(1)) << resumed.describe();
+  EXPECT_CONTAINS(resumed.err(), "train: error: ");
+  EXPECT_CONTAINS(resumed.err(), ckpt);
+  EXPECT_CONTAINS(resumed.err(), "File too large");
+  EXPECT_TRUE(read_file(ckpt) == good) << "the previous checkpoint changed";
+  EXPECT_TRUE(temporary_files_in(out).empty()) << temporary_files_in(out)[0];
+  EXPECT_EQ(load_checkpoint(ckpt).resume.step, 6);
+}
+
+}  // namespace
+
+TEST_F(HardeningPrograms, FileSizeLimitWithWriteErrorsFailsCleanlyAndKeepsThePreviousCheckpoint) {
+  expect_clean_failure_when_the_checkpoint_cannot_be_written(corpus_, dir_, /*ignore_sigxfsz=*/true);
+}
+
+// The same limit with SIGXFSZ at its default (as `ulimit -f` in a shell leaves it): ./train must still fail
+// with its own message, not be killed by the signal halfway through a write.
+TEST_F(HardeningPrograms, FileSizeLimitWithDefaultSignalsFailsCleanlyAndKeepsThePreviousCheckpoint) {
+  expect_clean_failure_when_the_checkpoint_cannot_be_written(corpus_, dir_, /*ignore_sigxfsz=*/false);
+}
+
+TEST_F(HardeningPrograms, CheckpointPathThatIsADirectoryFailsBeforeTraining) {
+  const std::string out = dir_ / "out", ckpt = out + "/ckpt.safetensors";
+  fs::create_directories(ckpt);
+  write_file(ckpt + "/keep", "precious");
+  Child train(train_args(corpus_, out, "--steps 20 --eval-every 0"), log("train"));
+  ASSERT_TRUE(train.wait(120)) << "./train did not finish";
+  EXPECT_TRUE(train.exited_with(1)) << train.describe();
+  EXPECT_CONTAINS(train.err(), "train: error: ");
+  EXPECT_CONTAINS(train.err(), ckpt);
+  EXPECT_EQ(read_file(ckpt + "/keep"), "precious");
+  EXPECT_TRUE(temporary_files_in(out).empty());
+  // prepare_output_dir's promise: a bad --out fails in the first second, not at the first checkpoint.
+  const std::string metrics = out + "/metrics.csv";
+  EXPECT_TRUE(!progutil::file_exists(metrics) || step_rows(metrics).empty())
+      << "./train trained " << step_rows(metrics).size() << " steps before finding that it cannot save them";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Divergence
+
+TEST_F(HardeningPrograms, AbsurdLearningRateStopsNamingTheStepAndKeepsTheLastCheckpoint) {
+  const std::string out = dir_ / "out", ckpt = out + "/ckpt.safetensors";
+  // Step 0 updates every weight by about lr = 1e9 (AdamW's step is lr-sized whatever the gradient); the weights
+  // are still finite, so the checkpoint after it is good, but the next forward pass overflows.
+  const std::string absurd = "--lr 1e9 --min-lr 0 --warmup 0 --grad-clip 0 --eval-every 0 --steps 50 --ckpt-every 1";
+  {
+    Child first(train_args(corpus_, out, absurd + " --stop-at 1"), log("first"));
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  const std::string good = read_file(ckpt);
+  ASSERT_EQ(load_checkpoint(ckpt).resume.step, 1);
+
+  Child resumed({"./train", "--resume", out}, log("resumed"));
+  ASSERT_TRUE(resumed.wait(120)) << "./train did not finish";
+  EXPECT_TRUE(resumed.exited_with(1)) << resumed.describe();
+  EXPECT_CONTAINS(resumed.err(), "diverged at step 1");
+  EXPECT_CONTAINS(resumed.err(), "lower --lr");
+  EXPECT_CONTAINS(resumed.err(), ckpt);
+  EXPECT_TRUE(read_file(ckpt) == good) << "the last good checkpoint changed";
+  EXPECT_TRUE(temporary_files_in(out).empty());
+  // And it still loads: every value finite.
+  EXPECT_EQ(load_checkpoint(ckpt).resume.step, 1);
+}
+
+// A run that diverges before its first checkpoint must not point the user at a checkpoint that does not exist.
+TEST_F(HardeningPrograms, DivergenceBeforeAnyCheckpointDoesNotClaimOne) {
+  const std::string out = dir_ / "out", ckpt = out + "/ckpt.safetensors";
+  Child train(train_args(corpus_, out, "--lr 1e9 --min-lr 0 --warmup 0 --grad-clip 0 --eval-every 0 --steps 50 "
+                                       "--ckpt-every 0"),
+              log("train"));
+  ASSERT_TRUE(train.wait(120)) << "./train did not finish";
+  EXPECT_TRUE(train.exited_with(1)) << train.describe();
+  EXPECT_CONTAINS(train.err(), "diverged at step");
+  EXPECT_CONTAINS(train.err(), "--lr");
+  ASSERT_FALSE(progutil::file_exists(ckpt));
+  EXPECT_EQ(train.err().find("holds the last good checkpoint"), std::string::npos) << train.err();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Resource limits
+
+namespace {
+
+// The peak resident memory we accept for a program that refuses its job up front; ASan's shadow memory and
+// allocator add their own baseline.
+long small_rss_kb() { return HARDENING_ASAN ? 400 * 1024 : 150 * 1024; }
+
+}  // namespace
+
+// 64 layers of width 65536 need about 13 TB; the refusal must come from check_fits_in_memory, with the number,
+// not from a failed allocation (std::bad_alloc, or an OOM kill on a machine that overcommits).
+TEST_F(HardeningPrograms, ModelTooBigForTheMachineIsRefusedUpFrontWithoutAllocating) {
+  const auto start = Clock::now();
+  Child train(train_args(corpus_, dir_ / "out", "--n-embd 65536 --n-layer 64 --steps 1"), log("train"));
+  ASSERT_TRUE(train.wait(60)) << "not refused within 60 s";
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_TRUE(train.exited_with(1)) << train.describe();
+  EXPECT_CONTAINS(train.err(), "train: error: this model needs about ");
+  EXPECT_CONTAINS(train.err(), "bytes");
+  EXPECT_LT(train.max_rss_kb(), small_rss_kb()) << "peak RSS in KB";
+  EXPECT_LT(seconds, 20.0);
+}
+
+// The parameters of this model fit (400 MB, 800 MB with gradients) but its activations at batch 512 and block
+// 4096 do not: nothing of the model may be allocated before the refusal.
+TEST_F(HardeningPrograms, ModelWhoseActivationsDoNotFitIsRefusedBeforeItsParametersAreAllocated) {
+  const std::string big_corpus = dir_ / "big.txt";
+  write_file(big_corpus, progutil::generated_text(50000));
+  Child train(train_args(big_corpus, dir_ / "out", "--n-embd 1024 --n-layer 8 --block 4096 --batch 512 --steps 1"),
+              log("train"));
+  ASSERT_TRUE(train.wait(60)) << "not refused within 60 s";
+  EXPECT_TRUE(train.exited_with(1)) << train.describe();
+  EXPECT_CONTAINS(train.err(), "this model needs about ");
+  EXPECT_LT(train.max_rss_kb(), small_rss_kb()) << "peak RSS in KB: the parameters were allocated before the check";
+}
+
+// ./sample -n 100000000 streams: its memory must not grow with the number of characters generated. Sample for a
+// while, compare the resident size early and late, then stop it.
+TEST_F(HardeningPrograms, SampleWithAHugeNKeepsMemoryBounded) {
+  const std::string out = dir_ / "out";
+  {
+    Child first(train_args(corpus_, out, "--steps 2"), log("first"));
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  Child sample({"./sample", "--threads", "1", "--ckpt", out, "-n", "100000000", "--seed", "3"}, log("sample"));
+  auto generated = [&] {
+    struct stat st;
+    return stat(sample.out_log.c_str(), &st) == 0 ? (long)st.st_size : 0L;
+  };
+  ASSERT_TRUE(eventually(60, [&] { return generated() >= 20000 || sample.wait(0); })) << "no output within 60 s";
+  ASSERT_FALSE(sample.done) << sample.describe();
+  const long early_rss = rss_kb(sample.pid), early_chars = generated();
+  const bool more = eventually(HARDENING_ASAN ? 20 : 5, [&] { return generated() >= early_chars + 300000 || sample.wait(0); });
+  ASSERT_FALSE(sample.done) << sample.describe();
+  const long late_rss = rss_kb(sample.pid), late_chars = generated();
+  kill(sample.pid, SIGKILL);
+  sample.wait(30);
+  std::printf("  ./sample -n 100000000: RSS %ld KB after %ld characters, %ld KB after %ld\n", early_rss, early_chars,
+              late_rss, late_chars);
+  EXPECT_TRUE(more || late_chars > early_chars + 50000) << "too little progress to judge: " << late_chars;
+  // A few pages of stdio and allocator noise, nothing proportional to the 100 000+ characters in between. (ASan
+  // quarantines freed memory, up to 256 MB, so its RSS is no measure of a leak; LeakSanitizer covers that.)
+  if (!HARDENING_ASAN) {
+    EXPECT_LT(late_rss - early_rss, 4 * 1024) << "KB of growth";
+  }
+}
+
+// A prompt longer than the context slides through the decoder: through ./sample as long as one argument may be
+// (Linux caps a single argument at 128 KiB; a 10 MB --prompt never reaches the program, execve fails with E2BIG),
+// and through the library's decoder with hundreds of thousands of tokens.
+TEST_F(HardeningPrograms, LongPromptsSlideWithBoundedMemory) {
+  const std::string out = dir_ / "out";
+  {
+    Child first(train_args(corpus_, out, "--steps 2"), log("first"));
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  std::string prompt = progutil::generated_text(120000, 7).substr(0, 120000);
+  Child sample({"./sample", "--threads", "1", "--ckpt", out, "-n", "20", "--prompt", prompt}, log("sample"));
+  ASSERT_TRUE(sample.wait(120)) << "a 120 KB prompt took more than 120 s";
+  ASSERT_TRUE(sample.exited_with(0)) << sample.describe();
+  EXPECT_EQ(sample.out().rfind(prompt, 0), 0u);
+  EXPECT_LT(sample.max_rss_kb(), small_rss_kb()) << "peak RSS in KB";
+
+  Checkpoint c = load_checkpoint(out + "/ckpt.safetensors");
+  set_threads(1);
+  Decoder decoder(*c.model);
+  const std::vector<int> ids = c.tokenizer.encode(utf8_decode(prompt, "prompt"), "prompt");
+  const long before = rss_kb(getpid());
+  const size_t tokens = HARDENING_ASAN ? 50000 : 300000;
+  for (size_t i = 0; i < tokens; i++) {
+    const float* logits = decoder.push(ids[i % ids.size()]);
+    if (i % 4096 == 0) ASSERT_TRUE(std::isfinite(logits[0]));
+    ASSERT_LE(decoder.context().size(), (size_t)c.model->config.block_size);
+  }
+  if (!HARDENING_ASAN) {
+    EXPECT_LT(rss_kb(getpid()) - before, 4 * 1024) << "KB of growth over " << tokens << " tokens";
+  }
+}
