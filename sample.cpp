@@ -33,6 +33,7 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   set_prefix_length(model, 0);  // a prefix-LM scored left to right is a causal model
   const bool next_token_model = mask_token < 0 && std::none_of(model.masks.begin(), model.masks.end(),
                                     [&](const AttentionMask& m) { return m.sees_future(model.config.block_size); });
+  if (tokens.size() < 2) throw std::runtime_error(file + ": need at least 2 characters to score");
   if (next_token_model) {
     TextScore s = score_text(model, tokens);
     std::printf("%s: %.4f nats/char, %.4f bits/char over %ld predicted characters\n", file.c_str(), s.nats_per_token,

@@ -23,6 +23,8 @@ static void add_flags(cxxopts::Options& options) {
     ("n-head", "attention heads per block", cxxopts::value<int>())
     ("n-embd", "embedding width (divisible by --n-head)", cxxopts::value<int>())
     ("block", "context length (block_size)", cxxopts::value<int>())
+    ("attn-only", "blocks without MLPs (attention-only transformer)")
+    ("attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number", cxxopts::value<std::string>())
     ("objective", "clm (GPT: next character), mlm (BERT: masked characters) or prefix-lm", cxxopts::value<std::string>())
     ("mask", "attention mask of every layer: causal, bidirectional, prefix:N or window:W (default: the objective's own)",
      cxxopts::value<std::string>())
@@ -60,6 +62,7 @@ static void apply_flags(const cxxopts::ParseResult& r, TrainConfig& c) {
   set("objective", c.objective), set("mlm-rate", c.mlm_rate), set("allow-leak", c.allow_leak);
   if (r.count("mask") && r.count("layer-masks")) throw std::runtime_error("give --mask or --layer-masks, not both");
   set("n-layer", c.model.n_layer), set("n-head", c.model.n_head), set("n-embd", c.model.n_embd);
+  set("block", c.model.block_size), set("attn-only", c.model.attn_only), set("attn-scale", c.model.attn_scale);
   set("block", c.model.block_size), set("batch", c.batch), set("steps", c.steps);
   set("lr", c.adamw.lr), set("min-lr", c.adamw.min_lr), set("warmup", c.adamw.warmup_steps);
   set("beta1", c.adamw.beta1), set("beta2", c.adamw.beta2), set("eps", c.adamw.eps);
@@ -104,7 +107,7 @@ int main(int argc, char** argv) {
     if (!ckpt.resumable) throw std::runtime_error(file + ": holds weights only (no optimizer state); cannot resume");
     TrainConfig config = train_config_from_json(ckpt.resume.train_config, file);
     const std::set<std::string> may_change = {"data", "out", "steps", "threads", "eval-every", "eval-iters",
-                                              "ckpt-every", "log-every", "resume", "preset", "stop-at"};
+                                              "ckpt-every", "log-every", "resume", "stop-at"};
     for (const auto& kv : flags.arguments())
       if (!may_change.count(kv.key()))
         throw std::runtime_error("--" + kv.key() + " cannot be changed when resuming (the run continues with the " +

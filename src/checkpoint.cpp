@@ -1,5 +1,6 @@
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -23,6 +24,8 @@ void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer&
       {"n_embd", std::to_string(c.n_embd)},
       {"block_size", std::to_string(c.block_size)},
       {"vocab_size", std::to_string(c.vocab_size)},
+      {"attn_only", c.attn_only ? "true" : "false"},
+      {"attn_scale", c.attn_scale},
       {"vocab", tokenizer.vocab_utf8()},
       {"specials", nlohmann::json(tokenizer.specials()).dump()},
       {"mask", masks_to_string(model.masks)},
@@ -49,6 +52,11 @@ struct MetadataReader {
   const std::string& path;
   const std::map<std::string, std::string>& meta;
 
+  // Fields added after version 1 first shipped fall back to the value every earlier file meant.
+  std::string text_or(const std::string& key, const std::string& fallback) const {
+    auto it = meta.find(key);
+    return it == meta.end() ? fallback : it->second;
+  }
   const std::string& text(const std::string& key) const {
     auto it = meta.find(key);
     if (it == meta.end()) throw std::runtime_error(path + ": metadata field '" + key + "' is missing");
@@ -109,6 +117,11 @@ Checkpoint load_checkpoint(const std::string& path) {
   config.n_embd = meta.integer("n_embd", 1);
   config.block_size = meta.integer("block_size", 1);
   config.vocab_size = meta.integer("vocab_size", 1);
+  config.attn_scale = meta.text_or("attn_scale", "sqrt");
+  const std::string attn_only = meta.text_or("attn_only", "false");
+  if (attn_only != "true" && attn_only != "false")
+    throw std::runtime_error(path + ": metadata field 'attn_only' should be true or false, got '" + attn_only + "'");
+  config.attn_only = attn_only == "true";
   if (config.vocab_size != ckpt.tokenizer.size())
     throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
                              std::to_string(ckpt.tokenizer.size()) + " tokens");
@@ -119,7 +132,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + e.what());
   }
-  const std::string& objective = meta.text("objective");
+  const std::string objective = meta.text_or("objective", "clm");
   try {
     ckpt.objective = parse_objective(objective);
   } catch (const std::runtime_error& e) {
@@ -135,7 +148,10 @@ Checkpoint load_checkpoint(const std::string& path) {
     copy_tensor(path, t.name, t.shape, file.tensors, model.params_memory.data() + t.offset);
     known.insert(t.name);
   }
-  ckpt.resumable = file.tensors.count(kAdamM + model.table[0].name) > 0;
+  // Any optimizer tensor makes the file a training checkpoint; then every one of them must be there.
+  ckpt.resumable = std::any_of(file.tensors.begin(), file.tensors.end(), [](const auto& entry) {
+    return entry.first.rfind(kAdamM, 0) == 0 || entry.first.rfind(kAdamV, 0) == 0;
+  });
   if (ckpt.resumable) {
     ResumeState& r = ckpt.resume;
     r.optimizer.m.assign(model.params_memory.size(), 0.0f);

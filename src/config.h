@@ -8,6 +8,8 @@ struct ModelConfig {
   int n_embd = 128;
   int block_size = 64;  // the longest context: every sequence has T ≤ block_size
   int vocab_size = 0;   // set from the tokenizer
+  bool attn_only = false;           // blocks without their MLP (for the induction-head experiment)
+  std::string attn_scale = "sqrt";  // multiplies q·k: sqrt = 1/√HS, inv = 1/HS, none = 1, or a number
 
   int head_size() const { return n_embd / n_head; }
 };
@@ -15,4 +17,7 @@ struct ModelConfig {
 // Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)".
 void validate(const ModelConfig& config);
 
-std::string describe(const ModelConfig& config);  // "4 layers, 4 heads, 128 wide, block 64, vocab 65"
+std::string describe(const ModelConfig& config);
+
+// The number attn_scale stands for; throws on a spelling it does not know.
+float attention_scale(const ModelConfig& config);  // "4 layers, 4 heads, 128 wide, block 64, vocab 65"

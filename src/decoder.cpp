@@ -65,8 +65,12 @@ const float* Decoder::step_cached(int token, int pos) {
     for (int h = 0; h < NH; h++)
       attend_one_query(att_.data() + h * HS, probs_.data(), qkv_.data() + h * HS, keys + h * HS, values + h * HS, C,
                        range, model_.attn_scale, HS);
+    if (!model_.head_gates.empty())
+      for (int h = 0; h < NH; h++)
+        for (int d = 0; d < HS; d++) att_[h * HS + d] *= model_.head_gates[(size_t)l * NH + h];
     linear_forward(proj_.data(), att_.data(), b.attn_proj_w, b.attn_proj_b, 1, C, C);
     for (int i = 0; i < C; i++) x_[i] += proj_[i];
+    if (c.attn_only) continue;
     layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_2_w, b.ln_2_b, 1, C);
     linear_forward(fc_.data(), ln_.data(), b.mlp_fc_w, b.mlp_fc_b, 1, C, 4 * C);
     gelu_forward(fc_gelu_.data(), fc_.data(), fc_.size());

@@ -62,8 +62,14 @@ TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch) {
 static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens, const std::vector<long>& ends,
                                       int mask_token) {
   const int T = model.config.block_size, V = model.config.vocab_size, batch = 32;
-  const std::vector<AttentionMask> saved = model.masks;
-  set_prefix_length(model, T);  // every input character is left context: let a prefix-LM see all of it
+  // Every input character is left context: let a prefix-LM see all of it, and put its masks back afterwards
+  // even if a forward pass throws.
+  struct RestoreMasks {
+    GPT& model;
+    std::vector<AttentionMask> saved;
+    ~RestoreMasks() { model.masks = saved; }
+  } restore{model, model.masks};
+  set_prefix_length(model, T);
   std::vector<int> x((size_t)batch * T), y((size_t)batch * T, kNoTarget);
   CharScore score;
   double nats = 0;
@@ -89,7 +95,6 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
       correct += std::max_element(z, z + V) - z == tokens[ends[r0 + b]];
     }
   }
-  model.masks = saved;
   score.count = (long)ends.size();
   score.bits = score.count ? nats / score.count / std::log(2.0) : 0;
   score.accuracy = score.count ? (double)correct / score.count : 0;

@@ -11,6 +11,7 @@
 #include "cross_entropy.h"
 #include "embedding.h"
 #include "gelu.h"
+#include "head_gate.h"
 #include "layernorm.h"
 #include "linear.h"
 #include "rng.h"
@@ -30,7 +31,7 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, int B, in
     take(l.ln1, BT * C), take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
     take(l.qkv, BT * 3 * C);
     take(l.att_probs, BT * NH * T);
-    take(l.att_out, BT * C);
+    take(l.att_out, BT * C), take(l.att_gated, BT * C);
     take(l.residual2, BT * C);
     take(l.ln2, BT * C), take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
     take(l.fc, BT * 4 * C), take(l.fc_gelu, BT * 4 * C);
@@ -70,7 +71,7 @@ GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks) : confi
   if ((int)masks.size() != config.n_layer)
     throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
                              std::to_string(masks.size()));
-  attn_scale = 1.0f / std::sqrt((float)config.head_size());
+  attn_scale = attention_scale(config);
   table = gpt_tensor_table(config);
   params_memory.assign(total_floats(table), 0.0f);
   grads_memory.assign(params_memory.size(), 0.0f);
@@ -83,7 +84,15 @@ void GPT::init_weights(uint64_t seed) {
   init_params(table, params_memory.data(), config.n_layer, rng);
 }
 
-void GPT::zero_grad() { std::fill(grads_memory.begin(), grads_memory.end(), 0.0f); }
+void GPT::zero_grad() {
+  std::fill(grads_memory.begin(), grads_memory.end(), 0.0f);
+  std::fill(head_gate_grads.begin(), head_gate_grads.end(), 0.0f);
+}
+
+void GPT::enable_head_gates() {
+  head_gates.assign((size_t)config.n_layer * config.n_head, 1.0f);
+  head_gate_grads.assign(head_gates.size(), 0.0f);
+}
 
 void GPT::reserve_activations(int B, int T) {
   if (B <= capacity_B_ && T <= capacity_T_) {
@@ -130,8 +139,18 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
     linear_forward(la.qkv, la.ln1, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
     attention_forward(la.att_out, la.att_probs, la.qkv, masks[l], attn_scale, B, T, C, NH);
-    linear_forward(la.residual2, la.att_out, p.attn_proj_w, p.attn_proj_b, BT, C, C);
+    const float* heads = la.att_out;
+    if (!head_gates.empty()) {
+      head_gate_forward(la.att_gated, la.att_out, &head_gates[(size_t)l * NH], BT, NH, C / NH);
+      heads = la.att_gated;
+    }
+    linear_forward(la.residual2, heads, p.attn_proj_w, p.attn_proj_b, BT, C, C);
     for (size_t i = 0; i < (size_t)BT * C; i++) la.residual2[i] += residual[i];
+    if (config.attn_only) {  // no MLP: the block's output is the attention residual
+      std::copy(la.residual2, la.residual2 + (size_t)BT * C, la.residual3);
+      residual = la.residual3;
+      continue;
+    }
     // x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
     layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
     linear_forward(la.fc, la.ln2, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
@@ -174,19 +193,29 @@ void GPT::backward() {
     LayerActivations& la = a.layers[l];
     const float* block_input = l == 0 ? a.encoded : a.layers[l - 1].residual3;
 
-    // MLP branch: residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))
-    zero(a.d_fc_gelu, 4 * BTC);
-    linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, la.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
-    zero(a.d_fc, 4 * BTC);
-    gelu_backward(a.d_fc, la.fc, a.d_fc_gelu, 4 * BTC);
-    zero(a.d_ln, BTC);
-    linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_fc, la.ln2, p.mlp_fc_w, BT, C, 4 * C);
-    layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
-                       BT, C);
+    // MLP branch: residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2)))); attention-only blocks have
+    // residual3 = residual2, and d_residual passes through unchanged.
+    if (!config.attn_only) {
+      zero(a.d_fc_gelu, 4 * BTC);
+      linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, la.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
+      zero(a.d_fc, 4 * BTC);
+      gelu_backward(a.d_fc, la.fc, a.d_fc_gelu, 4 * BTC);
+      zero(a.d_ln, BTC);
+      linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_fc, la.ln2, p.mlp_fc_w, BT, C, 4 * C);
+      layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
+                         BT, C);
+    }
 
     // Attention branch: residual2 = block_input + attn_proj(attention(qkv(ln_1(block_input))))
     zero(a.d_att_out, BTC);
-    linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
+    if (head_gates.empty()) {
+      linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
+    } else {  // through the gates: d(gated) lands in d_ln, free until the qkv backward below
+      zero(a.d_ln, BTC);
+      linear_backward(a.d_ln, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_gated, p.attn_proj_w, BT, C, C);
+      head_gate_backward(a.d_att_out, &head_gate_grads[(size_t)l * NH], a.d_ln, la.att_out,
+                         &head_gates[(size_t)l * NH], BT, NH, C / NH);
+    }
     zero(a.d_qkv, 3 * BTC);
     attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_probs, la.att_out, masks[l], attn_scale, B, T, C, NH);
     zero(a.d_ln, BTC);

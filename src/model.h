@@ -19,6 +19,7 @@ struct LayerActivations {
   float* qkv;                        // (B,T,3C)
   float* att_probs;                  // (B,NH,T,T)            P, zero where the mask forbids
   float* att_out;                    // (B,T,C)               O, heads side by side
+  float* att_gated;                  // (B,T,C)               ξ_h·O per head, when head gates are on
   float* residual2;                  // (B,T,C)               x + attn(ln1(x))
   float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
   float *fc, *fc_gelu;               // (B,T,4C) (B,T,4C)
@@ -57,7 +58,11 @@ class GPT {
 
   ModelConfig config;
   std::vector<AttentionMask> masks;  // per layer; may change between forwards (prefix-LM draws N every step)
-  float attn_scale;  // multiplies q·k; 1/√HS
+  float attn_scale;  // multiplies q·k: attention_scale(config), 1/√HS by default
+
+  // Head gates ξ (L × NH), off (empty) unless enable_head_gates() is called; see head_gate.h.
+  std::vector<float> head_gates, head_gate_grads;
+  void enable_head_gates();  // every ξ = 1, their gradients 0; backward() then accumulates ∂L/∂ξ
   std::vector<TensorSpec> table;
   // The arenas. Write into them (std::copy, data()), never assign or resize them: `params` and `grads` point
   // into their storage.

@@ -32,6 +32,7 @@ std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) {
     block(l, "attn.c_attn.bias",   {3 * C},     Init::Zeros,         false, &BlockParams::attn_qkv_b);
     block(l, "attn.c_proj.weight", {C, C},      Init::ResidualNormal, true, &BlockParams::attn_proj_w);
     block(l, "attn.c_proj.bias",   {C},         Init::Zeros,         false, &BlockParams::attn_proj_b);
+    if (c.attn_only) continue;
     block(l, "ln_2.weight",        {C},         Init::Ones,          false, &BlockParams::ln_2_w);
     block(l, "ln_2.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_2_b);
     block(l, "mlp.c_fc.weight",    {C, 4 * C},  Init::Normal,        true,  &BlockParams::mlp_fc_w);

@@ -28,7 +28,8 @@ using nlohmann::json;
 std::string to_json(const TrainConfig& c) {
   const AdamWConfig& a = c.adamw;
   json j = {{"data", c.data}, {"out", c.out}, {"n_layer", c.model.n_layer}, {"n_head", c.model.n_head},
-            {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size}, {"objective", c.objective}, {"mask", c.mask},
+            {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size}, {"attn_only", c.model.attn_only},
+            {"attn_scale", c.model.attn_scale}, {"objective", c.objective}, {"mask", c.mask},
             {"mlm_rate", c.mlm_rate}, {"allow_leak", c.allow_leak}, {"batch", c.batch},
             {"steps", c.steps}, {"lr", a.lr}, {"min_lr", a.min_lr}, {"warmup_steps", a.warmup_steps},
             {"beta1", a.beta1}, {"beta2", a.beta2}, {"eps", a.eps}, {"weight_decay", a.weight_decay},
@@ -46,6 +47,7 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
     c.mlm_rate = j.at("mlm_rate"), c.allow_leak = j.at("allow_leak");
     c.model.n_layer = j.at("n_layer"), c.model.n_head = j.at("n_head"), c.model.n_embd = j.at("n_embd");
     c.model.block_size = j.at("block_size");
+    c.model.attn_only = j.at("attn_only"), c.model.attn_scale = j.at("attn_scale");
     c.batch = j.at("batch"), c.steps = j.at("steps");
     a.lr = j.at("lr"), a.min_lr = j.at("min_lr"), a.warmup_steps = j.at("warmup_steps");
     a.beta1 = j.at("beta1"), a.beta2 = j.at("beta2"), a.eps = j.at("eps");
@@ -208,6 +210,9 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   // number (left context only, the same for every kind of model) is printed beside it in those cases, and logged
   // to metrics.csv always, so that runs of any objective compare on one curve.
   const bool report_honest = objective != Objective::CLM || leaks;
+  if (cfg.stop_at != -1 && (cfg.stop_at <= state.step || cfg.stop_at > cfg.steps))
+    throw std::runtime_error("--stop-at " + std::to_string(cfg.stop_at) + " must be after the current step (" +
+                             std::to_string(state.step) + ") and at most --steps (" + std::to_string(cfg.steps) + ")");
   check_corpus_fits(corpus, T);
   check_fits_in_memory(model.config, B);
   prepare_output_dir(cfg.out);
@@ -216,8 +221,11 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
 
   Rng batch_rng;
   batch_rng.set_state(state.batch_rng);
+  bool saved_any = resume != nullptr;  // a checkpoint of this run exists on disk
   auto save = [&](int step) {
+    saved_any = true;
     state.step = step;
+    set_prefix_length(model, 0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
     state.batch_rng = batch_rng.state();
     save_checkpoint(ckpt_file, model, corpus.tokenizer, &state, objective);
   };
@@ -247,14 +255,15 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
   const double nan = std::nan("");
   TrainResult result;
-  result.step = state.step;
+  const int first_step = state.step;  // state.step moves on at every save; this is where this invocation began
+  result.step = first_step;
   double recent_ms = 0;  // moving average of the step time, for tokens/s and the ETA
   const auto start = clock::now();
 
   for (int step = state.step; step <= cfg.steps; step++) {
     double train_loss = nan, val_loss = nan, honest_bits = nan;
     const bool last = step == cfg.steps;
-    if (last || step == state.step || (cfg.eval_every && step % cfg.eval_every == 0)) {
+    if (last || step == first_step || (cfg.eval_every && step % cfg.eval_every == 0)) {
       evaluate(train_loss, val_loss);
       result.val_loss = val_loss;
       if (live) std::printf("\r\033[K");
@@ -279,13 +288,15 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     model.backward();
     const double norm = clip_global_norm(model.grads_memory, cfg.adamw.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm))
-      throw std::runtime_error("training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) +
-                               ", gradient norm " + std::to_string(norm) + "); the weights were not updated and " +
-                               ckpt_file + " holds the last good checkpoint. Try a lower --lr.");
+      throw std::runtime_error(
+          "training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) + ", gradient norm " +
+          std::to_string(norm) + "); the weights were not updated and nothing was saved" +
+          (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
+          ". Try a lower --lr (or check --attn-scale).");
     const float lr = learning_rate(cfg.adamw, step, cfg.steps);
     state.optimizer.update(model, cfg.adamw, lr);
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    recent_ms = step == state.step ? ms : 0.9 * recent_ms + 0.1 * ms;
+    recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;
     metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms);
     result.step = step + 1;
 

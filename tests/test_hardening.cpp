@@ -689,3 +689,48 @@ TEST_F(HardeningPrograms, LongPromptsSlideWithBoundedMemory) {
     EXPECT_LT(rss_kb(getpid()) - before, 4 * 1024) << "KB of growth over " << tokens << " tokens";
   }
 }
+
+// The memory estimate is computed in size_t. --batch is not bounded, and the attention probabilities alone are
+// B·T·n_head·T·n_layer floats, so a config that validate() accepts can make the sum wrap around 2^64 to a small
+// number: the check then passes, and the activation arena (sized by the same count) is far too small for the
+// first forward pass. The estimate is affine in B modulo 2^64 (every activation is proportional to B·T), so such a
+// B can be solved for directly, whatever buffers the layout holds today. Nothing is allocated here.
+TEST(HardeningResources, MemoryEstimateDoesNotWrapAround) {
+  const uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+  const uint64_t want_below = std::min<uint64_t>(ram / 2, uint64_t(1) << 34);
+  int tried = 0;
+  for (int n_head : {256, 128, 512})
+    for (int n_layer = 1024; n_layer >= 256; n_layer -= 7)
+      for (int vocab = 60; vocab < 70; vocab++) {
+        ModelConfig c;
+        c.n_layer = n_layer, c.n_head = n_head, c.n_embd = n_head, c.block_size = 65536, c.vocab_size = vocab;
+        const uint64_t P = estimate_training_bytes(c, 0), K = estimate_training_bytes(c, 1) - P;  // mod 2^64
+        const int s = __builtin_ctzll(K);
+        const uint64_t k = K >> s, modulus_mask = s == 0 ? ~uint64_t(0) : (~uint64_t(0) >> s);
+        uint64_t inverse = k;  // Newton's iteration: k·inverse ≡ 1 (mod 2^64) after 6 rounds
+        for (int i = 0; i < 6; i++) inverse *= 2 - k * inverse;
+        // Targets t ≡ P (mod 2^s) below want_below; B = ((t − P) / 2^s) · k⁻¹ (mod 2^(64−s)).
+        for (uint64_t t = P & ((uint64_t(1) << s) - 1); t < want_below; t += uint64_t(1) << s) {
+          const uint64_t B = (((t - P) >> s) * inverse) & modulus_mask;
+          tried++;
+          if (B < 1 || B > 0x7fffffff) continue;
+          ASSERT_EQ(estimate_training_bytes(c, (int)B), t);
+          const long double true_need = 4.0L * B * c.block_size * c.n_head * (long double)c.block_size * c.n_layer;
+          ASSERT_GT(true_need, 1.8e19L);
+          ASSERT_NO_THROW(validate(c));
+          bool refused = false;
+          try {
+            check_fits_in_memory(c, (int)B);
+          } catch (const std::runtime_error& e) {
+            refused = true;
+            EXPECT_CONTAINS(e.what(), "bytes");
+          }
+          EXPECT_TRUE(refused) << "check_fits_in_memory accepted --batch " << B << " --block 65536 --n-head " << n_head
+                               << " --n-embd " << n_head << " --n-layer " << n_layer << " (vocabulary " << vocab
+                               << "), which needs at least " << (double)true_need << " bytes: its size_t estimate "
+                               << "wrapped around to " << t << " bytes";
+          return;
+        }
+      }
+  GTEST_SKIP() << "no wrapping configuration found in " << tried << " candidates";
+}

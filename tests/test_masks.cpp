@@ -109,20 +109,39 @@ std::vector<int> random_targets(int n, int V, uint32_t seed) {
 
 // The stacks every model-level test runs: each mask kind (two layers of it, so the relation composes) and mixed
 // stacks. Degenerate sizes included: prefix:0 (= causal), prefix:T and prefix:>T (= bidirectional), window:1
-// (itself only), window:T and window:>T (= causal).
+// (itself only), window:T and window:>T (= causal). For T > 16 (the fast attention works on blocks of 16
+// queries) also sizes that end inside a later block and windows wider than a block.
 struct Stack {
   std::string text;
   int n_layer;
 };
 std::vector<Stack> stacks_for(int T) {
   const std::string t = std::to_string(T), more = std::to_string(T + 3);
-  return {{"causal", 2},           {"bidirectional", 2},
-          {"prefix:0", 2},         {"prefix:3", 2},
-          {"prefix:" + t, 2},      {"prefix:" + more, 2},
-          {"window:1", 2},         {"window:3", 2},
-          {"window:" + t, 2},      {"window:" + more, 2},
-          {"causal,window:2,bidirectional", 3},
-          {"window:2,prefix:3,window:1", 3}};
+  std::vector<Stack> stacks = {{"causal", 2},           {"bidirectional", 2},
+                               {"prefix:0", 2},         {"prefix:3", 2},
+                               {"prefix:" + t, 2},      {"prefix:" + more, 2},
+                               {"window:1", 2},         {"window:3", 2},
+                               {"window:" + t, 2},      {"window:" + more, 2},
+                               {"causal,window:2,bidirectional", 3},
+                               {"window:2,prefix:3,window:1", 3}};
+  if (T > 16) {
+    const std::string mid = std::to_string(T / 2 + 2);
+    stacks.push_back({"prefix:" + mid, 2});
+    stacks.push_back({"window:17", 2});
+    stacks.push_back({"window:" + mid + ",prefix:" + mid, 2});
+  }
+  return stacks;
+}
+
+// Sequence lengths for the model-level tests: one block of queries, and three blocks with a short last one.
+constexpr int kShortT = 8, kLongT = 37;
+
+// Output positions probed at length T: all of them when short, block edges and a few others when long.
+std::vector<int> probe_positions(int T) {
+  std::vector<int> positions;
+  for (int i = 0; i < T; i++)
+    if (T <= 16 || i <= 1 || i % 16 == 15 || i % 16 == 0 || i == T / 2 || i >= T - 2) positions.push_back(i);
+  return positions;
 }
 
 }  // namespace
@@ -323,15 +342,16 @@ std::vector<bool> reachable_from(const std::vector<AttentionMask>& masks, int i,
 
 TEST(MaskReceptiveField, GradientIsExactlyZeroOutsideTheComposedMasks) {
   SingleThread one_thread;
-  const int T = 8, B = 2;
+  const int B = 2;
+  for (int T : {kShortT, kLongT})
   for (const Stack& s : stacks_for(T)) {
     const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
     GPT model(c, stack_of(s.text, s.n_layer));
     load_params(model, spread_params(c, 101));
     const std::vector<int> x = random_ids(B * T, c.vocab_size, 102), y_all = random_ids(B * T, c.vocab_size, 103);
     int hidden_total = 0;
-    for (int i = 0; i < T; i++) {
-      SCOPED_TRACE("masks " + s.text + ", loss at position " + std::to_string(i));
+    for (int i : probe_positions(T)) {
+      SCOPED_TRACE("masks " + s.text + ", T=" + std::to_string(T) + ", loss at position " + std::to_string(i));
       std::vector<int> y(B * T, kNoTarget);
       for (int b = 0; b < B; b++) y[b * T + i] = y_all[b * T + i];
       model.zero_grad();
@@ -350,10 +370,11 @@ TEST(MaskReceptiveField, GradientIsExactlyZeroOutsideTheComposedMasks) {
         }
       }
     }
-    // The stacks that hide something must actually have exercised the zero check.
-    const bool hides_something = s.text != "bidirectional" && s.text.rfind("prefix:8", 0) != 0 &&
-                                 s.text.rfind("prefix:11", 0) != 0 && s.text != "causal,window:2,bidirectional";
-    if (hides_something) EXPECT_GT(hidden_total, 0) << s.text;
+    // Stacks that hide something at every length must actually have exercised the zero check.
+    for (const char* hides : {"causal", "prefix:0", "prefix:3", "window:1", "window:3", "window:2,prefix:3,window:1"})
+      if (s.text == hides) {
+        EXPECT_GT(hidden_total, 0) << s.text << " T=" << T;
+      }
   }
 }
 
@@ -445,12 +466,14 @@ TEST(MaskGradients, ReferenceMatchesFiniteDifferencesUnderEveryMask) {
 
 TEST(MaskGradients, FastModelMatchesReferenceUnderEveryMask) {
   SingleThread one_thread;
-  const int B = 2, T = 8;
-  const std::vector<int> x = random_ids(B * T, 9, 311), y = random_targets(B * T, 9, 312);
-  for (const Stack& s : stacks_for(T)) {
-    SCOPED_TRACE("masks " + s.text);
-    const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
-    expect_fast_matches_reference(c, stack_of(s.text, s.n_layer), x, y, B, T);
+  const int B = 2;
+  for (int T : {kShortT, kLongT}) {
+    const std::vector<int> x = random_ids(B * T, 9, 311), y = random_targets(B * T, 9, 312);
+    for (const Stack& s : stacks_for(T)) {
+      SCOPED_TRACE("masks " + s.text + " T=" + std::to_string(T));
+      const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
+      expect_fast_matches_reference(c, stack_of(s.text, s.n_layer), x, y, B, T);
+    }
   }
   // A sequence shorter than block_size: prefix:N and window:W are relative to the T of the forward.
   const int T_short = 5;
@@ -460,6 +483,20 @@ TEST(MaskGradients, FastModelMatchesReferenceUnderEveryMask) {
     const int L = std::string(text).find(',') == std::string::npos ? 2 : 3;
     expect_fast_matches_reference(make_config(L, 2, 8, 8, 9), stack_of(text, L), xs, ys, B, T_short);
   }
+}
+
+// The fast attention splits (batch, head) pairs between threads: the same checks with two of them, on a few
+// stacks at the multi-block length (fewer, as every parallel region waits for both threads on a busy machine).
+TEST(MaskGradients, FastModelMatchesReferenceWithTwoThreads) {
+  const int saved = omp_get_max_threads();
+  set_threads(2);
+  const int B = 2, T = kLongT;
+  const std::vector<int> x = random_ids(B * T, 9, 321), y = random_targets(B * T, 9, 322);
+  for (const char* text : {"causal,window:2,bidirectional", "window:5,prefix:20,causal"}) {
+    SCOPED_TRACE(std::string("two threads, masks ") + text);
+    expect_fast_matches_reference(make_config(3, 2, 8, T, 9), stack_of(text, 3), x, y, B, T);
+  }
+  set_threads(saved);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -495,53 +532,59 @@ void expect_probs_follow_masks(const GPT& model, int B, int T, const std::string
 
 TEST(MaskAttentionProbs, RowsAreDistributionsOverAllowedKeysForEveryMask) {
   SingleThread one_thread;
-  const int B = 2, T = 8;
+  const int B = 2;
+  for (int T : {kShortT, kLongT})
   for (const Stack& s : stacks_for(T)) {
     const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
     GPT model(c, stack_of(s.text, s.n_layer));
     model.init_weights(5);
     const std::vector<int> x = random_ids(B * T, c.vocab_size, 401);
     model.forward(x.data(), nullptr, B, T);
-    expect_probs_follow_masks(model, B, T, s.text);
+    expect_probs_follow_masks(model, B, T, s.text + " T=" + std::to_string(T));
   }
 }
 
 // One model, one shape, the masks changed between forwards: nothing a wider earlier mask wrote may survive.
 TEST(MaskAttentionProbs, NoStaleValuesAfterTheMasksChange) {
   SingleThread one_thread;
-  const int B = 2, T = 8;
-  const ModelConfig c = make_config(2, 2, 8, T, 9);
-  GPT model(c, stack_of("bidirectional", 2));
-  load_params(model, spread_params(c, 402));
-  const std::vector<int> x = random_ids(B * T, c.vocab_size, 403);
-  const char* sequence[] = {"bidirectional", "causal",          "bidirectional", "window:1",   "prefix:6",
-                            "prefix:2",      "window:3",        "bidirectional", "prefix:0",   "bidirectional",
-                            "window:2,bidirectional", "bidirectional,window:1", "window:1"};
-  for (const char* text : sequence) {
-    model.masks = stack_of(text, 2);
+  const int B = 2;
+  for (int T : {kShortT, kLongT}) {
+    SCOPED_TRACE("T=" + std::to_string(T));
+    const ModelConfig c = make_config(2, 2, 8, T, 9);
+    GPT model(c, stack_of("bidirectional", 2));
+    load_params(model, spread_params(c, 402));
+    const std::vector<int> x = random_ids(B * T, c.vocab_size, 403);
+    const std::string mid = "prefix:" + std::to_string(T - 2), small = "prefix:2";
+    for (const std::string& text :
+         {std::string("bidirectional"), std::string("causal"), std::string("bidirectional"), std::string("window:1"),
+          mid, small, std::string("window:3"), std::string("bidirectional"), std::string("prefix:0"),
+          std::string("bidirectional"), std::string("window:2,bidirectional"), std::string("bidirectional,window:1"),
+          std::string("window:1")}) {
+      model.masks = stack_of(text, 2);
+      model.forward(x.data(), nullptr, B, T);
+      expect_probs_follow_masks(model, B, T, "after switching to " + text);
+    }
+    // prefix-LM changes N in place between steps.
+    model.masks = stack_of("prefix:" + std::to_string(T - 1), 2);
     model.forward(x.data(), nullptr, B, T);
-    expect_probs_follow_masks(model, B, T, std::string("after switching to ") + text);
-  }
-  // prefix-LM changes N in place between steps.
-  model.masks = stack_of("prefix:7", 2);
-  model.forward(x.data(), nullptr, B, T);
-  expect_probs_follow_masks(model, B, T, "prefix:7");
-  for (int N : {1, 5, 0, 8, 3}) {
-    set_prefix_length(model, N);
+    expect_probs_follow_masks(model, B, T, "prefix:T-1");
+    for (int N : {1, T / 2 + 1, 0, T, 3}) {
+      set_prefix_length(model, N);
+      model.forward(x.data(), nullptr, B, T);
+      expect_probs_follow_masks(model, B, T, "after set_prefix_length " + std::to_string(N));
+    }
+    // And shape changes interleaved with mask changes (the arena is re-carved for a smaller T, then grown back).
+    model.masks = stack_of("bidirectional", 2);
     model.forward(x.data(), nullptr, B, T);
-    expect_probs_follow_masks(model, B, T, "after set_prefix_length " + std::to_string(N));
+    model.masks = stack_of("window:1", 2);
+    model.forward(x.data(), nullptr, 1, 5);
+    expect_probs_follow_masks(model, 1, 5, "window:1 at B=1 T=5 after bidirectional at full T");
+    model.masks = stack_of("bidirectional", 2);
+    model.forward(x.data(), nullptr, 1, 5);
+    model.masks = stack_of("causal", 2);
+    model.forward(x.data(), nullptr, B, T);
+    expect_probs_follow_masks(model, B, T, "causal at full T after bidirectional at T=5");
   }
-  // And shape changes interleaved with mask changes (the arena is re-carved for a smaller T, then grown back).
-  model.masks = stack_of("bidirectional", 2);
-  model.forward(x.data(), nullptr, B, T);
-  model.masks = stack_of("window:1", 2);
-  model.forward(x.data(), nullptr, 1, 5);
-  expect_probs_follow_masks(model, 1, 5, "window:1 at B=1 T=5 after bidirectional at T=8");
-  model.masks = stack_of("bidirectional", 2);
-  model.forward(x.data(), nullptr, 1, 5);
-  model.masks = stack_of("causal", 2);
-  model.forward(x.data(), nullptr, B, T);
-  expect_probs_follow_masks(model, B, T, "causal at T=8 after bidirectional at T=5");
 }
 
 // ---------------------------------------------------------------------------------------------------------------

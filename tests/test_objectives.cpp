@@ -326,9 +326,14 @@ TEST(ObjectivePrefixLm, BatchesHideTargetsInsideThePrefix) {
     seen[N]++;
     for (int b = 0; b < B; b++)
       for (int t = 0; t < T; t++) {
-        if (t + 1 < T) ASSERT_EQ(x[b * T + t + 1], (x[b * T + t] + 1) % V) << "x must be a window of the stream";
-        if (t < N - 1) ASSERT_EQ(y[b * T + t], kNoTarget) << "N=" << N << " t=" << t;
-        else ASSERT_EQ(y[b * T + t], (x[b * T + t] + 1) % V) << "N=" << N << " t=" << t;
+        if (t + 1 < T) {
+          ASSERT_EQ(x[b * T + t + 1], (x[b * T + t] + 1) % V) << "x must be a window of the stream";
+        }
+        if (t < N - 1) {
+          ASSERT_EQ(y[b * T + t], kNoTarget) << "N=" << N << " t=" << t;
+        } else {
+          ASSERT_EQ(y[b * T + t], (x[b * T + t] + 1) % V) << "N=" << N << " t=" << t;
+        }
       }
   }
   // Every N from 1 to T−1 is drawn, about equally often (expected 200 each, standard deviation ≈ 14).
@@ -563,7 +568,9 @@ TEST(ObjectiveFill, WritesOnlyCharactersAndKeepsTheRest) {
     ASSERT_EQ(filled.size(), ids.size());
     for (int t = 0; t < T; t++) {
       EXPECT_TRUE(filled[t] >= 0 && filled[t] < num_chars) << "position " << t << " holds " << filled[t];
-      if (ids[t] != mask_id) EXPECT_EQ(filled[t], original[t]) << "a given character was changed at " << t;
+      if (ids[t] != mask_id) {
+        EXPECT_EQ(filled[t], original[t]) << "a given character was changed at " << t;
+      }
     }
   }
   std::vector<int> too_long(T + 1, mask_id);

@@ -185,7 +185,7 @@ TEST(Training, MetricsAndFinalCheckpoint) {
 // "the first step of this invocation", so every periodic checkpoint triggers an extra evaluation on the next
 // step (and resets the step-time average). With eval_every = 0 ("only at the start and the end") and
 // ckpt_every = 4, train_loss/val_loss appear at steps 4 and 8 too. Enable once fixed.
-TEST(Training, DISABLED_PeriodicCheckpointsDoNotAddEvaluations) {
+TEST(Training, PeriodicCheckpointsDoNotAddEvaluations) {
   set_threads(1);
   TempDir dir;
   TrainConfig c = tiny_config(dir, "out", 12);
@@ -202,14 +202,14 @@ TEST(Training, DISABLED_PeriodicCheckpointsDoNotAddEvaluations) {
 
 namespace {
 
-// Settings that make the tiny model diverge after a few healthy steps: a learning rate of 1e9 reached through
-// a warm-up, no clipping. (An lr of 1e6 is not enough: the loss grows to ~1e12 but stays finite, and the guard
-// only catches non-finite values.)
-TrainConfig diverging_config(const TempDir& dir, const std::string& out, int ckpt_every) {
-  TrainConfig c = tiny_config(dir, out, 50);
+// Settings that make the tiny model diverge after some healthy steps: a learning rate of 1e9 reached through a
+// linear warm-up of `warmup` steps, no clipping. (An lr of 1e6 is not enough: the loss grows to ~1e12 but stays
+// finite, and the guard only catches non-finite values.)
+TrainConfig diverging_config(const TempDir& dir, const std::string& out, int ckpt_every, int warmup) {
+  TrainConfig c = tiny_config(dir, out, 400);
   c.adamw.lr = 1e9f;
   c.adamw.min_lr = 0;
-  c.adamw.warmup_steps = 9;
+  c.adamw.warmup_steps = warmup;
   c.adamw.grad_clip = 0;
   c.adamw.weight_decay = 0;
   c.ckpt_every = ckpt_every;
@@ -232,16 +232,36 @@ int diverged_step(const TrainConfig& c) {
   return -1;
 }
 
+struct Divergence {
+  int warmup = 0;
+  int step = -1;  // the step the guard names
+};
+
+// The shortest warm-up (from a few) after which the run diverges at step ≥ 4, so that periodic checkpoints come
+// before it; the exact step depends on float details, so it is measured rather than assumed. The probe runs
+// write no periodic checkpoint, into `out`.
+Divergence find_divergence(const TempDir& dir, const std::string& out) {
+  Divergence found;
+  for (int warmup : {9, 19, 39, 79}) {
+    found.warmup = warmup;
+    found.step = diverged_step(diverging_config(dir, out, 0, warmup));
+    if (found.step >= 4 || found.step < 0) break;
+  }
+  return found;
+}
+
 }  // namespace
 
 TEST(Training, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
   set_threads(1);
   TempDir dir;
+  const Divergence probe = find_divergence(dir, "probe");
   const int every = 2;
-  // 1. Diverge with a checkpoint every 2 steps.
-  TrainConfig run = diverging_config(dir, "run", every);
+  ASSERT_GE(probe.step, every + 2) << "needs a few good steps before the divergence for this test to mean anything";
+  // 1. Diverge with a checkpoint every 2 steps: at the same step (checkpoints do not change the computation).
+  TrainConfig run = diverging_config(dir, "run", every, probe.warmup);
   const int d = diverged_step(run);
-  ASSERT_GE(d, every + 1) << "needs a few good steps before the divergence for this test to mean anything";
+  ASSERT_EQ(d, probe.step);
   ASSERT_LT(d, run.steps);
   // metrics.csv holds exactly the steps that completed: 0 … d−1.
   const std::vector<int> rows = step_rows(run.out + "/metrics.csv");
@@ -258,7 +278,7 @@ TEST(Training, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
   //    (Same out directory, because the settings, and so the bytes, include it.)
   const std::string moved = dir / "diverged.safetensors";
   std::filesystem::rename(file, moved);
-  TrainConfig clean = diverging_config(dir, "run", every);
+  TrainConfig clean = diverging_config(dir, "run", every, probe.warmup);
   clean.stop_at = last_good;
   TrainResult stopped = run_training(clean);
   EXPECT_EQ(stopped.step, last_good);
@@ -284,10 +304,12 @@ TEST(Training, ResumeReplacesRowsWrittenAfterTheLastCheckpoint) {
   // Resuming must drop those rows and write its own, so metrics.csv reads as one run: every step once.
   set_threads(1);
   TempDir dir;
-  TrainConfig run = diverging_config(dir, "run", 2);
+  const Divergence probe = find_divergence(dir, "probe");
+  ASSERT_GE(probe.step, 4);
+  // A checkpoint every d−1 steps: the last one is at step d−1, and the run writes one more row before diverging.
+  TrainConfig run = diverging_config(dir, "run", probe.step - 1, probe.warmup);
   const int d = diverged_step(run);
-  ASSERT_GE(d, 3);
-  ASSERT_NE(d % 2, 0) << "the test needs rows after the last checkpoint";
+  ASSERT_EQ(d, probe.step);
   const std::string metrics = run.out + "/metrics.csv";
   ASSERT_EQ(step_rows(metrics).size(), (size_t)d);
   const auto old_losses = csv_column(read_csv(metrics), "batch_loss");
@@ -313,10 +335,10 @@ TEST(Training, ResumeReplacesRowsWrittenAfterTheLastCheckpoint) {
 TEST(Training, NoPeriodicCheckpointMeansNoneBeforeTheEnd) {
   set_threads(1);
   TempDir dir;
-  TrainConfig run = diverging_config(dir, "run", 0);
-  const int d = diverged_step(run);
-  EXPECT_GT(d, 0);
-  EXPECT_FALSE(progutil::file_exists(checkpoint_path(run.out)));
+  const Divergence probe = find_divergence(dir, "run");
+  EXPECT_GT(probe.step, 0);
+  EXPECT_FALSE(progutil::file_exists(checkpoint_path(dir / "run")));
+  EXPECT_EQ(step_rows(dir / "run/metrics.csv").size(), (size_t)probe.step);
 }
 
 TEST(Training, RejectsBadSettingsBeforeTouchingTheOutput) {
