@@ -219,7 +219,7 @@ TEST(ObjectiveMlmCorruption, ChosenCountFollowsTheRate) {
   EXPECT_THROW(BatchMaker(Objective::MLM, 0.15f, 10, 0), std::runtime_error);   // no characters
   EXPECT_THROW(BatchMaker(Objective::MLM, 0.0f, 10, 10), std::runtime_error);
   EXPECT_THROW(BatchMaker(Objective::MLM, 1.5f, 10, 10), std::runtime_error);
-  EXPECT_NO_THROW(BatchMaker(Objective::CLM));
+  EXPECT_NO_THROW(BatchMaker{Objective::CLM});
 }
 
 // BatchMaker::next for MLM: windows of the token stream, corrupted. The stream is 0, 1, 2, … (mod 50), so the

@@ -30,8 +30,10 @@ have_header cblas.h "$blas" || missing="$missing libopenblas-dev pkg-config"
 have_header cxxopts.hpp || missing="$missing libcxxopts-dev"
 have_header gtest/gtest.h || missing="$missing libgtest-dev"
 have_header nlohmann/json.hpp || missing="$missing nlohmann-json3-dev"
+# g++ ships OpenMP as libgomp; clang++ needs LLVM's libomp.
+case "$($CXX --version 2>/dev/null)" in *clang*) omp_pkg=libomp-dev ;; *) omp_pkg=libgomp1 ;; esac
 printf '#include <omp.h>\nint main(){return omp_get_max_threads();}\n' | $CXX -fopenmp -x c++ - -o /dev/null 2>/dev/null \
-  || missing="$missing libgomp1"
+  || missing="$missing $omp_pkg"
 [ -z "$missing" ] && exit 0
 
 cmd="apt-get install -y$missing"
