@@ -86,7 +86,7 @@ test: build/run_tests programs
 	./build/run_tests $(GTEST_FLAGS)
 
 clean:
-	rm -rf build train sample
+	rm -rf build train sample inspect
 
 -include $(OBJ:.o=.d) $(TEST_OBJ:.o=.d) build/main/train.d build/main/sample.d
 

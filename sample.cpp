@@ -13,6 +13,7 @@
 #include "evaluate.h"
 #include "fill.h"
 #include "generate.h"
+#include "pruning.h"
 #include "rng.h"
 #include "sampling.h"
 #include "threads.h"
@@ -101,6 +102,8 @@ int main(int argc, char** argv) {
     ("fill", "masked-LM models: fill the blanks of this text, most confident first", cxxopts::value<std::string>())
     ("blank", "the blank character for --fill", cxxopts::value<std::string>()->default_value("_"))
     ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+    ("prune", "run without these heads: L0H1,L2H3 or a file of such names (see ./inspect prune)",
+     cxxopts::value<std::string>())
     ("h,help", "show this help");
   // clang-format on
   try {
@@ -113,6 +116,11 @@ int main(int argc, char** argv) {
     const int threads = flags["threads"].as<int>();
     set_threads(threads > 0 ? threads : default_threads());
     Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
+    if (flags.count("prune")) {  // head gates ξ = 0 remove those heads from every forward (head_gate.h)
+      const ModelConfig& c = ckpt.model->config;
+      ckpt.model->enable_head_gates();
+      ckpt.model->head_gates = parse_prune_spec(flags["prune"].as<std::string>(), c.n_layer, c.n_head);
+    }
     if (flags.count("score")) {
       score(ckpt, flags["score"].as<std::string>());
       return 0;

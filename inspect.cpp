@@ -1,0 +1,213 @@
+// ./inspect — look inside a trained model's attention.
+//   ./inspect attention --ckpt out/tiny --prompt "Mira saw Tom. She waved." --out attn.html [--json attn.json]
+//   ./inspect heads --ckpt out/tiny [--csv heads.csv] [--antecedents build/pronouns.tsv]
+//   ./inspect prune --ckpt out/tiny --data data/stories.txt [--out out/prune]
+// attention: one self-contained HTML page (and/or JSON) with every layer × head pattern for the prompt.
+// heads:     a table of head-type scores (head_scores.h): previous-token, duplicate, induction, sink, distance,
+//            entropy, confidence, OV copying and, with the story corpus's annotations, pronoun → antecedent.
+// prune:     head importance and the exact loss increase per head, then the validation loss as heads are pruned
+//            10% at a time by importance vs in random order (pruning.h); a CSV and an SVG plot.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cxxopts.hpp>
+
+#include "atomic_file.h"
+#include "checkpoint.h"
+#include "dataset.h"
+#include "head_scores.h"
+#include "html_report.h"
+#include "plot.h"
+#include "pruning.h"
+#include "threads.h"
+#include "utf8.h"
+
+static std::string resolve_checkpoint(const std::string& path) {
+  struct stat st;
+  bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return is_dir ? path + "/ckpt.safetensors" : path;
+}
+
+static void write_text(const std::string& path, const std::string& text) {
+  write_file_atomically(path, {{text.data(), text.size()}});
+}
+
+static bool file_exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+static int attention(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
+  GPT& model = *ckpt.model;
+  std::vector<int> ids = ckpt.tokenizer.encode(utf8_decode(flags["prompt"].as<std::string>(), "--prompt"), "--prompt");
+  if (ids.empty()) throw std::runtime_error("--prompt must not be empty");
+  if ((int)ids.size() > model.config.block_size) {
+    std::fprintf(stderr, "inspect: the prompt is longer than the context (%d); keeping its last %d characters\n",
+                 model.config.block_size, model.config.block_size);
+    ids.erase(ids.begin(), ids.end() - model.config.block_size);
+  }
+  std::vector<HeadScores> scores = score_heads(model, ckpt.tokenizer.num_chars(), 16, 1);
+  AttentionDump dump = dump_attention(model, ids, ckpt.tokenizer);
+  dump.scores = scores;
+  const std::string out = flags.count("out") ? flags["out"].as<std::string>() : "";
+  if (!out.empty()) {
+    write_text(out, attention_html(dump, "Attention: " + flags["ckpt"].as<std::string>()));
+    std::printf("wrote %s (%d layers × %d heads, %d tokens)\n", out.c_str(), dump.n_layer, dump.n_head, dump.T);
+  }
+  if (flags.count("json")) {
+    const std::string json = flags["json"].as<std::string>();
+    write_text(json, attention_json(dump));
+    std::printf("wrote %s\n", json.c_str());
+  }
+  return 0;
+}
+
+static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
+  GPT& model = *ckpt.model;
+  const int NH = model.config.n_head;
+  std::vector<HeadScores> scores =
+      score_heads(model, ckpt.tokenizer.num_chars(), flags["sequences"].as<int>(), flags["seed"].as<uint64_t>());
+  std::string notes_path = flags["antecedents"].as<std::string>();
+  const std::string data = flags["data"].as<std::string>();
+  if (file_exists(notes_path) && file_exists(data)) {
+    std::u32string text = read_text_file(data);
+    std::vector<PronounNote> notes = read_pronoun_notes(notes_path), good;
+    for (const PronounNote& n : notes) {  // keep the notes that match this text (the table is for one corpus)
+      const std::u32string a = utf8_decode(n.antecedent, notes_path), p = utf8_decode(n.pronoun, notes_path);
+      if (n.antecedent_offset + (long)a.size() <= (long)text.size() && n.pronoun_offset + (long)p.size() <= (long)text.size() &&
+          text.compare(n.antecedent_offset, a.size(), a) == 0 && text.compare(n.pronoun_offset, p.size(), p) == 0)
+        good.push_back(n);
+    }
+    if (good.size() < notes.size() / 2)
+      std::fprintf(stderr, "inspect: %s does not describe %s (%zu of %zu notes match); no pronoun scores\n",
+                   notes_path.c_str(), data.c_str(), good.size(), notes.size());
+    else {
+      std::vector<int> tokens = ckpt.tokenizer.encode(text, data);
+      const int used = score_pronouns(model, tokens, good, scores, flags["pronouns"].as<int>());
+      std::printf("pronoun → antecedent: %d pronouns of %s (baseline: mean mass on another name in the window)\n",
+                  used, data.c_str());
+    }
+  } else {
+    std::printf("no pronoun scores: %s not found (make pronouns writes it for data/stories.txt)\n", notes_path.c_str());
+  }
+  std::printf("scores on %d sequences of %d random distinct characters repeated twice\n\n%s",
+              flags["sequences"].as<int>(), std::min(model.config.block_size, 2 * ckpt.tokenizer.num_chars()) / 2,
+              heads_table(scores, NH).c_str());
+  const std::string csv = flags["csv"].as<std::string>();
+  if (!csv.empty()) {
+    write_text(csv, heads_csv(scores, NH));
+    std::printf("wrote %s\n", csv.c_str());
+  }
+  return 0;
+}
+
+static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
+  GPT& model = *ckpt.model;
+  const int NH = model.config.n_head, T = model.config.block_size;
+  Corpus corpus = load_corpus(flags["data"].as<std::string>(), ckpt.tokenizer);
+  EvalBatches val = make_eval_batches(corpus.val, flags["batches"].as<int>(), flags["batch"].as<int>(), T, 1234);
+  const std::string out = flags["out"].as<std::string>();
+  ::mkdir(out.c_str(), 0777);
+  model.enable_head_gates();
+  const double base = gated_loss(model, val);
+  std::vector<double> I = head_importance(model, val, true), raw = head_importance(model, val, false);
+  std::vector<double> dL = ablation_increase(model, val);
+  std::printf("validation loss %.4f on %d batches of %d × %d\n\nhead   importance (raw |dL/dξ|)  loss increase alone\n",
+              base, val.n, val.B, val.T);
+  std::string heads_csv = "layer,head,importance,raw_importance,loss_increase\n";
+  char line[256];
+  for (size_t i = 0; i < I.size(); i++) {
+    std::printf("%-6s %.3f      (%.4f)           %+.4f\n", head_name((int)i, NH).c_str(), I[i], raw[i], dL[i]);
+    std::snprintf(line, sizeof line, "%zu,%zu,%.6g,%.6g,%.6g\n", i / NH, i % NH, I[i], raw[i], dL[i]);
+    heads_csv += line;
+  }
+  write_text(out + "/head_importance.csv", heads_csv);
+
+  const double step = flags["step"].as<double>();
+  std::string csv = "order,seed,removed,fraction,val_loss,heads_removed\n";
+  Chart chart{"Validation loss as heads are removed", "fraction of heads removed", "validation loss (nats)", {}};
+  auto record = [&](const std::string& order, int seed, const std::vector<PruneStep>& curve) {
+    Series s{order == "importance" ? "by importance, normalised per layer (Michel et al.)"
+             : order == "importance-raw" ? "by raw importance |dL/dξ| (not normalised)"
+                                         : "random order, seed " + std::to_string(seed),
+             {}, {}};
+    for (const PruneStep& p : curve) {
+      std::snprintf(line, sizeof line, "%s,%d,%d,%.4f,%.6f,", order.c_str(), seed, p.removed, p.fraction, p.loss);
+      csv += line + p.heads + "\n";
+      s.x.push_back(p.fraction), s.y.push_back(p.loss);
+    }
+    chart.series.push_back(s);
+  };
+  std::vector<PruneStep> by_importance = prune_curve(model, val, -1, step);
+  record("importance", -1, by_importance);
+  std::vector<PruneStep> by_raw = prune_curve(model, val, -1, step, 1.0, false);
+  record("importance-raw", -1, by_raw);
+  std::vector<std::vector<PruneStep>> randoms;
+  for (int s = 1; s <= flags["seeds"].as<int>(); s++) record("random", s, randoms.emplace_back(prune_curve(model, val, s, step)));
+  std::printf("\nremoved  fraction  by importance (normalised)  by raw importance  random (mean of %zu seeds)\n",
+              randoms.size());
+  for (size_t k = 0; k < by_importance.size(); k++) {
+    double mean = 0;
+    for (auto& r : randoms) mean += r[k].loss / randoms.size();
+    std::printf("%7d  %8.2f  %26.4f  %18.4f  %.4f\n", by_importance[k].removed, by_importance[k].fraction,
+                by_importance[k].loss, by_raw[k].loss, randoms.empty() ? NAN : mean);
+  }
+  write_text(out + "/prune.csv", csv);
+  write_text(out + "/prune.svg", render_svg(chart));
+  std::printf("wrote %s/head_importance.csv, %s/prune.csv and %s/prune.svg\n", out.c_str(), out.c_str(), out.c_str());
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("inspect", "Look inside a plaingpt model's attention: inspect attention|heads|prune");
+  // clang-format off
+  options.add_options()
+    ("command", "attention, heads or prune", cxxopts::value<std::string>())
+    ("ckpt", "checkpoint file or output directory", cxxopts::value<std::string>()->default_value("out/tiny"))
+    ("prompt", "attention: the text to show", cxxopts::value<std::string>()->default_value("Mira saw Tom. She waved at him."))
+    ("out", "attention: HTML file; prune: output directory", cxxopts::value<std::string>())
+    ("json", "attention: also write the data as JSON here", cxxopts::value<std::string>())
+    ("csv", "heads: write the table as CSV here", cxxopts::value<std::string>()->default_value("heads.csv"))
+    ("data", "heads: the corpus the annotations describe; prune: the validation text",
+     cxxopts::value<std::string>()->default_value("data/stories.txt"))
+    ("antecedents", "heads: data/make_stories.cpp's pronoun table for --data",
+     cxxopts::value<std::string>()->default_value("build/pronouns.tsv"))
+    ("sequences", "heads: repeated random sequences to score on", cxxopts::value<int>()->default_value("32"))
+    ("pronouns", "heads: at most this many pronouns", cxxopts::value<int>()->default_value("2000"))
+    ("batches", "prune: validation batches", cxxopts::value<int>()->default_value("8"))
+    ("batch", "prune: sequences per batch", cxxopts::value<int>()->default_value("16"))
+    ("seeds", "prune: random orders to compare with", cxxopts::value<int>()->default_value("3"))
+    ("step", "prune: fraction of all heads removed per round", cxxopts::value<double>()->default_value("0.1"))
+    ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
+    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+    ("h,help", "show this help");
+  // clang-format on
+  options.parse_positional({"command"});
+  options.positional_help("attention|heads|prune");
+  try {
+    cxxopts::ParseResult flags = options.parse(argc, argv);
+    if (flags.count("help") || !flags.count("command")) {
+      std::printf("%s\n", options.help().c_str());
+      return flags.count("help") ? 0 : 2;
+    }
+    if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
+    const int threads = flags["threads"].as<int>();
+    set_threads(threads > 0 ? threads : default_threads());
+    const std::string command = flags["command"].as<std::string>();
+    if (command != "attention" && command != "heads" && command != "prune")
+      throw std::runtime_error("unknown command '" + command + "' (expected attention, heads or prune)");
+    Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
+    if (command == "attention") {
+      if (!flags.count("out") && !flags.count("json")) throw std::runtime_error("attention: give --out and/or --json");
+      return attention(ckpt, flags);
+    }
+    if (command == "heads") return heads(ckpt, flags);
+    if (!flags.count("out")) throw std::runtime_error("prune: give --out DIR");
+    return prune(ckpt, flags);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "inspect: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,412 @@
+// The attention lab: head-type scores on hand-built patterns with known answers, the OV copying score on
+// hand-built circuits, head gates (gradient vs finite differences, ξ = 0 vs deleting the head's weights), the
+// attention dump's JSON, the attention statistics against closed forms, --attn-scale, pruning helpers and
+// ./inspect end to end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "attention_stats.h"
+#include "checkpoint.h"
+#include "evaluate.h"
+#include "head_scores.h"
+#include "html_report.h"
+#include "model.h"
+#include "program_util.h"
+#include "pruning.h"
+#include "rng.h"
+#include "test_util.h"
+#include "tokenizer.h"
+#include "utf8.h"
+
+namespace {
+
+// T × T pattern with P[i][f(i)] = 1.
+std::vector<float> one_hot_pattern(int T, const std::function<int(int)>& target) {
+  std::vector<float> P((size_t)T * T, 0.0f);
+  for (int i = 0; i < T; i++) P[(size_t)i * T + target(i)] = 1.0f;
+  return P;
+}
+
+std::vector<float> uniform_causal(int T) {
+  std::vector<float> P((size_t)T * T, 0.0f);
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j <= i; j++) P[(size_t)i * T + j] = 1.0f / (i + 1);
+  return P;
+}
+
+// Tokens 0..n−1 then 0..n−1 again.
+std::vector<int> repeated(int n) {
+  std::vector<int> t;
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < n; k++) t.push_back(k);
+  return t;
+}
+
+ModelConfig small_config(int L = 2, int NH = 2, int C = 8, int T = 8, int V = 7) {
+  ModelConfig c;
+  c.n_layer = L, c.n_head = NH, c.n_embd = C, c.block_size = T, c.vocab_size = V;
+  return c;
+}
+
+// Every parameter uniform in [−a, a): large enough that heads matter and gradients are far from rounding noise.
+void randomise(GPT& model, uint32_t seed, double a = 0.5) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-a, a);
+  for (float& p : model.params_memory) p = dist(rng);
+}
+
+std::vector<int> random_tokens(int n, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> t(n);
+  for (int& x : t) x = (int)(rng() % V);
+  return t;
+}
+
+}  // namespace
+
+TEST(LabScores, PerfectPreviousTokenScoresOne) {
+  const int T = 10;
+  std::vector<float> P = one_hot_pattern(T, [](int i) { return i ? i - 1 : 0; });
+  EXPECT_DOUBLE_EQ(previous_token_score(P.data(), T), 1.0);
+  // A self-attending pattern has no mass on i − 1.
+  std::vector<float> self = one_hot_pattern(T, [](int i) { return i; });
+  EXPECT_DOUBLE_EQ(previous_token_score(self.data(), T), 0.0);
+}
+
+TEST(LabScores, UniformCausalAttentionHasTheExpectedScores) {
+  const int T = 12;
+  std::vector<float> P = uniform_causal(T);
+  HeadScores s;
+  score_pattern(s, P.data(), nullptr, T, AttentionMask{});
+  double prev = 0, distance = 0;
+  for (int i = 1; i < T; i++) prev += 1.0 / (i + 1), distance += i / 2.0;  // Σ_j (i−j)/(i+1) = i/2
+  prev /= T - 1, distance /= T - 1;
+  EXPECT_NEAR(s.previous_token.value(), prev, 1e-7);
+  EXPECT_NEAR(s.sink.value(), prev, 1e-7);  // mass on key 0 is 1/(i+1) too
+  EXPECT_NEAR(s.distance.value(), distance, 1e-6);
+  EXPECT_NEAR(s.entropy_norm.value(), 1.0, 1e-6);  // uniform over what it may see
+  EXPECT_NEAR(s.confidence.value(), prev, 1e-7);
+  EXPECT_EQ(s.previous_token.count, T - 1);
+}
+
+TEST(LabScores, InductionAndDuplicatePatternsOnRepeatedSequences) {
+  const int n = 7, T = 2 * n;
+  std::vector<int> tok = repeated(n);
+  // Induction: second-half query i attends to i − n + 1, the token after the previous occurrence of its own.
+  std::vector<float> ind = one_hot_pattern(T, [&](int i) { return i >= n ? i - n + 1 : i; });
+  EXPECT_DOUBLE_EQ(induction_score(ind.data(), tok.data(), T), 1.0);
+  EXPECT_DOUBLE_EQ(duplicate_token_score(ind.data(), tok.data(), T), 0.0);
+  // Duplicate-token: attends to the earlier copy of itself, i − n.
+  std::vector<float> dup = one_hot_pattern(T, [&](int i) { return i >= n ? i - n : i; });
+  EXPECT_DOUBLE_EQ(duplicate_token_score(dup.data(), tok.data(), T), 1.0);
+  EXPECT_DOUBLE_EQ(induction_score(dup.data(), tok.data(), T), 0.0);
+  // Uniform: each second-half row (the only ones with a target) has one target among i + 1 keys.
+  std::vector<float> uni = uniform_causal(T);
+  double expected = 0;
+  for (int i = n; i < T; i++) expected += 1.0 / (i + 1);
+  expected /= n;
+  EXPECT_NEAR(induction_score(uni.data(), tok.data(), T), expected, 1e-7);
+  EXPECT_NEAR(duplicate_token_score(uni.data(), tok.data(), T), expected, 1e-7);
+}
+
+TEST(LabScores, RepeatedRandomSequencesAreDistinctRunsRepeatedTwice) {
+  Rng rng(3);
+  const int B = 5, n = 9, V = 11;
+  std::vector<int> x = repeated_random_sequences(B, n, V, rng);
+  ASSERT_EQ(x.size(), (size_t)B * 2 * n);
+  for (int b = 0; b < B; b++) {
+    std::vector<int> first(x.begin() + b * 2 * n, x.begin() + b * 2 * n + n);
+    std::vector<int> second(x.begin() + b * 2 * n + n, x.begin() + (b + 1) * 2 * n);
+    EXPECT_EQ(first, second);
+    std::sort(first.begin(), first.end());
+    EXPECT_EQ(std::unique(first.begin(), first.end()), first.end());
+    EXPECT_GE(first.front(), 0);
+    EXPECT_LT(first.back(), V);
+  }
+}
+
+// OV circuit with W_V = W_O = ±I (one head as wide as the model, LayerNorm scales 1): A = ±W_Eᵀ·W_E, so every
+// eigenvalue is ≥ 0 (copying = +1) or ≤ 0 (copying = −1).
+TEST(LabScores, OvCopyingScoreOfIdentityAndNegatedCircuits) {
+  ModelConfig c = small_config(1, 1, 4, 8, 6);
+  for (float sign : {1.0f, -1.0f}) {
+    GPT model(c);
+    randomise(model, 5);
+    const int C = c.n_embd;
+    BlockParams& p = model.params.h[0];
+    std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params.ln_f_w, model.params.ln_f_w + C, 1.0f);
+    for (int r = 0; r < C; r++)
+      for (int k = 0; k < C; k++) {
+        p.attn_qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
+        p.attn_proj_w[(size_t)r * C + k] = r == k ? sign : 0.0f;
+      }
+    EXPECT_NEAR(ov_copying_score(model, 0, 0), sign, 1e-6);
+  }
+  // A rotation by 90° in every plane: eigenvalues ±i·λ, real parts 0.
+  GPT model(c);
+  randomise(model, 5);
+  BlockParams& p = model.params.h[0];
+  const int C = c.n_embd;
+  std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params.ln_f_w, model.params.ln_f_w + C, 1.0f);
+  std::fill(model.params.wte, model.params.wte + (size_t)c.vocab_size * C, 0.0f);
+  for (int k = 0; k < C; k++) model.params.wte[(size_t)k * C + k] = 1.0f;  // W_EᵀW_E = I
+  for (int r = 0; r < C; r++)
+    for (int k = 0; k < C; k++) {
+      p.attn_qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
+      p.attn_proj_w[(size_t)r * C + k] = (k == (r ^ 1)) ? (r % 2 ? -1.0f : 1.0f) : 0.0f;
+    }
+  EXPECT_NEAR(ov_copying_score(model, 0, 0), 0.0, 1e-6);
+}
+
+TEST(LabGates, GateGradientEqualsFiniteDifferences) {
+  ModelConfig c = small_config();
+  GPT model(c);
+  randomise(model, 7);
+  model.enable_head_gates();
+  std::mt19937 rng(9);
+  for (float& g : model.head_gates) g = 0.6f + 0.8f * (float)(rng() % 1000) / 1000.0f;
+  const int B = 2, T = 8;
+  std::vector<int> x = random_tokens(B * T, c.vocab_size, 1), y = random_tokens(B * T, c.vocab_size, 2);
+  model.zero_grad();
+  model.forward(x.data(), y.data(), B, T);
+  model.backward();
+  std::vector<double> analytic(model.head_gate_grads.begin(), model.head_gate_grads.end());
+  std::vector<double> gates(model.head_gates.begin(), model.head_gates.end());
+  auto loss = [&]() {
+    for (size_t i = 0; i < gates.size(); i++) model.head_gates[i] = (float)gates[i];
+    return (double)model.forward(x.data(), y.data(), B, T);
+  };
+  std::vector<double> numeric = testutil::finite_differences(loss, gates.data(), gates.size(), 1e-2);
+  EXPECT_GT(testutil::max_abs(analytic.data(), analytic.size()), 1e-3);  // the heads matter
+  EXPECT_TRUE(testutil::all_close(analytic, numeric, 2e-2, 2e-4, "dL/dξ"));
+}
+
+TEST(LabGates, ZeroGateEqualsDeletingTheHeadsOutputWeights) {
+  ModelConfig c = small_config();
+  const int B = 2, T = 8, V = c.vocab_size, C = c.n_embd, HS = c.head_size();
+  std::vector<int> x = random_tokens(B * T, V, 3);
+  GPT gated(c), cut(c), full(c);
+  for (GPT* m : {&gated, &cut, &full}) randomise(*m, 11);
+  gated.enable_head_gates();
+  gated.head_gates[1 * c.n_head + 0] = 0.0f;  // L1H0
+  for (int r = 0; r < HS; r++)  // rows of W_O that read head 0's output
+    std::fill(cut.params.h[1].attn_proj_w + (size_t)r * C, cut.params.h[1].attn_proj_w + (size_t)(r + 1) * C, 0.0f);
+  gated.forward(x.data(), nullptr, B, T);
+  cut.forward(x.data(), nullptr, B, T);
+  full.forward(x.data(), nullptr, B, T);
+  std::vector<double> ref = testutil::to_double(cut.logits(), (size_t)B * T * V);
+  EXPECT_TRUE(testutil::close_to_reference(gated.logits(), ref.data(), ref.size(), 1e-6, "ξ=0 vs W_O rows = 0"));
+  double diff = 0;
+  for (size_t i = 0; i < ref.size(); i++) diff = std::max(diff, std::fabs(full.logits()[i] - ref[i]));
+  EXPECT_GT(diff, 1e-3) << "the head must have mattered for this test to mean anything";
+}
+
+TEST(LabGates, AblationIncreaseIsTheLossDifference) {
+  ModelConfig c = small_config();
+  GPT model(c);
+  randomise(model, 13);
+  std::vector<int> tokens = random_tokens(400, c.vocab_size, 4);
+  EvalBatches e = make_eval_batches(tokens, 2, 3, 8, 5);
+  std::vector<double> d = ablation_increase(model, e);
+  const double base = gated_loss(model, e);
+  model.head_gates[2] = 0;
+  EXPECT_NEAR(d[2], gated_loss(model, e) - base, 1e-6);
+  model.head_gates[2] = 1;
+  std::vector<double> I = head_importance(model, e, true);
+  for (int l = 0; l < c.n_layer; l++)
+    EXPECT_NEAR(I[l * 2] * I[l * 2] + I[l * 2 + 1] * I[l * 2 + 1], 1.0, 1e-9);  // unit norm per layer
+}
+
+TEST(LabPrune, PruneSpecAndCurve) {
+  std::vector<float> g = parse_prune_spec("L0H1,l1h0", 2, 2);
+  EXPECT_EQ(g, (std::vector<float>{1, 0, 0, 1}));
+  EXPECT_THROW(parse_prune_spec("L2H0", 2, 2), std::runtime_error);
+  EXPECT_THROW(parse_prune_spec("head3", 2, 2), std::runtime_error);
+  ModelConfig c = small_config(2, 4, 8, 8, 7);
+  GPT model(c);
+  randomise(model, 17);
+  std::vector<int> tokens = random_tokens(400, c.vocab_size, 6);
+  EvalBatches e = make_eval_batches(tokens, 2, 3, 8, 5);
+  for (int64_t seed : {-1, 1}) {
+    std::vector<PruneStep> curve = prune_curve(model, e, seed, 0.25);  // 8 heads, 2 per round, ≤ 7 removed
+    ASSERT_EQ(curve.size(), 5u);
+    EXPECT_EQ(curve.back().removed, 7);
+    EXPECT_NEAR(curve[0].loss, gated_loss(model, e), 1e-6);  // gates restored afterwards
+    // The loss at the last step is the loss with exactly the listed heads removed.
+    model.head_gates = parse_prune_spec(curve.back().heads, 2, 4);
+    EXPECT_NEAR(gated_loss(model, e), curve.back().loss, 1e-6);
+    std::fill(model.head_gates.begin(), model.head_gates.end(), 1.0f);
+  }
+}
+
+TEST(LabAttention, JsonHasTheRightShapeAndRowsSumToOneOverAllowedKeys) {
+  ModelConfig c = small_config(2, 2, 8, 16, 0);
+  Tokenizer tok = Tokenizer::from_text(U"abcdefg <>\"/");
+  c.vocab_size = tok.size();
+  GPT model(c, {AttentionMask{}, AttentionMask::parse("window:3")});
+  randomise(model, 19);
+  std::vector<int> ids = tok.encode(U"a<b>\"c d</", "test");
+  AttentionDump d = dump_attention(model, ids, tok);
+  d.scores = score_heads(model, tok.num_chars(), 4, 1);
+  nlohmann::json j = nlohmann::json::parse(attention_json(d));
+  const size_t T = ids.size();
+  ASSERT_EQ(j["tokens"].size(), T);
+  EXPECT_EQ(j["tokens"][1], "<");
+  ASSERT_EQ(j["attn"].size(), 2u);
+  ASSERT_EQ(j["mask"].size(), 2u);
+  EXPECT_EQ(j["masks"][1], "window:3");
+  EXPECT_EQ(j["scores"].size(), 4u);
+  for (int l = 0; l < 2; l++) {
+    ASSERT_EQ(j["attn"][l].size(), 2u);
+    for (int h = 0; h < 2; h++) {
+      ASSERT_EQ(j["attn"][l][h].size(), T);
+      for (size_t q = 0; q < T; q++) {
+        ASSERT_EQ(j["attn"][l][h][q].size(), T);
+        double sum = 0;
+        for (size_t k = 0; k < T; k++) {
+          const bool allowed = l == 0 ? k <= q : (k <= q && k + 3 > q);  // causal; window:3
+          EXPECT_EQ(j["mask"][l][q][k].get<int>(), allowed ? 1 : 0) << l << " " << q << " " << k;
+          const double p = j["attn"][l][h][q][k];
+          if (allowed) sum += p;
+          else EXPECT_EQ(p, 0.0);
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+      }
+    }
+  }
+  // The page holds the same data, and nothing in the prompt can close its script block early.
+  const std::string html = attention_html(d, "t");
+  size_t closes = 0;
+  for (size_t at = html.find("</script>"); at != std::string::npos; at = html.find("</script>", at + 1)) closes++;
+  EXPECT_EQ(closes, 2u);  // the data block's and the script's own
+  const size_t data_start = html.find("id=\"data\">") + 10, data_end = html.find("</script>", data_start);
+  nlohmann::json again = nlohmann::json::parse(html.substr(data_start, data_end - data_start));
+  EXPECT_EQ(again["tokens"], j["tokens"]);
+  EXPECT_EQ(again["attn"], j["attn"]);
+}
+
+// S = scale·q·k. "none" (scale 1) with W_Q, b_Q divided by √HS is the same function as "sqrt" (scale 1/√HS).
+TEST(LabScale, AttnScaleNoneChangesTheForwardExactlyAsTheMathSays) {
+  ModelConfig sqrt_cfg = small_config(2, 2, 8, 8, 7), none_cfg = sqrt_cfg;
+  none_cfg.attn_scale = "none";
+  GPT a(sqrt_cfg), b(none_cfg), plain(none_cfg);
+  for (GPT* m : {&a, &b, &plain}) randomise(*m, 23, 1.0);
+  EXPECT_FLOAT_EQ(a.attn_scale, 1.0f / std::sqrt(4.0f));
+  EXPECT_FLOAT_EQ(b.attn_scale, 1.0f);
+  const int C = 8;
+  const float r = 1.0f / std::sqrt(4.0f);
+  for (int l = 0; l < 2; l++) {
+    for (int row = 0; row < C; row++)
+      for (int col = 0; col < C; col++) b.params.h[l].attn_qkv_w[(size_t)row * 3 * C + col] *= r;
+    for (int col = 0; col < C; col++) b.params.h[l].attn_qkv_b[col] *= r;
+  }
+  const int B = 2, T = 8;
+  std::vector<int> x = random_tokens(B * T, 7, 8);
+  a.forward(x.data(), nullptr, B, T), b.forward(x.data(), nullptr, B, T), plain.forward(x.data(), nullptr, B, T);
+  std::vector<double> ref = testutil::to_double(a.attention_probs(1), (size_t)B * 2 * T * T);
+  EXPECT_TRUE(testutil::close_to_reference(b.attention_probs(1), ref.data(), ref.size(), 1e-5, "P, none vs sqrt"));
+  double diff = 0;
+  for (size_t i = 0; i < ref.size(); i++) diff = std::max(diff, std::fabs(plain.attention_probs(1)[i] - ref[i]));
+  EXPECT_GT(diff, 1e-2) << "without the rescaling, none must change the patterns";
+}
+
+// T = 2, one head of size 2, causal: logits S_00 = 0 (q_0 = 0), S_10 = s·a, S_11 = 0. Row 1 is the only row with a
+// choice: P_10 = σ(s·a).
+TEST(LabScale, AttentionStatisticsMatchClosedForms) {
+  const int B = 1, T = 2, C = 2, NH = 1;
+  const float a = 3.0f, scale = 0.5f;
+  std::vector<float> qkv((size_t)B * T * 3 * C, 0.0f);
+  // row t: [q(2) | k(2) | v(2)]
+  qkv[0 * 6 + 2] = 1.0f;              // k_0 = (1, 0)
+  qkv[1 * 6 + 0] = a;                 // q_1 = (a, 0)
+  qkv[1 * 6 + 3] = 1.0f;              // k_1 = (0, 1)
+  LayerAttentionStats s = layer_attention_stats(qkv.data(), AttentionMask{}, scale, B, T, C, NH);
+  const double z = scale * a, mean = z / 3, var = (z * z) / 3 - mean * mean;
+  const double p = 1 / (1 + std::exp(-z)), H = -p * std::log(p) - (1 - p) * std::log(1 - p);
+  EXPECT_NEAR(s.logit_var, var, 1e-9);
+  EXPECT_NEAR(s.logit_max, z, 1e-9);
+  EXPECT_NEAR(s.entropy, H, 1e-9);
+  EXPECT_NEAR(s.entropy_norm, H / std::log(2.0), 1e-9);
+  EXPECT_NEAR(s.max_weight, p, 1e-9);
+  EXPECT_EQ(s.saturated, 0.0);
+  // A huge logit saturates the row.
+  qkv[1 * 6 + 0] = 100.0f;
+  EXPECT_EQ(layer_attention_stats(qkv.data(), AttentionMask{}, scale, B, T, C, NH).saturated, 1.0);
+  // At init with scale 1/√HS, unit-variance q and k give logits of variance ≈ 1; scale 1 gives ≈ HS.
+  const int HS = 64, TT = 32, CC = HS;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> n01;
+  std::vector<float> big((size_t)TT * 3 * CC);
+  for (float& v : big) v = n01(rng);
+  const double v_sqrt = layer_attention_stats(big.data(), AttentionMask{}, 1.0f / 8, 1, TT, CC, 1).logit_var;
+  const double v_none = layer_attention_stats(big.data(), AttentionMask{}, 1.0f, 1, TT, CC, 1).logit_var;
+  EXPECT_NEAR(v_sqrt, 1.0, 0.2);
+  EXPECT_NEAR(v_none / v_sqrt, 64.0, 1e-3);
+}
+
+TEST(LabProgram, InspectWritesJsonHtmlAndHeadsCsv) {
+  progutil::TempDir dir;
+  ModelConfig c = small_config(2, 2, 8, 16, 0);
+  Tokenizer tok = Tokenizer::from_text(U"abcdefghij .");
+  c.vocab_size = tok.size();
+  GPT model(c);
+  model.init_weights(1);
+  save_checkpoint(dir / "m.safetensors", model, tok, nullptr);
+  ASSERT_TRUE(progutil::file_exists("./inspect")) << "build ./inspect first (make programs)";
+  progutil::RunResult r = progutil::run_command(
+      "./inspect attention --ckpt " + dir / "m.safetensors" + " --prompt 'abc dea.' --out " + dir / "a.html" +
+          " --json " + dir / "a.json" + " --threads 1",
+      dir.path());
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  nlohmann::json j = nlohmann::json::parse(progutil::read_file(dir / "a.json"));
+  EXPECT_EQ(j["attn"].size(), 2u);
+  EXPECT_EQ(j["attn"][1][1].size(), 8u);
+  EXPECT_NE(progutil::read_file(dir / "a.html").find("data-status"), std::string::npos);
+  r = progutil::run_command("./inspect heads --ckpt " + dir / "m.safetensors" + " --csv " + dir / "h.csv" +
+                                " --antecedents /nonexistent --threads 1",
+                            dir.path());
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  std::vector<std::vector<std::string>> rows = progutil::read_csv(dir / "h.csv");
+  ASSERT_EQ(rows.size(), 5u);  // header + 4 heads
+  EXPECT_EQ(rows[0][4], "induction");
+  r = progutil::run_command("./inspect attention --ckpt " + dir / "m.safetensors" + " --prompt 'xyz' --json " +
+                                dir / "b.json",
+                            dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not in the model's vocabulary"), std::string::npos) << r.err;
+}
+
+TEST(LabProgram, SamplePruneRunsTheModelWithoutThoseHeads) {
+  progutil::TempDir dir;
+  ModelConfig c = small_config(2, 2, 8, 16, 0);
+  Tokenizer tok = Tokenizer::from_text(U"abcdefghij .");
+  c.vocab_size = tok.size();
+  GPT model(c);
+  randomise(model, 29);
+  save_checkpoint(dir / "m.safetensors", model, tok, nullptr);
+  const std::string text = "abc def. ghij abc def. ghij a bad cafe. hij ";
+  progutil::write_file(dir / "t.txt", text);
+  // The in-process reference: the same model with L0H1 and L1H0 gated to 0, scored the same way.
+  std::vector<int> ids = tok.encode(utf8_decode(text, "t"), "t");
+  model.enable_head_gates();
+  model.head_gates = {1, 0, 0, 1};
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%.4f nats/char", score_text(model, ids).nats_per_token);
+  auto run = [&](const std::string& extra) {
+    return progutil::run_command("./sample --ckpt " + dir / "m.safetensors" + " --score " + dir / "t.txt" +
+                                     " --threads 1 " + extra, dir.path());
+  };
+  progutil::RunResult pruned = run("--prune L0H1,L1H0"), full = run("");
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.describe();
+  EXPECT_NE(pruned.out.find(expected), std::string::npos) << pruned.out << " expected " << expected;
+  EXPECT_NE(pruned.out.substr(0, pruned.out.find('\n')), full.out.substr(0, full.out.find('\n')));
+  progutil::RunResult bad = run("--prune L2H0");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("no head L2H0"), std::string::npos) << bad.err;
+}
+
