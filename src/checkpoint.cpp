@@ -78,15 +78,21 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Copies one tensor into the arena after checking its shape and that every value is finite.
-void copy_tensor(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
-                 const std::map<std::string, LoadedTensor>& tensors, float* dst) {
+// The tensor `name`, after checking that it is there with the shape the config needs.
+const LoadedTensor& find_tensor(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
+                                const std::map<std::string, LoadedTensor>& tensors) {
   auto it = tensors.find(name);
   if (it == tensors.end()) throw std::runtime_error(path + ": tensor '" + name + "' is missing");
   if (it->second.shape != shape)
     throw std::runtime_error(path + ": tensor '" + name + "' has shape " + shape_string(it->second.shape) +
                              ", the config needs " + shape_string(shape));
-  const std::vector<float>& data = it->second.data;
+  return it->second;
+}
+
+// Copies one tensor into the arena after checking its shape and that every value is finite.
+void copy_tensor(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
+                 const std::map<std::string, LoadedTensor>& tensors, float* dst) {
+  const std::vector<float>& data = find_tensor(path, name, shape, tensors).data;
   for (size_t i = 0; i < data.size(); i++)
     if (!std::isfinite(data[i]))
       throw std::runtime_error(path + ": tensor '" + name + "' holds a non-finite value at index " + std::to_string(i));
@@ -140,6 +146,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
   if (ckpt.objective == Objective::MLM && ckpt.tokenizer.special_id(kMaskToken) < 0)
     throw std::runtime_error(path + ": an MLM checkpoint needs the " + kMaskToken + " token in its vocabulary");
+  if (ckpt.tokenizer.num_chars() == 0) throw std::runtime_error(path + ": the vocabulary has no characters");
+  // Every weight must be in the file with its shape before the model is allocated: the file's own size then
+  // bounds the allocation, whatever sizes the metadata claims.
+  for (const TensorSpec& t : gpt_tensor_table(config)) find_tensor(path, t.name, t.shape, file.tensors);
   ckpt.model = std::make_unique<GPT>(config, masks);
   GPT& model = *ckpt.model;
 

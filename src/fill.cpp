@@ -9,6 +9,7 @@
 
 std::vector<int> fill_blanks(GPT& model, std::vector<int> ids, int mask_token, int num_chars) {
   const int T = (int)ids.size(), V = model.config.vocab_size;
+  if (num_chars <= 0 || num_chars > V) throw std::runtime_error("--fill: the model has no character tokens");
   if (T > model.config.block_size)
     throw std::runtime_error("--fill: the text has " + std::to_string(T) + " characters; this model reads at most " +
                              std::to_string(model.config.block_size));

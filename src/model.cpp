@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -49,18 +50,26 @@ size_t activation_floats(const ModelConfig& config, int B, int T) {
   return layout_activations(scratch, config, B, T, nullptr);
 }
 
+// Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
+// size that would overflow 64 bits must be refused, not wrapped around to a small number.
+static long double training_bytes(const ModelConfig& config, int B) {
+  const long double params = total_floats(gpt_tensor_table(config));
+  const long double per_sequence = activation_floats(config, 1, config.block_size) + 2.0L * config.block_size;
+  return sizeof(float) * (4 * params + (long double)B * per_sequence);
+}
+
 size_t estimate_training_bytes(const ModelConfig& config, int B) {
-  const size_t params = total_floats(gpt_tensor_table(config));
-  return sizeof(float) * (4 * params + activation_floats(config, B, config.block_size)) +
-         2 * sizeof(int) * (size_t)B * config.block_size;
+  const long double bytes = training_bytes(config, B);
+  return bytes >= (long double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
 void check_fits_in_memory(const ModelConfig& config, int B) {
-  // Sizes are validated to ≤ 65536 each, so this arithmetic stays far inside 64 bits before the comparison.
-  const double need = (double)estimate_training_bytes(config, B);
-  const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  const long double need = training_bytes(config, B);
+  const long double have = (long double)sysconf(_SC_PHYS_PAGES) * (long double)sysconf(_SC_PAGESIZE);
+  char need_text[64];
+  std::snprintf(need_text, sizeof need_text, "%.0Lf", need);
   if (have > 0 && need > have)
-    throw std::runtime_error("this model needs about " + std::to_string((size_t)need) + " bytes to train with batch " +
+    throw std::runtime_error("this model needs about " + std::string(need_text) + " bytes to train with batch " +
                              std::to_string(B) + ", more than this machine's " + std::to_string((size_t)have) +
                              " bytes of memory; reduce --batch, --block, --n-embd or --n-layer");
 }

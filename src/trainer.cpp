@@ -110,6 +110,9 @@ static void prepare_output_dir(const std::string& dir) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw std::runtime_error("--out " + dir + ": not a directory");
+  const std::string ckpt = checkpoint_path(dir);
+  if (stat(ckpt.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error(ckpt + " exists and is not a regular file, so no checkpoint could be saved there");
   std::string probe = dir + "/.write-test-" + std::to_string(getpid());
   FILE* f = std::fopen(probe.c_str(), "w");
   if (!f) throw std::runtime_error("--out " + dir + ": not writable: " + std::strerror(errno));
@@ -168,6 +171,13 @@ static std::string format_duration(double seconds) {
   return buf;
 }
 
+static bool all_finite(const std::vector<float>& values) {
+  bool finite = true;
+#pragma omp parallel for reduction(&& : finite)
+  for (size_t i = 0; i < values.size(); i++) finite = finite && std::isfinite(values[i]);
+  return finite;
+}
+
 // ---- the loop ------------------------------------------------------------------------------------------------
 
 TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
@@ -190,6 +200,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     ModelConfig model_config = cfg.model;
     model_config.vocab_size = corpus.tokenizer.size();
     validate(model_config);
+    check_fits_in_memory(model_config, cfg.batch);  // before a single parameter is allocated
     const std::string mask = cfg.mask.empty() ? default_mask(objective) : cfg.mask;
     ckpt.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer));
     ckpt.model->init_weights(cfg.seed);
@@ -250,6 +261,8 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   g_stop_requested = 0;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // Past a file-size limit, let write() fail with EFBIG (reported, temporary file removed) instead of dying.
+  std::signal(SIGXFSZ, SIG_IGN);
   const bool live = isatty(fileno(stdout));
   MetricsFile metrics(cfg.out + "/metrics.csv", state.step);
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
@@ -295,6 +308,11 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
           ". Try a lower --lr (or check --attn-scale).");
     const float lr = learning_rate(cfg.adamw, step, cfg.steps);
     state.optimizer.update(model, cfg.adamw, lr);
+    if (!all_finite(model.params_memory))  // an absurd step can overflow the weights even from finite gradients
+      throw std::runtime_error("training diverged at step " + std::to_string(step) +
+                               ": the update made some weights infinite or NaN; nothing was saved" +
+                               (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
+                               ". Try a lower --lr (or check --attn-scale).");
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;
     metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms);
