@@ -11,3 +11,4 @@ build/experiments/%.o: experiments/%.cpp | $(DEPS_OK)
 .PHONY: compare
 compare: build/bin/compare
 	./build/bin/compare $(COMPARE_FLAGS)
+-include build/experiments/compare.d
