@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "blas.h"
+#include "threads.h"
 
 // `omp simd` lets the compiler reorder this one sum into vector lanes (it may not otherwise: float addition is
 // not associative), which is most of attention's speed at head sizes like 32.
@@ -64,7 +65,7 @@ static void masked_softmax_row(float* s, KeyRange keys, int lo, int hi) {
 void attention_forward(float* out, float* probs, const float* qkv, const AttentionMask& mask, float scale, int B,
                        int T, int C, int NH) {
   const int HS = C / NH, C3 = 3 * C;
-#pragma omp parallel for collapse(2) schedule(dynamic)
+#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
       const float* Q = qkv + (size_t)b * T * C3 + h * HS;  // row t of Q is Q + t·C3; K and V follow at +C, +2C
@@ -92,7 +93,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const AttentionMask& mask, float scale, int B, int T, int C, int NH) {
   const int HS = C / NH, C3 = 3 * C;
   // Each (b, h) writes only its own head's columns of dqkv, so the pairs run in parallel without races.
-#pragma omp parallel for collapse(2) schedule(dynamic)
+#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
       // dS for one block of queries; grown once per thread, then reused (no allocation in later steps)

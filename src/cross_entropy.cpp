@@ -1,6 +1,7 @@
 #include "cross_entropy.h"
 
 #include "fast_exp.h"
+#include "threads.h"
 
 #include <cmath>
 #include <cstddef>
@@ -9,7 +10,7 @@ LossSum cross_entropy_forward(float* probs, float* losses, const float* logits, 
   LossSum sum;
   double total = 0;
   int count = 0;
-#pragma omp parallel for reduction(+ : total, count)
+#pragma omp parallel for reduction(+ : total, count) if (worth_threads((size_t)N * V))
   for (int n = 0; n < N; n++) {
     const float* z = logits + (size_t)n * V;
     float* p = probs + (size_t)n * V;
@@ -35,7 +36,7 @@ LossSum cross_entropy_forward(float* probs, float* losses, const float* logits, 
 void cross_entropy_backward(float* dlogits, const float* probs, const int* targets, int count, int N, int V) {
   if (count == 0) return;
   const float scale = 1.0f / count;  // d(mean loss)/d(loss_n)
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads((size_t)N * V))
   for (int n = 0; n < N; n++) {
     int y = targets[n];
     if (y == kNoTarget) continue;

@@ -2,8 +2,10 @@
 
 #include <cstddef>
 
+#include "threads.h"
+
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (worth_threads((size_t)B * T * C))
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
       float* o = out + ((size_t)b * T + t) * C;

@@ -11,8 +11,10 @@
 #include <cstring>
 
 inline float fast_exp(float x) {
-  float clamped = x < -87.0f ? -87.0f : x;
-  clamped = clamped > 88.0f ? 88.0f : clamped;
+  // Written so that NaN fails both comparisons and becomes −87: the float → int conversion below must never see
+  // NaN (that is undefined behaviour); the last line gives NaN back.
+  float clamped = x > -87.0f ? x : -87.0f;
+  clamped = clamped < 88.0f ? clamped : 88.0f;
   const float n = std::floor(clamped * 1.44269504f + 0.5f);  // round(x / ln2)
   const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;  // x − n·ln2, ln2 in two parts (Cody–Waite)
   const float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));

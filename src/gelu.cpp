@@ -1,6 +1,7 @@
 #include "gelu.h"
 
 #include "fast_exp.h"
+#include "threads.h"
 
 #include <cmath>
 
@@ -11,7 +12,7 @@ static const float kCubic = 0.044715f;
 static float tanh_via_exp(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 
 void gelu_forward(float* out, const float* inp, size_t N) {
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads(N))
   for (size_t i = 0; i < N; i++) {
     float x = inp[i];
     float u = kSqrt2OverPi * (x + kCubic * x * x * x);
@@ -20,7 +21,7 @@ void gelu_forward(float* out, const float* inp, size_t N) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads(N))
   for (size_t i = 0; i < N; i++) {
     float x = inp[i];
     float th = tanh_via_exp(kSqrt2OverPi * (x + kCubic * x * x * x));

@@ -2,9 +2,11 @@
 
 #include <cstddef>
 
+#include "threads.h"
+
 void head_gate_forward(float* out, const float* inp, const float* gates, int N, int NH, int HS) {
   const int C = NH * HS;
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads((size_t)N * NH * HS))
   for (int n = 0; n < N; n++)
     for (int h = 0; h < NH; h++)
       for (int d = 0; d < HS; d++) out[(size_t)n * C + h * HS + d] = gates[h] * inp[(size_t)n * C + h * HS + d];
@@ -14,7 +16,7 @@ void head_gate_backward(float* dinp, float* dgates, const float* dout, const flo
                         int NH, int HS) {
   const int C = NH * HS;
   // Heads outermost: each thread owns whole heads, so dξ_h needs no cross-thread sum.
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads((size_t)N * NH * HS))
   for (int h = 0; h < NH; h++) {
     double dgate = 0;
     for (int n = 0; n < N; n++)

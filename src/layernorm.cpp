@@ -1,11 +1,13 @@
 #include "layernorm.h"
 
+#include "threads.h"
+
 #include <cmath>
 #include <cstddef>
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads((size_t)N * C))
   for (int n = 0; n < N; n++) {
     const float* x = inp + (size_t)n * C;
     float* y = out + (size_t)n * C;
@@ -24,7 +26,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C) {
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads((size_t)N * C))
   for (int n = 0; n < N; n++) {
     const float* x = inp + (size_t)n * C;
     const float* dy = dout + (size_t)n * C;
@@ -44,7 +46,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     }
   }
   // Parameter gradients sum over rows; looping channels outermost lets threads own disjoint channels.
-#pragma omp parallel for
+#pragma omp parallel for if (worth_threads((size_t)N * C))
   for (int c = 0; c < C; c++) {
     float dw = 0.0f, db = 0.0f;
     for (int n = 0; n < N; n++) {

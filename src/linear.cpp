@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "blas.h"
+#include "threads.h"
 
 // Threads split each product themselves: every thread calls single-threaded sgemm on its own block of rows or
 // columns. At these sizes OpenBLAS would barely use a second core, and one thread pool (OpenMP) instead of two
@@ -19,7 +20,7 @@ static Share my_share(int n) {
 }
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
-#pragma omp parallel
+#pragma omp parallel if (worth_threads((size_t)N * IC * OC))
   {
     const Share rows = my_share(N);
     float* y = out + (size_t)rows.begin * OC;
@@ -37,7 +38,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int IC, int OC) {
-#pragma omp parallel
+#pragma omp parallel if (worth_threads((size_t)N * IC * OC))
   {
     // dX += dY·Wᵀ, split by rows of dX
     const Share rows = my_share(N);
@@ -56,7 +57,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 }
 
 void lm_head_forward(float* logits, const float* inp, const float* wte, int N, int C, int V) {
-#pragma omp parallel
+#pragma omp parallel if (worth_threads((size_t)N * C * V))
   {
     const Share rows = my_share(N);
     if (rows.size() > 0)
@@ -67,7 +68,7 @@ void lm_head_forward(float* logits, const float* inp, const float* wte, int N, i
 
 void lm_head_backward(float* dinp, float* dwte, const float* dlogits, const float* inp, const float* wte, int N,
                       int C, int V) {
-#pragma omp parallel
+#pragma omp parallel if (worth_threads((size_t)N * C * V))
   {
     const Share rows = my_share(N);  // dX += dlogits·wte
     if (rows.size() > 0)
