@@ -318,24 +318,8 @@ TEST(ModelReceptiveField, WindowTwoTwoLayersSeesTMinusTwoToT) {
 
 namespace {
 
-struct TestAdam {
-  std::vector<float> m, v;
-  int step = 0;
-  void update(GPT& model, float lr) {
-    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-    if (m.empty()) m.assign(model.num_params(), 0.0f), v.assign(model.num_params(), 0.0f);
-    step++;
-    const float c1 = 1.0f - std::pow(b1, (float)step), c2 = 1.0f - std::pow(b2, (float)step);
-    for (size_t i = 0; i < model.num_params(); i++) {
-      const float g = model.grads_memory[i];
-      m[i] = b1 * m[i] + (1 - b1) * g;
-      v[i] = b2 * v[i] + (1 - b2) * g * g;
-      model.params_memory[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
-    }
-  }
-};
 
-float train_step(GPT& model, TestAdam& adam, const Batch& batch, int B, int T, float lr) {
+float train_step(GPT& model, testutil::TestAdam& adam, const Batch& batch, int B, int T, float lr) {
   model.zero_grad();
   const float loss = model.forward(batch.inputs.data(), batch.targets.data(), B, T);
   model.backward();
@@ -362,7 +346,7 @@ TEST(ModelTraining, MemorisesOneBatch) {
   }
   GPT model(c);
   model.init_weights(5);
-  TestAdam adam;
+  testutil::TestAdam adam;
   const float first = train_step(model, adam, batch, B, T, 1e-2f);
   EXPECT_NEAR(first, std::log((double)c.vocab_size), 0.3);  // an untrained model is close to uniform
   float loss = first;
@@ -388,7 +372,7 @@ TEST(ModelTraining, SameSeedIsBitIdenticalDifferentSeedDiffers) {
   for (const TensorSpec& t : a.table) drawn += (t.init == Init::Normal || t.init == Init::ResidualNormal) ? t.numel : 0;
   EXPECT_EQ(differing, drawn);
 
-  TestAdam adam_a, adam_b;
+  testutil::TestAdam adam_a, adam_b;
   for (int step = 0; step < 20; step++) {
     const Batch batch = random_batch(B, T, c.vocab_size, 1000 + step);
     const float la = train_step(a, adam_a, batch, B, T, 1e-2f), lb = train_step(b, adam_b, batch, B, T, 1e-2f);

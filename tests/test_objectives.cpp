@@ -480,22 +480,6 @@ TEST_F(ObjectivePrograms, UnknownObjectiveAndMaskAreNamed) {
 
 namespace {
 
-struct TinyAdam {
-  std::vector<float> m, v;
-  int step = 0;
-  void update(GPT& model, float lr) {
-    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-    if (m.empty()) m.assign(model.num_params(), 0.0f), v.assign(model.num_params(), 0.0f);
-    step++;
-    const float c1 = 1.0f - std::pow(b1, (float)step), c2 = 1.0f - std::pow(b2, (float)step);
-    for (size_t i = 0; i < model.num_params(); i++) {
-      const float g = model.grads_memory[i];
-      m[i] = b1 * m[i] + (1 - b1) * g;
-      v[i] = b2 * v[i] + (1 - b2) * g * g;
-      model.params_memory[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
-    }
-  }
-};
 
 }  // namespace
 
@@ -510,7 +494,7 @@ TEST(ObjectiveFill, OverfitMlmModelRestoresItsSentence) {
   model.init_weights(31);
   BatchMaker batches(Objective::MLM, 0.15f, mask_id, num_chars);
   Rng rng(32);
-  TinyAdam adam;
+  testutil::TestAdam adam;
   std::vector<int> x(B * T), y(B * T);
   float loss = 0;
   int step = 0;

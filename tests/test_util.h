@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "model.h"
+
 namespace testutil {
 
 // n values uniform in [lo, hi), from a seeded generator so every run sees the same data.
@@ -110,5 +112,23 @@ inline std::vector<double> minus(const std::vector<double>& a, const std::vector
   for (size_t i = 0; i < a.size(); i++) d[i] = a[i] - b[i];
   return d;
 }
+
+// Plain Adam written out in the tests, independent of src/adamw.cpp, for "the model can learn" checks.
+struct TestAdam {
+  std::vector<float> m, v;
+  int step = 0;
+  void update(GPT& model, float lr) {
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    if (m.empty()) m.assign(model.num_params(), 0.0f), v.assign(model.num_params(), 0.0f);
+    step++;
+    const float c1 = 1.0f - std::pow(b1, (float)step), c2 = 1.0f - std::pow(b2, (float)step);
+    for (size_t i = 0; i < model.num_params(); i++) {
+      const float g = model.grads_memory[i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      model.params_memory[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+    }
+  }
+};
 
 }  // namespace testutil
