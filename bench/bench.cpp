@@ -76,12 +76,6 @@ static double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // Linux reports KiB
 }
 
-static double cpu_ms() {  // user + system time of every thread of this process
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-}
-
 // The 1-minute load average: on a shared machine, anything well above our own thread count means the numbers
 // are inflated by other work.
 static double load_average() {
@@ -93,8 +87,16 @@ static double load_average() {
 
 static const double kMB = 1024.0 * 1024.0;
 
+// CPU time of the whole process (every thread), ms. On a busy machine a 1-thread measurement in CPU time is
+// close to what the code would take alone; at 2 threads it also counts the time libgomp spins at barriers.
+static double process_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 struct Timing {
-  double median = 0, min = 0;  // ms per call
+  double median = 0, min = 0, cpu = 0;  // ms per call: wall median, wall fastest, CPU-time median
 };
 
 // Runs f once to warm up (unless warm is false), then times it until `max_reps` calls or, after `min_reps`,
@@ -102,15 +104,17 @@ struct Timing {
 template <class F>
 static Timing measure(F&& f, int min_reps, int max_reps, double budget_ms, bool warm = true) {
   if (warm) f();
-  std::vector<double> t;
+  std::vector<double> t, c;
   double total = 0;
   while ((int)t.size() < max_reps && ((int)t.size() < min_reps || total < budget_ms)) {
     const auto t0 = Clock::now();
+    const double c0 = process_cpu_ms();
     f();
+    c.push_back(process_cpu_ms() - c0);
     t.push_back(ms_since(t0));
     total += t.back();
   }
-  return {median(t), *std::min_element(t.begin(), t.end())};
+  return {median(t), *std::min_element(t.begin(), t.end()), median(c)};
 }
 
 template <class F>
@@ -210,7 +214,11 @@ static Rate sgemm_gflops(int threads, int M, int N, int K, int reps) {
 struct StepTimes {
   std::vector<double> ms, cpu_ms;  // wall and CPU (all threads) time of each timed step
   double median_ms = 0, median_cpu_ms = 0;
+  // Median wall and CPU ms of each phase of the step: forward, zero_grad, backward, clip, adamw.
+  static constexpr int kPhases = 5;
+  double phase_ms[kPhases] = {}, phase_cpu_ms[kPhases] = {};
 };
+static const char* kPhaseNames[StepTimes::kPhases] = {"forward", "zero_grad", "backward", "clip", "adamw"};
 
 // The trainer's step without its data loading and logging: forward, zero_grad, backward, clip, AdamW.
 static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, int warmup, int reps) {
@@ -223,18 +231,31 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
   const int T = c.block_size;
   std::vector<int> x = random_tokens((size_t)B * T, c.vocab_size, rng), y = random_tokens(x.size(), c.vocab_size, rng);
   StepTimes st;
+  std::vector<double> phase_wall[StepTimes::kPhases], phase_cpu[StepTimes::kPhases];
   for (int i = 0; i < warmup + reps; i++) {
+    double wall[StepTimes::kPhases + 1], cpu[StepTimes::kPhases + 1];
+    int k = 0;
     const auto t0 = Clock::now();
-    const double c0 = cpu_ms();
+    auto mark = [&] { wall[k] = ms_since(t0), cpu[k] = process_cpu_ms(), k++; };
+    mark();
     const float loss = model.forward(x.data(), y.data(), B, T);
+    mark();
     model.zero_grad();
+    mark();
     model.backward();
+    mark();
     clip_global_norm(model.grads_memory, cfg.grad_clip);
+    mark();
     opt.update(model, cfg, learning_rate(cfg, i, 2000));
-    const double ms = ms_since(t0), cpu = cpu_ms() - c0;
+    mark();
     if (!std::isfinite(loss)) throw std::runtime_error("benchmark step diverged");
-    if (i >= warmup) st.ms.push_back(ms), st.cpu_ms.push_back(cpu);
+    if (i < warmup) continue;
+    st.ms.push_back(wall[k - 1] - wall[0]), st.cpu_ms.push_back(cpu[k - 1] - cpu[0]);
+    for (int p = 0; p < StepTimes::kPhases; p++)
+      phase_wall[p].push_back(wall[p + 1] - wall[p]), phase_cpu[p].push_back(cpu[p + 1] - cpu[p]);
   }
+  for (int p = 0; p < StepTimes::kPhases; p++)
+    st.phase_ms[p] = median(phase_wall[p]), st.phase_cpu_ms[p] = median(phase_cpu[p]);
   st.median_ms = median(st.ms);
   st.median_cpu_ms = median(st.cpu_ms);
   return st;
@@ -248,6 +269,7 @@ struct OpRow {
   Timing fwd, bwd;
   double step_ms() const { return count * (fwd.median + bwd.median); }
   double step_min_ms() const { return count * (fwd.min + bwd.min); }
+  double step_cpu_ms() const { return count * (fwd.cpu + bwd.cpu); }
 };
 
 // Times every op of one training step on its own, called straight from src/ on buffers of the step's shapes.
@@ -328,6 +350,7 @@ static std::vector<OpRow> op_breakdown(const ModelConfig& c, int B, int T, int t
     for (float& g : model.grads_memory) g = (float)(1e-3 * rng.normal());
     AdamW opt;
     AdamWConfig cfg;
+    opt.update(model, cfg, 1e-4f);  // the first update allocates m and v: keep that out of the timings
     Timing z = timed([&] { model.zero_grad(); });
     rows.push_back({"zero_grad", 1, Timing{}, z});
     Timing clip = timed([&] { clip_global_norm(model.grads_memory, cfg.grad_clip); });
@@ -369,7 +392,11 @@ static json step_report(const std::string& name, int threads, int warmup, int re
   StepTimes st = time_training_steps(p.model, p.batch, threads, warmup, reps);
   const double tokens = (double)p.batch * p.model.block_size;
   const double gflop = tokens * flops_per_token(p.model, p.model.block_size) / 1e9;
+  json phases = json::object(), phases_cpu = json::object();
+  for (int k = 0; k < StepTimes::kPhases; k++) phases[kPhaseNames[k]] = st.phase_ms[k], phases_cpu[kPhaseNames[k]] = st.phase_cpu_ms[k];
   return {{"impl", "plaingpt"},
+          {"phases_ms", phases},
+          {"phases_cpu_ms", phases_cpu},
           {"preset", name},
           {"threads", threads},
           {"batch", p.batch},
@@ -404,32 +431,55 @@ static void write_json(const json& j, const std::string& path) {
   f << j.dump(2) << "\n";
 }
 
-// The table: ops sorted by their share of the step. Columns are medians; the last two use each op's fastest call
-// and the fastest step instead (on a busy machine those are closer to what the code costs on its own).
-static void print_breakdown(const std::string& title, const std::vector<OpRow>& rows, double step_ms,
-                            double step_min_ms, json& out) {
-  std::printf("\n%s — measured step: median %.2f ms, fastest %.2f ms\n", title.c_str(), step_ms, step_min_ms);
-  std::printf("  %-28s %5s %9s %9s %10s %7s %11s %7s\n", "op", "calls", "fwd ms", "bwd ms", "ms/step", "% step",
-              "fastest ms", "% step");
-  double sum = 0, sum_min = 0;
+// The table: ops sorted by their share of the step, three ways: wall-time medians; the fastest call of each op
+// against the fastest step (on a busy machine other work only ever adds time, so at 2 threads these are the
+// steadier shares); and CPU time (medians of the process's CPU time; at 1 thread the most reliable columns, at 2
+// threads they also count libgomp's spinning at barriers).
+static void print_breakdown(const std::string& title, const std::vector<OpRow>& rows, const json& step, json& out) {
+  const double step_ms = step["median_ms"], step_cpu_ms = step["median_cpu_ms"], step_min_ms = step["min_ms"];
+  std::printf("\n%s — measured step: median %.2f ms, fastest %.2f ms, CPU %.2f ms\n", title.c_str(), step_ms,
+              step_min_ms, step_cpu_ms);
+  std::printf("  %-28s %5s %8s %8s %9s %7s %9s %7s %9s %7s\n", "op", "calls", "fwd ms", "bwd ms", "ms/step", "% step",
+              "fastest", "% step", "CPU ms", "% CPU");
+  double sum = 0, sum_cpu = 0;
   json arr = json::array();
   std::vector<OpRow> sorted = rows;
-  std::stable_sort(sorted.begin(), sorted.end(), [](const OpRow& a, const OpRow& b) { return a.step_ms() > b.step_ms(); });
+  std::stable_sort(sorted.begin(), sorted.end(), [](const OpRow& a, const OpRow& b) { return a.step_cpu_ms() > b.step_cpu_ms(); });
   for (const OpRow& r : sorted) {
-    sum += r.step_ms(), sum_min += r.step_min_ms();
-    std::printf("  %-28s %5d %9.3f %9.3f %10.2f %6.1f%% %11.2f %6.1f%%\n", r.name.c_str(), r.count, r.fwd.median,
-                r.bwd.median, r.step_ms(), 100 * r.step_ms() / step_ms, r.step_min_ms(),
-                100 * r.step_min_ms() / step_min_ms);
+    sum += r.step_ms(), sum_cpu += r.step_cpu_ms();
+    std::printf("  %-28s %5d %8.3f %8.3f %9.2f %6.1f%% %9.2f %6.1f%% %9.2f %6.1f%%\n", r.name.c_str(), r.count,
+                r.fwd.median, r.bwd.median, r.step_ms(), 100 * r.step_ms() / step_ms, r.step_min_ms(),
+                100 * r.step_min_ms() / step_min_ms, r.step_cpu_ms(), 100 * r.step_cpu_ms() / step_cpu_ms);
     arr.push_back({{"op", r.name}, {"calls", r.count}, {"fwd_ms", r.fwd.median}, {"bwd_ms", r.bwd.median},
-                   {"fwd_min_ms", r.fwd.min}, {"bwd_min_ms", r.bwd.min}, {"ms_per_step", r.step_ms()},
-                   {"pct_of_step", 100 * r.step_ms() / step_ms}, {"min_ms_per_step", r.step_min_ms()},
-                   {"pct_of_fastest_step", 100 * r.step_min_ms() / step_min_ms}});
+                   {"fwd_min_ms", r.fwd.min}, {"bwd_min_ms", r.bwd.min}, {"fwd_cpu_ms", r.fwd.cpu},
+                   {"bwd_cpu_ms", r.bwd.cpu}, {"ms_per_step", r.step_ms()},
+                   {"pct_of_step", 100 * r.step_ms() / step_ms}, {"cpu_ms_per_step", r.step_cpu_ms()},
+                   {"pct_of_step_cpu", 100 * r.step_cpu_ms() / step_cpu_ms}, {"min_ms_per_step", r.step_min_ms()}});
   }
-  const double other = step_ms - sum, other_min = step_min_ms - sum_min;
-  std::printf("  %-28s %5s %9s %9s %10.2f %6.1f%% %11.2f %6.1f%%\n", "other (step − sum of ops)", "", "", "", other,
-              100 * other / step_ms, other_min, 100 * other_min / step_min_ms);
-  out = {{"step_ms", step_ms}, {"step_min_ms", step_min_ms}, {"ops", arr}, {"other_ms", other},
-         {"sum_ops_ms", sum}, {"other_min_ms", other_min}, {"sum_ops_min_ms", sum_min}};
+  double sum_min = 0;
+  for (const OpRow& r : rows) sum_min += r.step_min_ms();
+  const double other = step_ms - sum, other_cpu = step_cpu_ms - sum_cpu, other_min = step_min_ms - sum_min;
+  std::printf("  %-28s %5s %8s %8s %9.2f %6.1f%% %9.2f %6.1f%% %9.2f %6.1f%%\n", "other (step − sum of ops)", "", "",
+              "", other, 100 * other / step_ms, other_min, 100 * other_min / step_min_ms, other_cpu,
+              100 * other_cpu / step_cpu_ms);
+  // Where "other" lives: each phase of the real step against the same phase assembled from the ops.
+  double fwd_ops = 0, bwd_ops = 0, fwd_ops_cpu = 0, bwd_ops_cpu = 0;
+  for (const OpRow& r : rows) {
+    if (r.name == "zero_grad" || r.name == "adamw update" || r.name.rfind("grad clip", 0) == 0) continue;
+    fwd_ops += r.count * r.fwd.median, bwd_ops += r.count * r.bwd.median;
+    fwd_ops_cpu += r.count * r.fwd.cpu, bwd_ops_cpu += r.count * r.bwd.cpu;
+  }
+  const double fwd_step = step["phases_ms"]["forward"], bwd_step = step["phases_ms"]["backward"];
+  const double fwd_step_cpu = step["phases_cpu_ms"]["forward"], bwd_step_cpu = step["phases_cpu_ms"]["backward"];
+  std::printf("  in the step: forward %.2f ms (CPU %.2f) vs its ops alone %.2f (CPU %.2f); backward %.2f ms (CPU %.2f)"
+              " vs its ops alone %.2f (CPU %.2f)\n", fwd_step, fwd_step_cpu, fwd_ops, fwd_ops_cpu, bwd_step, bwd_step_cpu,
+              bwd_ops, bwd_ops_cpu);
+  out = {{"step_ms", step_ms}, {"step_cpu_ms", step_cpu_ms}, {"step_min_ms", step_min_ms}, {"ops", arr},
+         {"forward_step_ms", fwd_step}, {"forward_ops_ms", fwd_ops}, {"backward_step_ms", bwd_step},
+         {"backward_ops_ms", bwd_ops}, {"forward_step_cpu_ms", fwd_step_cpu}, {"forward_ops_cpu_ms", fwd_ops_cpu},
+         {"backward_step_cpu_ms", bwd_step_cpu}, {"backward_ops_cpu_ms", bwd_ops_cpu},
+         {"other_ms", other}, {"sum_ops_ms", sum}, {"other_cpu_ms", other_cpu}, {"sum_ops_cpu_ms", sum_cpu},
+         {"other_min_ms", other_min}, {"sum_ops_min_ms", sum_min}};
 }
 
 static std::string machine_description() {
@@ -506,7 +556,7 @@ static int run_full(const Options& o) {
   std::printf("  %-6s %3s %5s %10s %18s %9s %10s %8s %7s %8s %8s %7s\n", "preset", "thr", "reps", "ms/step", "(min–max)",
               "CPU ms", "tokens/s", "GFLOP/s", "%sgemm", "RSS MB", "est. MB", "RSS/est");
   json steps = json::array();
-  std::map<std::string, double> step_ms, step_min_ms;  // "tiny/2" → median, fastest
+  std::map<std::string, json> step_json;  // "tiny/2" → that run's report
   const std::string exe = self_exe();
   struct StepRun {
     const char* preset;
@@ -539,10 +589,7 @@ static int run_full(const Options& o) {
       if (*run.env) std::printf("  %-6s     └ the row above's child ran with %s (libgomp threads sleep instead of spinning)\n", "", run.env);
       r["pct_of_sgemm"] = 100 * gf / machine_rate[t];
       steps.push_back(r);
-      if (!*run.env) {
-        step_ms[std::string(name) + "/" + std::to_string(t)] = med;
-        step_min_ms[std::string(name) + "/" + std::to_string(t)] = r["min_ms"];
-      }
+      if (!*run.env) step_json[std::string(name) + "/" + std::to_string(t)] = r;
       std::fflush(stdout);
     }
   }
@@ -570,8 +617,9 @@ static int run_full(const Options& o) {
                                                    o.quick ? 30 : 100, true);
     const std::string key = p.name + "/" + std::to_string(bd.threads);
     json j;
+    if (!step_json.count(key)) continue;
     print_breakdown(std::string(bd.name) + " preset, " + std::to_string(bd.threads) + " thread(s)", rows,
-                    step_ms[key], step_min_ms[key], j);
+                    step_json[key], j);
     j["preset"] = bd.name, j["threads"] = bd.threads;
     breakdowns.push_back(j);
     std::fflush(stdout);
@@ -599,8 +647,8 @@ static int run_full(const Options& o) {
   std::printf("5. cost growth: tiny model (%d layers, %d wide), %d threads; attention = fwd+bwd of all layers from\n"
               "   per-op timing; its share of the step shows where T² takes over\n",
               tiny.model.n_layer, tiny.model.n_embd, max_threads);
-  std::printf("  %-12s %6s %6s %11s %11s %13s %8s %8s\n", "sweep", "B", "T", "ms/step", "tokens/s", "attention ms",
-              "attn %", "GFLOP/s");
+  std::printf("  %-12s %5s %5s %10s %10s %9s %13s %8s %10s %8s\n", "sweep", "B", "T", "ms/step", "CPU ms", "tokens/s",
+              "attention ms", "attn %", "attn % CPU", "GFLOP/s");
   json growth = json::array();
   std::vector<int> blocks = {64, 128, 256, 512, 1024};
   if (o.quick) blocks.pop_back();
@@ -622,53 +670,62 @@ static int run_full(const Options& o) {
     std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
     const float scale = 1.0f / std::sqrt((float)(C / NH));
     const AttentionMask causal;
-    const double att = time_op_ms([&] {
+    const Timing at = measure([&] {
       attention_forward(out.data(), probs.data(), qkv.data(), causal, scale, B, T, C, NH);
       attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), causal, scale, B, T, C, NH);
-    }, o.quick ? 2 : 3, 50, o.quick ? 50 : 150) * c.n_layer;
+    }, o.quick ? 2 : 3, 50, o.quick ? 50 : 150);
+    const double att = at.median * c.n_layer, att_cpu = at.cpu * c.n_layer;
     const double gf = tokens * flops_per_token(c, T) / 1e9 / (st.median_ms / 1000);
     const char* sweep = i < blocks.size() ? "block size" : "batch";
-    std::printf("  %-12s %6d %6d %11.2f %11.0f %13.2f %7.1f%% %8.1f\n", sweep, B, T, st.median_ms,
-                tokens / (st.median_ms / 1000), att, 100 * att / st.median_ms, gf);
+    std::printf("  %-12s %5d %5d %10.2f %10.2f %9.0f %13.2f %7.1f%% %9.1f%% %8.1f\n", sweep, B, T, st.median_ms,
+                st.median_cpu_ms, tokens / (st.median_ms / 1000), att, 100 * att / st.median_ms,
+                100 * att_cpu / st.median_cpu_ms, gf);
     growth.push_back({{"sweep", sweep}, {"B", B}, {"T", T}, {"ms_per_step", st.median_ms},
-                      {"tokens_per_s", tokens / (st.median_ms / 1000)}, {"attention_ms", att},
-                      {"attention_pct", 100 * att / st.median_ms}, {"gflops", gf}});
+                      {"cpu_ms_per_step", st.median_cpu_ms}, {"tokens_per_s", tokens / (st.median_ms / 1000)},
+                      {"attention_ms", att}, {"attention_cpu_ms", att_cpu}, {"attention_pct", 100 * att / st.median_ms},
+                      {"attention_pct_cpu", 100 * att_cpu / st.median_cpu_ms}, {"gflops", gf}});
     std::fflush(stdout);
   }
   results["growth"] = growth;
   write_json(results, o.json_path);
 
   // 6. attention alone ------------------------------------------------------------------------------------------
+  // One thread, so the growth with T is the kernel's own and not the scheduler's; CPU time (in parentheses) is the
+  // steadier number on a busy machine.
   hr();
-  const int AB = 4;
-  std::printf("6. attention forward+backward alone: B=%d, C=%d, %d heads, %d threads (ms)\n", AB, tiny.model.n_embd,
-              tiny.model.n_head, max_threads);
-  std::printf("  %6s %12s %12s %12s %14s %14s\n", "T", "full", "causal", "window:32", "causal/full", "window/T (µs)");
+  const int AB = 4, att_threads = 1;
+  std::printf("6. attention forward+backward alone: B=%d, C=%d, %d heads, %d thread; ms wall median (CPU ms)\n", AB,
+              tiny.model.n_embd, tiny.model.n_head, att_threads);
+  std::printf("  %6s %18s %18s %18s %12s %14s\n", "T", "full", "causal", "window:32", "causal/full",
+              "window µs / T");
   json att_table = json::array();
   std::vector<int> Ts = {64, 128, 256, 512, 1024};
   if (o.quick) Ts.pop_back();
-  set_threads(max_threads);
+  set_threads(att_threads);
   for (int T : Ts) {
     const int C = tiny.model.n_embd, NH = tiny.model.n_head;
     Rng rng(17);
     std::vector<float> qkv = randn((size_t)AB * T * 3 * C, 1, rng), probs((size_t)AB * NH * T * T), out((size_t)AB * T * C);
     std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
     const float scale = 1.0f / std::sqrt((float)(C / NH));
-    double ms[3];
+    Timing tm[3];
     const AttentionMask masks[3] = {AttentionMask::parse("bidirectional"), AttentionMask::parse("causal"),
                                     AttentionMask::parse("window:32")};
     for (int m = 0; m < 3; m++)
-      ms[m] = time_op_ms([&] {
+      tm[m] = measure([&] {
         attention_forward(out.data(), probs.data(), qkv.data(), masks[m], scale, AB, T, C, NH);
         attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), masks[m], scale, AB, T, C, NH);
       }, 3, 100, o.quick ? 40 : 150);
-    std::printf("  %6d %12.3f %12.3f %12.3f %14.2f %14.2f\n", T, ms[0], ms[1], ms[2], ms[1] / ms[0],
-                1000 * ms[2] / T);
-    att_table.push_back({{"T", T}, {"full_ms", ms[0]}, {"causal_ms", ms[1]}, {"window32_ms", ms[2]}});
+    char cell[3][40];
+    for (int m = 0; m < 3; m++) std::snprintf(cell[m], sizeof cell[m], "%8.3f (%7.3f)", tm[m].median, tm[m].cpu);
+    std::printf("  %6d %18s %18s %18s %12.2f %14.2f\n", T, cell[0], cell[1], cell[2], tm[1].cpu / tm[0].cpu,
+                1000 * tm[2].cpu / T);
+    att_table.push_back({{"T", T}, {"full_ms", tm[0].median}, {"causal_ms", tm[1].median}, {"window32_ms", tm[2].median},
+                         {"full_cpu_ms", tm[0].cpu}, {"causal_cpu_ms", tm[1].cpu}, {"window32_cpu_ms", tm[2].cpu}});
     std::fflush(stdout);
   }
   results["attention_only"] = {{"B", AB}, {"C", tiny.model.n_embd}, {"n_head", tiny.model.n_head},
-                               {"threads", max_threads}, {"rows", att_table}};
+                               {"threads", att_threads}, {"rows", att_table}};
 
   const double total_s = ms_since(start) / 1000;
   results["meta"]["wall_s"] = total_s;

@@ -70,9 +70,9 @@ def load_average():
 
 # ---- the two programs --------------------------------------------------------------------------------------------
 
-def ours_step(preset, threads, warmup, repeats):
+def ours_step(preset, threads, warmup, repeats, env=None):
     return run_json([OURS, "--step", preset, "--threads", str(threads), "--warmup", str(warmup), "--repeats",
-                     str(repeats)])
+                     str(repeats)], env=clean_env(env))
 
 
 def twin_step(preset, variant, warmup, repeats):
@@ -108,18 +108,23 @@ def pick_best_variant(budget, quick, log):
 
 # ---- tables ------------------------------------------------------------------------------------------------------
 
-def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_torch, log):
-    ours_runs, twin_runs = [], []
+def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_torch, log, ours_passive=False):
+    """Rounds of ours / PyTorch (/ ours with OMP_WAIT_POLICY=PASSIVE, a diagnostic), the order rotating per round."""
+    runs = {"ours": [], "pytorch": [], "ours_passive": []}
+    contenders = ["ours"] + (["pytorch"] if have_torch else []) + (["ours_passive"] if ours_passive else [])
     for r in range(rounds):
-        order = ["ours", "twin"] if r % 2 == 0 else ["twin", "ours"]
+        order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
+        if r % 2:
+            order.reverse()
         for who in order:
             if who == "ours":
-                ours_runs.append(ours_step(preset, threads, warmup, repeats))
-            elif have_torch:
-                twin_runs.append(twin_step(preset, variant, warmup, repeats))
-        o = ours_runs[-1]["median_ms"]
-        t = twin_runs[-1]["median_ms"] if twin_runs else float("nan")
-        log(f"    {label} round {r + 1}/{rounds}: ours {o:9.2f} ms, pytorch {t:9.2f} ms  (load {load_average():.1f})")
+                runs[who].append(ours_step(preset, threads, warmup, repeats))
+            elif who == "ours_passive":
+                runs[who].append(ours_step(preset, threads, warmup, repeats, {"OMP_WAIT_POLICY": "PASSIVE"}))
+            else:
+                runs[who].append(twin_step(preset, variant, warmup, repeats))
+        line = ", ".join(f"{who} {runs[who][-1]['median_ms']:9.2f} ms" for who in contenders)
+        log(f"    {label} round {r + 1}/{rounds}: {line}  (load {load_average():.1f})")
 
     def summary(runs):
         if not runs:
@@ -127,12 +132,14 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
         meds = [x["median_ms"] for x in runs]
         med = statistics.median(meds)
         return {"median_ms": med, "round_medians_ms": meds, "min_ms": min(min(x["ms"]) for x in runs),
+                "median_cpu_ms": statistics.median(x["median_cpu_ms"] for x in runs),
                 "tokens_per_s": runs[0]["batch"] * runs[0]["block_size"] / (med / 1000),
                 "peak_rss_mb": max(x["peak_rss_mb"] for x in runs),
                 "estimate_mb": runs[0].get("estimate_mb")}
 
     res = {"target": label, "preset": preset, "threads": threads, "rounds": rounds, "warmup": warmup,
-           "repeats": repeats, "ours": summary(ours_runs), "pytorch": summary(twin_runs),
+           "repeats": repeats, "ours": summary(runs["ours"]), "pytorch": summary(runs["pytorch"]),
+           "ours_passive": summary(runs["ours_passive"]),
            "pytorch_variant": variant["name"] if (variant and have_torch) else None}
     if res["pytorch"]:
         res["speedup"] = res["pytorch"]["median_ms"] / res["ours"]["median_ms"]
@@ -234,7 +241,7 @@ def main():
     for label, preset, threads, n, warmup, repeats in targets:
         log(f"  {label}: {n} rounds of {warmup} warm-up + {repeats} timed steps")
         results["targets"].append(ab_rounds(label, preset, threads, n, warmup, repeats, best.get(threads),
-                                            have_torch, log))
+                                            have_torch, log, ours_passive=(preset == "tiny" and threads > 1)))
 
     log("2. sampling, 500 tokens, tiny model: ours = KV cache, PyTorch = full recompute (nanoGPT generate)")
     for threads in (1, 2):
@@ -250,20 +257,23 @@ def main():
 
     # ---- the summary table ----
     log("")
-    log(f"{'target':<18} {'impl':<9} {'ms/step':>10} {'tokens/s':>10} {'peak RSS MB':>12} {'est. MB':>9}   "
+    log(f"{'target':<18} {'impl':<9} {'ms/step':>10} {'CPU ms':>9} {'tokens/s':>10} {'peak RSS MB':>12} {'est. MB':>9}   "
         "ours/PyTorch speed")
     for t in results["targets"]:
-        for impl in ("ours", "pytorch"):
-            s = t[impl]
+        for impl in ("ours", "pytorch", "ours_passive"):
+            s = t.get(impl)
             if not s:
                 continue
             est = f"{s['estimate_mb']:9.1f}" if s.get("estimate_mb") else f"{'':9}"
             extra = ""
+            if impl == "ours_passive":
+                extra = "   (diagnostic: ours with OMP_WAIT_POLICY=PASSIVE)"
             if impl == "pytorch":
-                extra = (f"   {t['speedup']:.2f}x (minima {t['speedup_of_minima']:.2f}x); RSS "
-                         f"{t['pytorch']['peak_rss_mb'] / t['ours']['peak_rss_mb']:.1f}x smaller")
-            log(f"{t['target'] if impl == 'ours' else '':<18} {impl:<9} {s['median_ms']:10.2f} "
-                f"{s['tokens_per_s']:10.0f} {s['peak_rss_mb']:12.1f} {est}{extra}")
+                extra = (f"   {t['speedup']:.2f}x (fastest steps {t['speedup_of_minima']:.2f}x); "
+                         f"PyTorch RSS / ours {t['pytorch']['peak_rss_mb'] / t['ours']['peak_rss_mb']:.1f}x")
+            name = {"ours_passive": "ours (P)"}.get(impl, impl)
+            log(f"{t['target'] if impl == 'ours' else '':<18} {name:<9} {s['median_ms']:10.2f} "
+                f"{s['median_cpu_ms']:9.1f} {s['tokens_per_s']:10.0f} {s['peak_rss_mb']:12.1f} {est}{extra}")
         if t["pytorch_variant"]:
             log(f"{'':<18} (PyTorch: {t['pytorch_variant']})")
     for s in results["sampling"]:

@@ -66,6 +66,8 @@ def main():
     ap.add_argument("--torch", action="store_true", help="also run the PyTorch twin's --train")
     ap.add_argument("--torch-env", default="OMP_WAIT_POLICY=PASSIVE",
                     help="extra environment for the twin, e.g. '' or 'OMP_WAIT_POLICY=PASSIVE'")
+    ap.add_argument("--ours-env", default="",
+                    help="extra environment for ./train, e.g. 'OMP_WAIT_POLICY=PASSIVE' on a busy machine")
     ap.add_argument("--json", default=os.path.join(HERE, "quality.json"))
     args = ap.parse_args()
     if not os.path.exists(args.data):
@@ -75,18 +77,20 @@ def main():
 
     cmd = [os.path.join(ROOT, "train"), "--preset", "tiny", "--data", args.data, "--out", args.out, "--threads",
            str(args.threads), "--steps", str(args.steps)]
-    print(f"ours: {' '.join(cmd)}", flush=True)
-    out, wall = run_streaming(cmd, clean_env())
+    ours_extra = dict(kv.split("=", 1) for kv in args.ours_env.split() if "=" in kv)
+    print(f"ours: {' '.join(k + '=' + v for k, v in ours_extra.items())} {' '.join(cmd)}", flush=True)
+    out, wall = run_streaming(cmd, clean_env(ours_extra))
     vals = re.findall(r"step (\d+): train loss ([0-9.]+), val loss ([0-9.]+)", out)
     val = float(vals[-1][2]) if vals else float("nan")
-    results["runs"].append({"impl": "plaingpt", "wall_s": wall, "val_loss": val, "command": " ".join(cmd)})
+    results["runs"].append({"impl": "plaingpt", "wall_s": wall, "val_loss": val, "command": " ".join(cmd),
+                            "env": ours_extra})
 
     if args.torch:
         extra = dict(kv.split("=", 1) for kv in args.torch_env.split() if "=" in kv)
         extra["OPENBLAS_NUM_THREADS"] = str(args.threads)
         tcmd = [TWIN_PY, os.path.join(HERE, "torch_twin.py"), "--train", args.data, "--steps", str(args.steps),
                 "--threads", str(args.threads)]
-        print(f"pytorch: {' '.join(extra_kv + '=' + v for extra_kv, v in extra.items())} {' '.join(tcmd)}", flush=True)
+        print(f"pytorch: {' '.join(k + '=' + v for k, v in extra.items())} {' '.join(tcmd)}", flush=True)
         check = subprocess.run([TWIN_PY, "-c", "import torch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if check.returncode != 0:
             print("    PyTorch is not installed for /usr/bin/python3: apt-get install -y python3-torch python3-numpy")

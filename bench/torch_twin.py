@@ -228,17 +228,19 @@ def bench(args):
     g = torch.Generator().manual_seed(42)
     x = torch.randint(0, 65, (B, T), generator=g)
     y = torch.randint(0, 65, (B, T), generator=g)
-    times = []
+    times, cpu = [], []
     for i in range(warmup + repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         train_step(model, opt, x, y, i, 2000)
-        ms = (time.perf_counter() - t0) * 1000
+        ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
         if i >= warmup:
             times.append(ms)
+            cpu.append(cpu_ms)
     med = median(times)
     n_params = sum(p.numel() for p in model.parameters())
     out = {"impl": "pytorch", "preset": args.preset, "batch": B, "block_size": T, "warmup": warmup, "ms": times,
-           "median_ms": med, "tokens_per_s": B * T / (med / 1000), "peak_rss_mb": peak_rss_mb(), "params": n_params,
+           "median_ms": med, "min_ms": min(times), "cpu_ms": cpu, "median_cpu_ms": median(cpu),
+           "tokens_per_s": B * T / (med / 1000), "peak_rss_mb": peak_rss_mb(), "params": n_params,
            "foreach": args.foreach}
     out.update(runtime_info(args.threads))
     print(json.dumps(out))
