@@ -5,7 +5,8 @@
 #   <build dir>/corpus/<target>/    what earlier runs discovered (kept between runs, not committed)
 #   fuzz/corpus/<target>/           committed seeds
 #   <build dir>/seeds/<target>/     generated seeds (the checkpoint target: real files from save_checkpoint)
-#   tests/regressions/<target>/     every crash found so far, so a regression is re-found at once
+# tests/regressions/<target>/ is not among them: a known crash would end every run in its first second, before
+# any fuzzing. Those files are replayed by the test suite (HardeningRegressions) and by `make fuzz-replay`.
 # On a crash the input is minimized into <build dir>/artifacts/<target>/minimized-*; copy that file into
 # tests/regressions/<target>/ and fix the bug (tests/test_hardening.cpp replays that directory).
 set -u
@@ -19,7 +20,7 @@ artifacts="$dir/artifacts/$target"
 mkdir -p "$work" "$artifacts"
 
 set -- "$work"
-for d in "fuzz/corpus/$target" "$dir/seeds/$target" "tests/regressions/$target"; do
+for d in "fuzz/corpus/$target" "$dir/seeds/$target"; do
   [ -d "$d" ] && set -- "$@" "$d"
 done
 dict=""
@@ -32,7 +33,7 @@ echo "=== fuzz_$target: ${seconds}s"
 status=$?
 grep -E '^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|stat::peak_rss_mb)' \
   "$artifacts/log.txt" | sed "s/^/fuzz_$target: /"
-grep -E '^#[0-9]+ +DONE' "$artifacts/log.txt" | tail -1 | sed "s/^/fuzz_$target: /"
+grep -E '^#[0-9]+[[:space:]]+DONE' "$artifacts/log.txt" | tail -1 | sed "s/^/fuzz_$target: /"
 if [ $status -ne 0 ]; then
   echo "fuzz_$target: FAILED (exit $status); the report:" >&2
   grep -E -A40 '^==[0-9]+==ERROR|FUZZ_CHECK failed|runtime error|^==[0-9]+== ERROR' "$artifacts/log.txt" | head -80 >&2

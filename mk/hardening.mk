@@ -1,15 +1,17 @@
 # Hardening: sanitizers and fuzzing (tools/ci_hardening.sh runs both on CI).
-#   make test-asan                the library, every tests/*.cpp, ./train and ./sample built with AddressSanitizer
-#                                 and UndefinedBehaviorSanitizer in build/asan/, then the whole suite run there
+#   make test-asan                the library, every tests/*.cpp and every program (./train, ./sample, …) built with
+#                                 AddressSanitizer and UndefinedBehaviorSanitizer in build/asan/, then the whole
+#                                 suite run there
 #   make fuzz [FUZZ_SECONDS=60]   build the libFuzzer targets in build/fuzz/ and run each for FUZZ_SECONDS
 #   make fuzz-build               only build them (and the checkpoint seed corpus)
 #   make fuzz-replay              run every file of tests/regressions/<target>/ through the fuzz binaries
 # Both live under build/, so `make clean` removes them and git ignores them; the normal build is not touched.
 #
-# The ASan suite runs with build/asan as its working directory: tests/test_programs.cpp and test_hardening.cpp
-# start ./train and ./sample, and there those are the sanitized programs, so the end-to-end tests check the
-# programs too. Nothing in the tests reads other files relative to the working directory except
-# tests/regressions/ and fuzz/corpus/, which they find through PLAINGPT_ROOT.
+# The ASan suite runs with build/asan/bin as its working directory: the tests start ./train, ./sample and
+# ./inspect, and there those are the sanitized programs, so the end-to-end tests check the programs too (a
+# sanitizer report in a child program fails the test that started it, see exitcode=86 below). The tests read no
+# other files relative to the working directory except tests/regressions/ and fuzz/corpus/, found through
+# PLAINGPT_ROOT.
 
 .PHONY: test-asan asan-programs fuzz fuzz-build fuzz-replay
 
@@ -49,18 +51,24 @@ $(ASAN_DIR)/main/%.o: %.cpp | $(DEPS_OK)
 $(ASAN_DIR)/libplaingpt.a: $(ASAN_OBJ)
 	ar rcs $@ $^
 
-$(ASAN_DIR)/train $(ASAN_DIR)/sample: $(ASAN_DIR)/%: $(ASAN_DIR)/main/%.o $(ASAN_DIR)/libplaingpt.a
+# Every program the Makefile builds (PROGRAMS: build/bin/train, build/bin/sample, and what mk/*.mk files after
+# this one add, like ./inspect), sanitized, in build/asan/bin/. Deferred (=) and built by a sub-make, because the
+# other mk files are read after this one.
+ASAN_PROGRAMS = $(PROGRAMS:build/bin/%=$(ASAN_DIR)/bin/%)
+$(ASAN_DIR)/bin/%: $(ASAN_DIR)/main/%.o $(ASAN_DIR)/libplaingpt.a
+	@mkdir -p $(dir $@)
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(LIBS)
 
 $(ASAN_DIR)/run_tests: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libplaingpt.a
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(GTEST_LIBS) $(LIBS)
 
-asan-programs: $(ASAN_DIR)/train $(ASAN_DIR)/sample
+asan-programs:
+	@$(MAKE) --no-print-directory $(ASAN_PROGRAMS)
 
 test-asan: $(ASAN_DIR)/run_tests asan-programs
-	cd $(ASAN_DIR) && $(ASAN_ENV) ./run_tests $(GTEST_FLAGS)
+	cd $(ASAN_DIR)/bin && $(ASAN_ENV) ../run_tests $(GTEST_FLAGS)
 
--include $(ASAN_OBJ:.o=.d) $(ASAN_TEST_OBJ:.o=.d) $(ASAN_DIR)/main/train.d $(ASAN_DIR)/main/sample.d
+-include $(ASAN_OBJ:.o=.d) $(ASAN_TEST_OBJ:.o=.d) $(wildcard $(ASAN_DIR)/main/*.d)
 
 # ---- libFuzzer ---------------------------------------------------------------------------------------------------
 # clang only. On Debian: apt-get install clang libclang-rt-14-dev libomp-14-dev (the version matching clang).
@@ -103,7 +111,8 @@ fuzz-build: $(FUZZ_BINS) $(FUZZ_DIR)/seeds/checkpoint/.done
 
 # Runs every target (the next one even when one finds a crash), then fails if any did. New interesting inputs
 # collect in build/fuzz/corpus/<target>/ (kept between runs); crashes in build/fuzz/artifacts/<target>/, with a
-# minimized copy to put in tests/regressions/<target>/ — see fuzz/run_fuzzer.sh.
+# minimized copy to put in tests/regressions/<target>/ — see fuzz/run_fuzzer.sh. The regressions themselves are
+# replayed by the test suite (HardeningRegressions) and by fuzz-replay, not fuzzed from.
 fuzz: fuzz-build
 	@status=0; for t in $(FUZZ_TARGETS); do \
 	  sh fuzz/run_fuzzer.sh $$t $(FUZZ_SECONDS) $(FUZZ_DIR) "$(FUZZ_FLAGS)" || status=1; \

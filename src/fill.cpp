@@ -27,6 +27,8 @@ std::vector<int> fill_blanks(GPT& model, std::vector<int> ids, int mask_token, i
       const float prob = (float)(1.0 / denominator);
       if (prob > best_prob) best_prob = prob, best_position = t, best_token = top;
     }
+    if (best_position < 0)  // every probability was NaN: weights so large that the logits overflowed
+      throw std::runtime_error("--fill: the model's predictions are not finite numbers");
     ids[best_position] = best_token;
   }
   return ids;

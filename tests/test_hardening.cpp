@@ -8,7 +8,7 @@
 //   HardeningDivergence   ./train with an absurd learning rate
 //   HardeningResources    a model too big for the machine, ./sample -n 100000000, a long prompt
 // The program tests start ./train and ./sample from the working directory, like tests/test_programs.cpp (under
-// `make test-asan` that directory is build/asan, holding the sanitized programs). Files of the source tree are
+// `make test-asan` that directory is build/asan/bin, holding the sanitized programs). Files of the source tree are
 // found through $PLAINGPT_ROOT (default: the working directory).
 #include <gtest/gtest.h>
 
