@@ -70,20 +70,6 @@ ModelConfig make_config(int n_layer, int n_head, int n_embd, int block_size, int
   return c;
 }
 
-// Parameters far from the initialisation (non-zero biases, LayerNorm weights ≠ 1, weights large enough to make
-// attention peaked) so every term of every formula matters; rounded to float so both models hold the same values.
-std::vector<double> spread_params(const ModelConfig& config, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  const std::vector<TensorSpec> table = gpt_tensor_table(config);
-  std::vector<double> p(total_floats(table));
-  for (const TensorSpec& t : table) {
-    const bool ln_weight = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
-    for (size_t i = 0; i < t.numel; i++)
-      p[t.offset + i] = (double)(float)(ln_weight ? 1.0 + 0.3 * normal(rng) : 0.3 * normal(rng));
-  }
-  return p;
-}
 
 // Writes into the model's arena in place (GPT's views point into it; it must never be reassigned).
 void load_params(GPT& model, const std::vector<double>& values) {
@@ -347,7 +333,7 @@ TEST(MaskReceptiveField, GradientIsExactlyZeroOutsideTheComposedMasks) {
   for (const Stack& s : stacks_for(T)) {
     const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
     GPT model(c, stack_of(s.text, s.n_layer));
-    load_params(model, spread_params(c, 101));
+    load_params(model, testutil::random_params(c, 101));
     const std::vector<int> x = random_ids(B * T, c.vocab_size, 102), y_all = random_ids(B * T, c.vocab_size, 103);
     int hidden_total = 0;
     for (int i : probe_positions(T)) {
@@ -415,7 +401,7 @@ constexpr double kFastTol = 3e-5;
 void expect_reference_matches_finite_differences(const ModelConfig& c, const std::vector<AttentionMask>& masks,
                                                  const std::vector<int>& x, const std::vector<int>& y, int B, int T) {
   ReferenceGPT<double> ref(c, masks);
-  ref.params = spread_params(c, 201);
+  ref.params = testutil::random_params(c, 201);
   std::vector<double> grads(ref.params.size(), 0.0);
   ref.forward(x, y, B, T);
   ref.backward(grads);
@@ -432,7 +418,7 @@ void expect_reference_matches_finite_differences(const ModelConfig& c, const std
 void expect_fast_matches_reference(const ModelConfig& c, const std::vector<AttentionMask>& masks,
                                    const std::vector<int>& x, const std::vector<int>& y, int B, int T) {
   GPT fast(c, masks);
-  load_params(fast, spread_params(c, 202));
+  load_params(fast, testutil::random_params(c, 202));
   ReferenceGPT<double> ref(c, masks);
   ref.params = to_double(fast.params_memory);
   std::vector<double> grads(ref.params.size(), 0.0);
@@ -552,7 +538,7 @@ TEST(MaskAttentionProbs, NoStaleValuesAfterTheMasksChange) {
     SCOPED_TRACE("T=" + std::to_string(T));
     const ModelConfig c = make_config(2, 2, 8, T, 9);
     GPT model(c, stack_of("bidirectional", 2));
-    load_params(model, spread_params(c, 402));
+    load_params(model, testutil::random_params(c, 402));
     const std::vector<int> x = random_ids(B * T, c.vocab_size, 403);
     const std::string mid = "prefix:" + std::to_string(T - 2), small = "prefix:2";
     for (const std::string& text :

@@ -39,20 +39,6 @@ ModelConfig tiny_config() { return make_config(2, 2, 8, 8, 11); }
 
 std::vector<AttentionMask> masks_from(const std::string& text, int n_layer) { return parse_layer_masks(text, n_layer); }
 
-// Parameters far from the initialisation (non-zero biases, LayerNorm weights ≠ 1, weights large enough to make
-// attention peaked), so that every term of every formula matters. Rounded to float, so both models hold the same.
-std::vector<double> random_params(const ModelConfig& config, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  const std::vector<TensorSpec> table = gpt_tensor_table(config);
-  std::vector<double> p(total_floats(table));
-  for (const TensorSpec& t : table) {
-    const bool ln_weight = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
-    for (size_t i = 0; i < t.numel; i++)
-      p[t.offset + i] = (double)(float)(ln_weight ? 1.0 + 0.3 * normal(rng) : 0.3 * normal(rng));
-  }
-  return p;
-}
 
 // Copies values into an existing arena in place: GPT's views (params, grads) point into these vectors, so they
 // must never be reassigned (a move would leave the views dangling).
@@ -126,7 +112,7 @@ void expect_reference_matches_finite_differences(const ModelConfig& c, const std
                                                  const Batch& batch, int B, int T) {
   SCOPED_TRACE("masks " + masks_to_string(masks) + " B=" + std::to_string(B) + " T=" + std::to_string(T));
   ReferenceGPT<double> ref(c, masks);
-  ref.params = random_params(c, 7);
+  ref.params = testutil::random_params(c, 7);
   std::vector<double> grads(ref.params.size(), 0.0);
   ref.forward(batch.inputs, batch.targets, B, T);
   ref.backward(grads);
@@ -168,7 +154,7 @@ TEST(ReferenceModel, BackwardMatchesFiniteDifferencesBidirectionalOddHeads) {
 TEST(FastModel, MatchesReferenceCausal) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, random_params(c, 11));
+  set_arena(fast.params_memory, testutil::random_params(c, 11));
   expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 4), 2, 8);
 }
 
@@ -177,7 +163,7 @@ TEST(FastModel, MatchesReferenceCausal) {
 TEST(FastModel, MatchesReferenceAcrossShapes) {
   const ModelConfig c = tiny_config();
   GPT fast(c, masks_from("window:3", 2));
-  set_arena(fast.params_memory, random_params(c, 12));
+  set_arena(fast.params_memory, testutil::random_params(c, 12));
   const int shapes[][2] = {{2, 8}, {2, 5}, {1, 8}, {3, 3}, {2, 8}};
   for (auto [B, T] : shapes)
     expect_fast_matches_reference(fast, fast.masks, random_batch(B, T, c.vocab_size, B * 10 + T), B, T);
@@ -187,7 +173,7 @@ TEST(FastModel, MatchesReferenceMixedMasks) {
   const ModelConfig c = tiny_config();
   for (const char* masks : {"causal,window:2", "window:2,causal", "prefix:3,window:1"}) {
     GPT fast(c, masks_from(masks, 2));
-    set_arena(fast.params_memory, random_params(c, 13));
+    set_arena(fast.params_memory, testutil::random_params(c, 13));
     expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 5), 2, 8);
     expect_fast_matches_reference(fast, fast.masks, random_batch(2, 6, c.vocab_size, 6), 2, 6);
   }
@@ -196,21 +182,21 @@ TEST(FastModel, MatchesReferenceMixedMasks) {
 TEST(FastModel, MatchesReferenceBidirectionalWithIgnoredTargets) {
   const ModelConfig c = tiny_config();
   GPT fast(c, masks_from("bidirectional", 2));
-  set_arena(fast.params_memory, random_params(c, 14));
+  set_arena(fast.params_memory, testutil::random_params(c, 14));
   expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 7, 3), 2, 8);
 }
 
 TEST(FastModel, MatchesReferenceCausalWithIgnoredTargets) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, random_params(c, 15));
+  set_arena(fast.params_memory, testutil::random_params(c, 15));
   expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 8, 2), 2, 8);
 }
 
 TEST(FastModel, MatchesReferenceOddHeadsThreeLayers) {
   const ModelConfig c = make_config(3, 3, 9, 7, 5);  // head size 3
   GPT fast(c, masks_from("causal,bidirectional,window:3", 3));
-  set_arena(fast.params_memory, random_params(c, 16));
+  set_arena(fast.params_memory, testutil::random_params(c, 16));
   expect_fast_matches_reference(fast, fast.masks, random_batch(2, 7, c.vocab_size, 9, 4), 2, 7);
 }
 
@@ -226,7 +212,7 @@ TEST(FastModel, MatchesReferenceAtInitialisation) {
 TEST(FastModel, BackwardAccumulates) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, random_params(c, 17));
+  set_arena(fast.params_memory, testutil::random_params(c, 17));
   const Batch batch = random_batch(2, 8, c.vocab_size, 11);
   fast.zero_grad();
   fast.forward(batch.inputs.data(), batch.targets.data(), 2, 8);
@@ -244,7 +230,7 @@ TEST(FastModel, BackwardAccumulates) {
 TEST(FastModel, AllTargetsIgnoredGivesZeroLossAndNoGradient) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, random_params(c, 18));
+  set_arena(fast.params_memory, testutil::random_params(c, 18));
   Batch batch = random_batch(2, 8, c.vocab_size, 12);
   std::fill(batch.targets.begin(), batch.targets.end(), kNoTarget);
   fast.zero_grad();
@@ -264,7 +250,7 @@ void expect_receptive_field(const ModelConfig& c, const std::string& mask_text, 
   SCOPED_TRACE("masks " + mask_text + " target at t=" + std::to_string(t));
   const int B = 2, T = c.block_size, C = c.n_embd;
   GPT fast(c, masks_from(mask_text, c.n_layer));
-  set_arena(fast.params_memory, random_params(c, 21));
+  set_arena(fast.params_memory, testutil::random_params(c, 21));
   Batch batch = random_batch(B, T, c.vocab_size, 22);
   for (int b = 0; b < B; b++)
     for (int j = 0; j < T; j++)

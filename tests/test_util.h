@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model.h"
+#include "params.h"
 
 namespace testutil {
 
@@ -111,6 +112,21 @@ inline std::vector<double> minus(const std::vector<double>& a, const std::vector
   std::vector<double> d(a.size());
   for (size_t i = 0; i < a.size(); i++) d[i] = a[i] - b[i];
   return d;
+}
+
+// Parameters far from the initialisation (non-zero biases, LayerNorm weights ≠ 1, weights large enough to make
+// attention peaked), so that every term of every formula matters. Rounded to float, so both models hold the same.
+inline std::vector<double> random_params(const ModelConfig& config, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const std::vector<TensorSpec> table = gpt_tensor_table(config);
+  std::vector<double> p(total_floats(table));
+  for (const TensorSpec& t : table) {
+    const bool ln_weight = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
+    for (size_t i = 0; i < t.numel; i++)
+      p[t.offset + i] = (double)(float)(ln_weight ? 1.0 + 0.3 * normal(rng) : 0.3 * normal(rng));
+  }
+  return p;
 }
 
 // Plain Adam written out in the tests, independent of src/adamw.cpp, for "the model can learn" checks.
