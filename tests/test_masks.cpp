@@ -77,17 +77,10 @@ void load_params(GPT& model, const std::vector<double>& values) {
   std::copy(values.begin(), values.end(), model.params_memory.begin());
 }
 
-std::vector<int> random_ids(int n, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> id(0, V - 1);
-  std::vector<int> ids(n);
-  for (int& x : ids) x = id(rng);
-  return ids;
-}
 
 // Random targets with every third one kNoTarget, as an MLM batch has many ignored positions.
 std::vector<int> random_targets(int n, int V, uint32_t seed) {
-  std::vector<int> y = random_ids(n, V, seed);
+  std::vector<int> y = testutil::random_ids(n, V, seed);
   for (int i = 0; i < n; i++)
     if (i % 3 == 1) y[i] = kNoTarget;
   return y;
@@ -334,7 +327,7 @@ TEST(MaskReceptiveField, GradientIsExactlyZeroOutsideTheComposedMasks) {
     const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
     GPT model(c, stack_of(s.text, s.n_layer));
     load_params(model, testutil::random_params(c, 101));
-    const std::vector<int> x = random_ids(B * T, c.vocab_size, 102), y_all = random_ids(B * T, c.vocab_size, 103);
+    const std::vector<int> x = testutil::random_ids(B * T, c.vocab_size, 102), y_all = testutil::random_ids(B * T, c.vocab_size, 103);
     int hidden_total = 0;
     for (int i : probe_positions(T)) {
       SCOPED_TRACE("masks " + s.text + ", T=" + std::to_string(T) + ", loss at position " + std::to_string(i));
@@ -442,7 +435,7 @@ void expect_fast_matches_reference(const ModelConfig& c, const std::vector<Atten
 TEST(MaskGradients, ReferenceMatchesFiniteDifferencesUnderEveryMask) {
   SingleThread one_thread;
   const int B = 2, T = 6;
-  const std::vector<int> x = random_ids(B * T, 7, 301), y = random_targets(B * T, 7, 302);
+  const std::vector<int> x = testutil::random_ids(B * T, 7, 301), y = random_targets(B * T, 7, 302);
   for (const Stack& s : stacks_for(T)) {
     SCOPED_TRACE("masks " + s.text);
     const ModelConfig c = make_config(s.n_layer, 2, 8, T, 7);
@@ -454,7 +447,7 @@ TEST(MaskGradients, FastModelMatchesReferenceUnderEveryMask) {
   SingleThread one_thread;
   const int B = 2;
   for (int T : {kShortT, kLongT}) {
-    const std::vector<int> x = random_ids(B * T, 9, 311), y = random_targets(B * T, 9, 312);
+    const std::vector<int> x = testutil::random_ids(B * T, 9, 311), y = random_targets(B * T, 9, 312);
     for (const Stack& s : stacks_for(T)) {
       SCOPED_TRACE("masks " + s.text + " T=" + std::to_string(T));
       const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
@@ -463,7 +456,7 @@ TEST(MaskGradients, FastModelMatchesReferenceUnderEveryMask) {
   }
   // A sequence shorter than block_size: prefix:N and window:W are relative to the T of the forward.
   const int T_short = 5;
-  const std::vector<int> xs = random_ids(B * T_short, 9, 313), ys = random_targets(B * T_short, 9, 314);
+  const std::vector<int> xs = testutil::random_ids(B * T_short, 9, 313), ys = random_targets(B * T_short, 9, 314);
   for (const char* text : {"prefix:3", "prefix:5", "prefix:8", "window:3", "window:5", "causal,window:2,bidirectional"}) {
     SCOPED_TRACE(std::string("T=5 masks ") + text);
     const int L = std::string(text).find(',') == std::string::npos ? 2 : 3;
@@ -477,7 +470,7 @@ TEST(MaskGradients, FastModelMatchesReferenceWithTwoThreads) {
   const int saved = omp_get_max_threads();
   set_threads(2);
   const int B = 2, T = kLongT;
-  const std::vector<int> x = random_ids(B * T, 9, 321), y = random_targets(B * T, 9, 322);
+  const std::vector<int> x = testutil::random_ids(B * T, 9, 321), y = random_targets(B * T, 9, 322);
   for (const char* text : {"causal,window:2,bidirectional", "window:5,prefix:20,causal"}) {
     SCOPED_TRACE(std::string("two threads, masks ") + text);
     expect_fast_matches_reference(make_config(3, 2, 8, T, 9), stack_of(text, 3), x, y, B, T);
@@ -524,7 +517,7 @@ TEST(MaskAttentionProbs, RowsAreDistributionsOverAllowedKeysForEveryMask) {
     const ModelConfig c = make_config(s.n_layer, 2, 8, T, 9);
     GPT model(c, stack_of(s.text, s.n_layer));
     model.init_weights(5);
-    const std::vector<int> x = random_ids(B * T, c.vocab_size, 401);
+    const std::vector<int> x = testutil::random_ids(B * T, c.vocab_size, 401);
     model.forward(x.data(), nullptr, B, T);
     expect_probs_follow_masks(model, B, T, s.text + " T=" + std::to_string(T));
   }
@@ -539,7 +532,7 @@ TEST(MaskAttentionProbs, NoStaleValuesAfterTheMasksChange) {
     const ModelConfig c = make_config(2, 2, 8, T, 9);
     GPT model(c, stack_of("bidirectional", 2));
     load_params(model, testutil::random_params(c, 402));
-    const std::vector<int> x = random_ids(B * T, c.vocab_size, 403);
+    const std::vector<int> x = testutil::random_ids(B * T, c.vocab_size, 403);
     const std::string mid = "prefix:" + std::to_string(T - 2), small = "prefix:2";
     for (const std::string& text :
          {std::string("bidirectional"), std::string("causal"), std::string("bidirectional"), std::string("window:1"),
@@ -630,7 +623,7 @@ TEST(MaskWork, ModelFillsExactlyTheAllowedPairs) {
   const ModelConfig c = make_config(1, 2, 16, T, 11);
   GPT model(c);
   model.init_weights(9);  // small weights: every allowed probability is far from underflowing
-  const std::vector<int> x = random_ids(B * T, c.vocab_size, 501);
+  const std::vector<int> x = testutil::random_ids(B * T, c.vocab_size, 501);
   for (const char* text : {"causal", "bidirectional", "window:4", "window:16", "prefix:10"}) {
     model.masks = stack_of(text, 1);
     model.forward(x.data(), nullptr, B, T);

@@ -66,13 +66,6 @@ void spread_params(GPT& model, uint32_t seed) {
   }
 }
 
-std::vector<int> random_ids(int n, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> id(0, V - 1);
-  std::vector<int> ids(n);
-  for (int& x : ids) x = id(rng);
-  return ids;
-}
 
 // −log p(target) from one row of logits, in double: log Σ exp(z) − z_target.
 double nats_of(const float* z, int V, int target) {
@@ -200,7 +193,7 @@ TEST(ObjectiveMlmCorruption, ChosenCountFollowsTheRate) {
     BatchMaker batches(Objective::MLM, c.rate, mask_id, num_chars);
     Rng rng(77);
     for (int rep = 0; rep < 50; rep++) {
-      std::vector<int> x = random_ids(c.T, num_chars, rep), original = x, y(c.T);
+      std::vector<int> x = testutil::random_ids(c.T, num_chars, rep), original = x, y(c.T);
       batches.corrupt(x.data(), y.data(), c.T, rng);
       int chosen = 0;
       for (int t = 0; t < c.T; t++) {
@@ -260,7 +253,7 @@ TEST(ObjectiveLoss, MeanIsOverChosenPositionsOnly) {
   const int B = 2, T = 8, V = 9;
   GPT model(make_config(2, 2, 8, T, V), parse_layer_masks("bidirectional", 2));
   spread_params(model, 11);
-  const std::vector<int> x = random_ids(B * T, V, 12), all = random_ids(B * T, V, 13);
+  const std::vector<int> x = testutil::random_ids(B * T, V, 12), all = testutil::random_ids(B * T, V, 13);
   std::vector<int> y(B * T, kNoTarget);
   for (int i : {1, 4, 5, 9, 15}) y[i] = all[i];  // five chosen positions of sixteen
   const float loss = model.forward(x.data(), y.data(), B, T);
@@ -292,7 +285,7 @@ TEST(ObjectiveLoss, IgnoredRowsDoNotChangeTheLoss) {
   const int B = 1, T = 8, V = 9;
   GPT model(make_config(2, 2, 8, T, V));
   spread_params(model, 21);
-  std::vector<int> x = random_ids(T, V, 22), y = random_ids(T, V, 23);
+  std::vector<int> x = testutil::random_ids(T, V, 22), y = testutil::random_ids(T, V, 23);
   y[T - 2] = y[T - 1] = kNoTarget;
   const float loss = model.forward(x.data(), y.data(), B, T);
   const std::vector<float> logits(model.logits(), model.logits() + T * V);
@@ -539,13 +532,13 @@ TEST(ObjectiveFill, WritesOnlyCharactersAndKeepsTheRest) {
   for (int k = 0; k < C; k++) model.params.ln_f_b[k] = k == C - 1 ? 5.0f : 0.0f;
   for (int k = 0; k < C; k++) model.params.wte[mask_id * C + k] = k == C - 1 ? 5.0f : 0.0f;
   {
-    const std::vector<int> probe = random_ids(T, num_chars + 1, 99);
+    const std::vector<int> probe = testutil::random_ids(T, num_chars + 1, 99);
     model.forward(probe.data(), nullptr, 1, T);
     for (int t = 0; t < T; t++)
       ASSERT_EQ(argmax(model.logits() + (size_t)t * (num_chars + 1), num_chars + 1), mask_id) << "position " << t;
   }
   for (int rep = 0; rep < 20; rep++) {
-    std::vector<int> ids = random_ids(T, num_chars, 100 + rep);
+    std::vector<int> ids = testutil::random_ids(T, num_chars, 100 + rep);
     const std::vector<int> original = ids;
     for (int t = rep % 3; t < T; t += 3) ids[t] = mask_id;
     const std::vector<int> filled = fill_blanks(model, ids, mask_id, num_chars);
@@ -672,7 +665,7 @@ TEST(ObjectiveEvaluate, NextCharScoreIsTheLastPositionOfAForward) {
   GPT model(make_config(2, 2, 8, T, V));
   spread_params(model, 51);
   for (uint32_t seed = 0; seed < 6; seed++) {
-    const std::vector<int> text = random_ids(T + 1, V, 60 + seed);
+    const std::vector<int> text = testutil::random_ids(T + 1, V, 60 + seed);
     const auto [bits, right] = last_position(model, std::vector<int>(text.begin(), text.begin() + T), text[T]);
     for (int count : {1, 5}) {
       const CharScore s = next_char_score(model, text, count, 7 + seed, -1);
@@ -682,7 +675,7 @@ TEST(ObjectiveEvaluate, NextCharScoreIsTheLastPositionOfAForward) {
     }
   }
   // T+2 characters: two possible positions. The score is a mix of the two with integer weights summing to count.
-  const std::vector<int> text = random_ids(T + 2, V, 70);
+  const std::vector<int> text = testutil::random_ids(T + 2, V, 70);
   const double a = last_position(model, std::vector<int>(text.begin(), text.begin() + T), text[T]).first;
   const double b = last_position(model, std::vector<int>(text.begin() + 1, text.begin() + T + 1), text[T + 1]).first;
   ASSERT_GT(std::fabs(a - b), 1e-3);
@@ -703,7 +696,7 @@ TEST(ObjectiveEvaluate, NextCharScoreOfAnMlmModelReadsAtAppendedMask) {
   GPT model(make_config(2, 2, 8, T, V), parse_layer_masks("bidirectional", 2));
   spread_params(model, 52);
   for (uint32_t seed = 0; seed < 4; seed++) {
-    const std::vector<int> text = random_ids(T + 1, num_chars, 80 + seed);
+    const std::vector<int> text = testutil::random_ids(T + 1, num_chars, 80 + seed);
     std::vector<int> row(text.begin() + 1, text.begin() + T);
     row.push_back(mask_id);
     const auto [bits, right] = last_position(model, row, text[T]);
@@ -719,7 +712,7 @@ TEST(ObjectiveEvaluate, NextCharScoreOpensPrefixesAndRestoresThem) {
   const int T = 8, V = 9;
   GPT model(make_config(2, 2, 8, T, V), parse_layer_masks("prefix:2,causal", 2));
   spread_params(model, 53);
-  const std::vector<int> text = random_ids(T + 1, V, 90);
+  const std::vector<int> text = testutil::random_ids(T + 1, V, 90);
   const std::vector<AttentionMask> before = model.masks;
   const CharScore s = next_char_score(model, text, 2, 1, -1);
   EXPECT_EQ(model.masks, before);
@@ -736,7 +729,7 @@ TEST(ObjectiveEvaluate, NextCharScoreOpensPrefixesAndRestoresThem) {
 TEST(ObjectiveEvaluate, MaskedCharScoreWithEveryPositionChosen) {
   SingleThread one_thread;
   const int T = 8, num_chars = 8, mask_id = 8, V = 9, windows = 3;
-  const std::vector<int> text = random_ids(T * (windows + 1), num_chars, 95);
+  const std::vector<int> text = testutil::random_ids(T * (windows + 1), num_chars, 95);
 
   GPT mlm(make_config(2, 2, 8, T, V), parse_layer_masks("bidirectional", 2));
   spread_params(mlm, 54);
@@ -787,7 +780,7 @@ TEST(ObjectiveEvaluate, MaskedCharScoreMasksEveryChosenPosition) {
   for (int k = 0; k < C; k++) model.params.ln_f_w[k] = 1.0f;
   for (int c = 0; c < num_chars; c++)  // a zero-mean row per character: 3·(e_c − mean of e_0 … e_9)
     for (int k = 0; k < num_chars; k++) model.params.wte[c * C + k] = 3.0f * ((k == c) - 1.0f / num_chars);
-  const std::vector<int> text = random_ids(T * (windows + 1), num_chars, 96);
+  const std::vector<int> text = testutil::random_ids(T * (windows + 1), num_chars, 96);
 
   // The model really behaves as designed: a window of characters is predicted almost perfectly...
   std::vector<int> plain(text.begin() + T, text.begin() + 2 * T), targets = plain;

@@ -129,6 +129,15 @@ inline std::vector<double> random_params(const ModelConfig& config, uint32_t see
   return p;
 }
 
+// n token ids drawn uniformly from [0, V).
+inline std::vector<int> random_ids(int n, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> id(0, V - 1);
+  std::vector<int> ids(n);
+  for (int& x : ids) x = id(rng);
+  return ids;
+}
+
 // Plain Adam written out in the tests, independent of src/adamw.cpp, for "the model can learn" checks.
 struct TestAdam {
   std::vector<float> m, v;
