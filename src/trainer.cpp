@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "checkpoint.h"
 #include "dataset.h"
@@ -38,23 +40,55 @@ std::string to_json(const TrainConfig& c) {
   return j.dump();
 }
 
+namespace {
+// Reads one setting, refusing values its C++ type cannot hold: nlohmann converts 4e19 to int by a plain cast,
+// which is undefined behaviour, and a corrupt checkpoint must not reach that.
+struct SettingsReader {
+  const json& j;
+  template <typename T>
+  void read(const char* key, T& out) const {
+    const json& v = j.at(key);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
+      out = v.get<T>();
+    } else {
+      if (!v.is_number()) throw std::runtime_error(std::string("'") + key + "' is not a number");
+      bool fits;
+      if constexpr (std::is_integral_v<T>) {  // compared as integers: doubles round near 2^63
+        if (v.is_number_unsigned()) fits = v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+        else if (v.is_number_integer())
+          fits = std::is_signed_v<T> ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::lowest()) &&
+                                           v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())
+                                     : v.get<int64_t>() >= 0;
+        else fits = false;  // 2.5 or 4e19 for a count
+      } else {
+        const double x = v.get<double>();
+        fits = std::isfinite(x) && std::fabs(x) <= double(std::numeric_limits<T>::max());
+      }
+      if (!fits) throw std::runtime_error(std::string("'") + key + "' = " + v.dump() + " is out of range");
+      out = v.get<T>();
+    }
+  }
+};
+}  // namespace
+
 TrainConfig train_config_from_json(const std::string& text, const std::string& source) {
   TrainConfig c;
   try {
-    json j = json::parse(text);
+    const json j = json::parse(text);
+    const SettingsReader r{j};
     AdamWConfig& a = c.adamw;
-    c.data = j.at("data"), c.out = j.at("out"), c.mask = j.at("mask"), c.objective = j.at("objective");
-    c.mlm_rate = j.at("mlm_rate"), c.allow_leak = j.at("allow_leak");
-    c.model.n_layer = j.at("n_layer"), c.model.n_head = j.at("n_head"), c.model.n_embd = j.at("n_embd");
-    c.model.block_size = j.at("block_size");
-    c.model.attn_only = j.at("attn_only"), c.model.attn_scale = j.at("attn_scale");
-    c.batch = j.at("batch"), c.steps = j.at("steps");
-    a.lr = j.at("lr"), a.min_lr = j.at("min_lr"), a.warmup_steps = j.at("warmup_steps");
-    a.beta1 = j.at("beta1"), a.beta2 = j.at("beta2"), a.eps = j.at("eps");
-    a.weight_decay = j.at("weight_decay"), a.grad_clip = j.at("grad_clip");
-    c.eval_every = j.at("eval_every"), c.eval_iters = j.at("eval_iters"), c.ckpt_every = j.at("ckpt_every");
-    c.log_every = j.at("log_every"), c.seed = j.at("seed"), c.threads = j.at("threads");
-  } catch (const json::exception& e) {
+    r.read("data", c.data), r.read("out", c.out), r.read("mask", c.mask), r.read("objective", c.objective);
+    r.read("mlm_rate", c.mlm_rate), r.read("allow_leak", c.allow_leak);
+    r.read("n_layer", c.model.n_layer), r.read("n_head", c.model.n_head), r.read("n_embd", c.model.n_embd);
+    r.read("block_size", c.model.block_size);
+    r.read("attn_only", c.model.attn_only), r.read("attn_scale", c.model.attn_scale);
+    r.read("batch", c.batch), r.read("steps", c.steps);
+    r.read("lr", a.lr), r.read("min_lr", a.min_lr), r.read("warmup_steps", a.warmup_steps);
+    r.read("beta1", a.beta1), r.read("beta2", a.beta2), r.read("eps", a.eps);
+    r.read("weight_decay", a.weight_decay), r.read("grad_clip", a.grad_clip);
+    r.read("eval_every", c.eval_every), r.read("eval_iters", c.eval_iters), r.read("ckpt_every", c.ckpt_every);
+    r.read("log_every", c.log_every), r.read("seed", c.seed), r.read("threads", c.threads);
+  } catch (const std::exception& e) {
     throw std::runtime_error(source + ": bad training settings in the checkpoint: " + e.what());
   }
   return c;

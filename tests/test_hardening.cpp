@@ -42,6 +42,8 @@
 #include "fast_exp.h"
 #include "program_util.h"
 #include "threads.h"
+#include "trainer.h"
+#include <nlohmann/json.hpp>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HARDENING_ASAN 1
@@ -320,6 +322,32 @@ TEST(HardeningNumerics, FastExpOfNanAndInfinityIsDefined) {
     FUZZ_CHECK(std::isfinite(fast_exp(inf)) && fast_exp(inf) > 1e38f);
     FUZZ_CHECK(std::fabs(fast_exp(1.0f) - 2.7182817f) < 1e-6f);
   }));
+}
+
+// The run's settings come back from a checkpoint's JSON on --resume. A number its field cannot hold (4e19 layers,
+// a negative seed, 2.5 steps) is refused with the field's name instead of being cast, which would be UB.
+TEST(HardeningNumerics, OutOfRangeTrainingSettingsAreRefusedByName) {
+  const TrainConfig defaults;
+  const std::string good = to_json(defaults);
+  EXPECT_EQ(train_config_from_json(good, "c").model.n_layer, defaults.model.n_layer);
+  auto with = [&](const std::string& key, const std::string& value) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    j[key] = nlohmann::json::parse(value);
+    return j.dump();
+  };
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"n_layer", "4e19"}, {"n_layer", "44444444444444444444"}, {"n_layer", "2147483648"},
+           {"steps", "2.5"}, {"seed", "-1"}, {"lr", "1e300"}, {"batch", "\"12\""}}) {
+    try {
+      train_config_from_json(with(key, value), "c.safetensors");
+      ADD_FAILURE() << key << " = " << value << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("c.safetensors"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(train_config_from_json(with("seed", "18446744073709551615"), "c").seed, UINT64_MAX);
+  EXPECT_EQ(train_config_from_json(with("n_layer", "2147483647"), "c").model.n_layer, INT32_MAX);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -710,7 +738,9 @@ TEST_F(HardeningPrograms, LongPromptsSlideWithBoundedMemory) {
   const size_t tokens = HARDENING_ASAN ? 30000 : 100000;
   for (size_t i = 0; i < tokens; i++) {
     const float* logits = decoder.push(ids[i % ids.size()]);
-    if (i % 4096 == 0) ASSERT_TRUE(std::isfinite(logits[0]));
+    if (i % 4096 == 0) {
+      ASSERT_TRUE(std::isfinite(logits[0]));
+    }
     ASSERT_LE(decoder.context().size(), (size_t)c.model->config.block_size);
   }
   if (!HARDENING_ASAN) {
