@@ -54,6 +54,9 @@ class GPT {
 
   const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
   const float* attention_probs(int layer) const { return acts_.layers[layer].att_probs; }  // (B, NH, T, T)
+  const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
+  int last_B() const { return B_; }
+  int last_T() const { return T_; }
   size_t num_params() const { return params_memory.size(); }
 
   ModelConfig config;
