@@ -313,11 +313,11 @@ static std::vector<OpRow> op_breakdown(const ModelConfig& c, int B, int T, int t
   };
   linear("linear qkv (C→3C)", C, 3 * C);
   {  // attention
-    std::vector<float> qkv = randn((size_t)BT * 3 * C, 1, rng), probs((size_t)B * NH * T * T), out((size_t)BT * C);
+    std::vector<float> qkv = randn((size_t)BT * 3 * C, 1, rng), lse((size_t)B * NH * T), out((size_t)BT * C);
     std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
-    Timing f = timed([&] { attention_forward(out.data(), probs.data(), qkv.data(), mask, scale, B, T, C, NH); });
+    Timing f = timed([&] { attention_forward(out.data(), lse.data(), qkv.data(), mask, scale, B, T, C, NH); });
     Timing b = timed([&] {
-      attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), mask, scale, B, T, C, NH);
+      attention_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), out.data(), mask, scale, B, T, C, NH);
     });
     rows.push_back({"attention", L, f, b});
   }
@@ -666,13 +666,13 @@ static int run_full(const Options& o) {
     set_threads(max_threads);
     const int C = c.n_embd, NH = c.n_head;
     Rng rng(13);
-    std::vector<float> qkv = randn((size_t)B * T * 3 * C, 1, rng), probs((size_t)B * NH * T * T), out((size_t)B * T * C);
+    std::vector<float> qkv = randn((size_t)B * T * 3 * C, 1, rng), lse((size_t)B * NH * T), out((size_t)B * T * C);
     std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
     const float scale = 1.0f / std::sqrt((float)(C / NH));
     const AttentionMask causal;
     const Timing at = measure([&] {
-      attention_forward(out.data(), probs.data(), qkv.data(), causal, scale, B, T, C, NH);
-      attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), causal, scale, B, T, C, NH);
+      attention_forward(out.data(), lse.data(), qkv.data(), causal, scale, B, T, C, NH);
+      attention_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), out.data(), causal, scale, B, T, C, NH);
     }, o.quick ? 2 : 3, 50, o.quick ? 50 : 150);
     const double att = at.median * c.n_layer, att_cpu = at.cpu * c.n_layer;
     const double gf = tokens * flops_per_token(c, T) / 1e9 / (st.median_ms / 1000);
@@ -705,7 +705,7 @@ static int run_full(const Options& o) {
   for (int T : Ts) {
     const int C = tiny.model.n_embd, NH = tiny.model.n_head;
     Rng rng(17);
-    std::vector<float> qkv = randn((size_t)AB * T * 3 * C, 1, rng), probs((size_t)AB * NH * T * T), out((size_t)AB * T * C);
+    std::vector<float> qkv = randn((size_t)AB * T * 3 * C, 1, rng), lse((size_t)AB * NH * T), out((size_t)AB * T * C);
     std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
     const float scale = 1.0f / std::sqrt((float)(C / NH));
     Timing tm[3];
@@ -713,8 +713,8 @@ static int run_full(const Options& o) {
                                     AttentionMask::parse("window:32")};
     for (int m = 0; m < 3; m++)
       tm[m] = measure([&] {
-        attention_forward(out.data(), probs.data(), qkv.data(), masks[m], scale, AB, T, C, NH);
-        attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), masks[m], scale, AB, T, C, NH);
+        attention_forward(out.data(), lse.data(), qkv.data(), masks[m], scale, AB, T, C, NH);
+        attention_backward(dqkv.data(), dout.data(), qkv.data(), lse.data(), out.data(), masks[m], scale, AB, T, C, NH);
       }, 3, 100, o.quick ? 40 : 150);
     char cell[3][40];
     for (int m = 0; m < 3; m++) std::snprintf(cell[m], sizeof cell[m], "%8.3f (%7.3f)", tm[m].median, tm[m].cpu);

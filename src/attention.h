@@ -9,21 +9,29 @@
 //             dS = P ⊙ (dP − rowsum(dP ⊙ P)),  and rowsum(dP ⊙ P)_i = Σ_j P_ij dO_i·v_j = dO_i·O_i
 //             dQ = dS·K·scale,   dK = dSᵀ·Q·scale
 // Masked pairs are never visited, so they contribute exactly zero, and a narrow mask costs proportionally less.
+//
+// P is B·NH·T² floats, more than everything else a layer keeps at long T (≈ 600 MB for the small preset). So the
+// forward keeps only each row's log-normaliser, lse_i = log Σ_{j ∈ K(i)} exp(S_ij), and the backward rebuilds
+// P_ij = exp(S_ij − lse_i) one block of queries at a time from Q and K, which it needs anyway (the FlashAttention
+// trade: one more Q·Kᵀ product in the backward for T² less memory).
 #pragma once
 #include "mask.h"
 
 void attention_forward(float* out,                 // (B, T, C)  heads side by side, ready for the output projection
-                       float* probs,               // (B, NH, T, T)  P; entries outside the mask are set to 0 or
-                                                   //   left untouched (GPT zeroes this buffer when the mask changes)
+                       float* lse,                 // (B, NH, T) log-normaliser of each softmax row
                        const float* qkv,           // (B, T, 3C)
                        const AttentionMask& mask, float scale, int B, int T, int C, int NH);
 
-void attention_backward(float* dqkv,               // (B, T, 3C)
+void attention_backward(float* dqkv,               // (B, T, 3C)  accumulated into
                         const float* dout,         // (B, T, C)
                         const float* qkv,          // (B, T, 3C)
-                        const float* probs,        // (B, NH, T, T)
+                        const float* lse,          // (B, NH, T)  from the forward
                         const float* out,          // (B, T, C)  the forward's O, for rowsum(dP ⊙ P) = dO·O
                         const AttentionMask& mask, float scale, int B, int T, int C, int NH);
+
+// The full P of a forward, for looking at it (./inspect, the lab): (B, NH, T, T), exactly 0 outside the mask.
+void attention_probs(float* probs, const float* qkv, const float* lse, const AttentionMask& mask, float scale, int B,
+                     int T, int C, int NH);
 
 // One query against a run of keys and values: the body of attention_forward, shared with the KV-cache decoder.
 //   q (HS); key j is at keys + j·stride, value j at values + j·stride; writes o (HS) and p[begin, end).

@@ -19,7 +19,7 @@
 
 // Lays out every activation buffer in one arena. With base == nullptr it only counts, so the memory estimate
 // and the allocation can never disagree.
-static size_t layout_activations(Activations& a, const ModelConfig& c, int B, int T, float* base) {
+static size_t layout_activations(Activations& a, const ModelConfig& c, int B, int T, bool gated, float* base) {
   const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size, NH = c.n_head;
   size_t used = 0;
   auto take = [&](float*& slot, size_t n) {
@@ -31,23 +31,24 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, int B, in
   for (LayerActivations& l : a.layers) {
     take(l.ln1, BT * C), take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
     take(l.qkv, BT * 3 * C);
-    take(l.att_probs, BT * NH * T);
-    take(l.att_out, BT * C), take(l.att_gated, BT * C);
+    take(l.att_lse, BT * NH);
+    take(l.att_out, BT * C), take(l.att_gated, gated ? BT * C : 0);
     take(l.residual2, BT * C);
     take(l.ln2, BT * C), take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
-    take(l.fc, BT * 4 * C), take(l.fc_gelu, BT * 4 * C);
+    take(l.fc, BT * 4 * C);
     take(l.residual3, BT * C);
   }
   take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
   take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
+  take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
   take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.d_att_out, BT * C), take(a.d_qkv, BT * 3 * C);
   take(a.d_fc, BT * 4 * C), take(a.d_fc_gelu, BT * 4 * C), take(a.d_logits, BT * V);
   return used;
 }
 
-size_t activation_floats(const ModelConfig& config, int B, int T) {
+size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
   Activations scratch;
-  return layout_activations(scratch, config, B, T, nullptr);
+  return layout_activations(scratch, config, B, T, gated, nullptr);
 }
 
 // Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
@@ -101,19 +102,33 @@ void GPT::zero_grad() {
 void GPT::enable_head_gates() {
   head_gates.assign((size_t)config.n_layer * config.n_head, 1.0f);
   head_gate_grads.assign(head_gates.size(), 0.0f);
+  capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, with att_gated
+}
+
+const float* GPT::attention_probs(int layer) const {
+  if (B_ == 0) throw std::runtime_error("attention_probs: no forward pass yet");
+  const size_t per_layer = (size_t)B_ * config.n_head * T_ * T_;
+  if (probs_memory_.size() < per_layer * config.n_layer) probs_memory_.resize(per_layer * config.n_layer);
+  float* P = probs_memory_.data() + per_layer * layer;
+  if (!probs_ready_[layer]) {
+    const LayerActivations& la = acts_.layers[layer];
+    ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
+    probs_ready_[layer] = 1;
+  }
+  return P;
 }
 
 void GPT::reserve_activations(int B, int T) {
   if (B <= capacity_B_ && T <= capacity_T_) {
     Activations fresh;  // same arena, re-carved for this (B, T) so every buffer is contiguous
-    layout_activations(fresh, config, B, T, acts_memory_.data());
+    layout_activations(fresh, config, B, T, gated(), acts_memory_.data());
     acts_ = fresh;
     return;
   }
   capacity_B_ = std::max(B, capacity_B_);
   capacity_T_ = std::max(T, capacity_T_);
-  acts_memory_.assign(layout_activations(acts_, config, capacity_B_, capacity_T_, nullptr), 0.0f);
-  layout_activations(acts_, config, B, T, acts_memory_.data());
+  acts_memory_.assign(layout_activations(acts_, config, capacity_B_, capacity_T_, gated(), nullptr), 0.0f);
+  layout_activations(acts_, config, B, T, gated(), acts_memory_.data());
   inputs_.resize((size_t)capacity_B_ * capacity_T_);
   targets_.resize(inputs_.size());
 }
@@ -127,12 +142,10 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     if (inputs[i] < 0 || inputs[i] >= V || (targets && targets[i] != kNoTarget && (targets[i] < 0 || targets[i] >= V)))
       throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
                                std::to_string(i));
-  if (B != B_ || T != T_ || masks != last_masks_) {
-    if (B != B_ || T != T_) reserve_activations(B, T);
-    // P is written only inside each mask; a new shape or mask must not show old values outside it.
-    for (LayerActivations& l : acts_.layers) std::fill(l.att_probs, l.att_probs + (size_t)B * NH * T * T, 0.0f);
-    B_ = B, T_ = T, last_masks_ = masks;
-  }
+  if (B != B_ || T != T_) reserve_activations(B, T);
+  B_ = B, T_ = T;
+  if (masks != last_masks_) last_masks_ = masks;
+  probs_ready_.assign(config.n_layer, 0);
   const int BT = B * T;
   std::copy(inputs, inputs + BT, inputs_.begin());
   has_targets_ = targets != nullptr;
@@ -147,7 +160,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     // x ← x + attn_proj(attention(qkv(ln_1(x))))
     layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
     linear_forward(la.qkv, la.ln1, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
-    attention_forward(la.att_out, la.att_probs, la.qkv, masks[l], attn_scale, B, T, C, NH);
+    attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], attn_scale, B, T, C, NH);
     const float* heads = la.att_out;
     if (!head_gates.empty()) {
       head_gate_forward(la.att_gated, la.att_out, &head_gates[(size_t)l * NH], BT, NH, C / NH);
@@ -163,8 +176,8 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     // x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
     layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
     linear_forward(la.fc, la.ln2, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
-    gelu_forward(la.fc_gelu, la.fc, (size_t)BT * 4 * C);
-    linear_forward(la.residual3, la.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C);
+    gelu_forward(a.fc_gelu, la.fc, (size_t)BT * 4 * C);
+    linear_forward(la.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C);
     for (size_t i = 0; i < (size_t)BT * C; i++) la.residual3[i] += la.residual2[i];
     residual = la.residual3;
   }
@@ -205,8 +218,9 @@ void GPT::backward() {
     // MLP branch: residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2)))); attention-only blocks have
     // residual3 = residual2, and d_residual passes through unchanged.
     if (!config.attn_only) {
+      gelu_forward(a.fc_gelu, la.fc, 4 * BTC);  // recomputed, not kept (see Activations::fc_gelu)
       zero(a.d_fc_gelu, 4 * BTC);
-      linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, la.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
+      linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
       zero(a.d_fc, 4 * BTC);
       gelu_backward(a.d_fc, la.fc, a.d_fc_gelu, 4 * BTC);
       zero(a.d_ln, BTC);
@@ -226,7 +240,7 @@ void GPT::backward() {
                          &head_gates[(size_t)l * NH], BT, NH, C / NH);
     }
     zero(a.d_qkv, 3 * BTC);
-    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_probs, la.att_out, masks[l], attn_scale, B, T, C, NH);
+    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
     zero(a.d_ln, BTC);
     linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, la.ln1, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,

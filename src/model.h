@@ -17,12 +17,13 @@
 struct LayerActivations {
   float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)   x̂ of LayerNorm 1 and its statistics
   float* qkv;                        // (B,T,3C)
-  float* att_probs;                  // (B,NH,T,T)            P, zero where the mask forbids
+  float* att_lse;                    // (B,NH,T)              log-normaliser of each softmax row: P is
+                                     //                       rebuilt from it in the backward (attention.h)
   float* att_out;                    // (B,T,C)               O, heads side by side
-  float* att_gated;                  // (B,T,C)               ξ_h·O per head, when head gates are on
+  float* att_gated;                  // (B,T,C)               ξ_h·O per head; only when head gates are on
   float* residual2;                  // (B,T,C)               x + attn(ln1(x))
   float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
-  float *fc, *fc_gelu;               // (B,T,4C) (B,T,4C)
+  float* fc;                         // (B,T,4C)              before GELU (GELU's output is recomputed)
   float* residual3;                  // (B,T,C)               the block's output
 };
 
@@ -31,6 +32,9 @@ struct Activations {
   std::vector<LayerActivations> layers;
   float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
   float *logits, *probs, *losses;    // (B,T,V) (B,T,V) (B,T)
+  // gelu(fc) of the layer at hand, (B,T,4C): one buffer for all layers. The forward writes it just before the
+  // MLP projection reads it; the backward recomputes it from fc (cheaper than keeping L copies of B·T·4C).
+  float* fc_gelu;
   // Gradient scratch for the backward pass, reused by every layer.
   float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
   float *d_ln, *d_att_out, *d_qkv, *d_fc, *d_fc_gelu, *d_logits;
@@ -53,7 +57,8 @@ class GPT {
   void zero_grad();
 
   const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
-  const float* attention_probs(int layer) const { return acts_.layers[layer].att_probs; }  // (B, NH, T, T)
+  // P of the last forward, (B, NH, T, T), 0 where the mask forbids. Not kept by training: rebuilt on request.
+  const float* attention_probs(int layer) const;
   const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
   int last_B() const { return B_; }
   int last_T() const { return T_; }
@@ -66,6 +71,7 @@ class GPT {
   // Head gates ξ (L × NH), off (empty) unless enable_head_gates() is called; see head_gate.h.
   std::vector<float> head_gates, head_gate_grads;
   void enable_head_gates();  // every ξ = 1, their gradients 0; backward() then accumulates ∂L/∂ξ
+  bool gated() const { return !head_gates.empty(); }
   std::vector<TensorSpec> table;
   // The arenas. Write into them (std::copy, data()), never assign or resize them: `params` and `grads` point
   // into their storage.
@@ -79,14 +85,16 @@ class GPT {
   std::vector<float> acts_memory_;
   int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
   int B_ = 0, T_ = 0;                    // the last forward's shape
-  std::vector<AttentionMask> last_masks_;  // and masks: P outside the mask is stale when either changes
+  std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
+  mutable std::vector<float> probs_memory_;  // attention_probs() rebuilds layer l into slice l on first request
+  mutable std::vector<char> probs_ready_;    // per layer, since the last forward
   std::vector<int> inputs_, targets_;
   int loss_count_ = 0;
   bool has_targets_ = false;
 };
 
-// Floats of activations and gradient scratch that a forward + backward with (B, T) uses.
-size_t activation_floats(const ModelConfig& config, int B, int T);
+// Floats of activations and gradient scratch that a forward + backward with (B, T) uses (gated: head gates on).
+size_t activation_floats(const ModelConfig& config, int B, int T, bool gated = false);
 // Parameters, gradients, AdamW m and v, and activations for training with batch size B at full block_size.
 size_t estimate_training_bytes(const ModelConfig& config, int B);
 // Throws, with the estimate in bytes, if training would need more than the machine's physical memory.

@@ -282,7 +282,9 @@ namespace {
 struct AttentionShape {
   int B, T, C, NH;
 };
-const AttentionShape kAttentionShapes[] = {{1, 1, 3, 1}, {2, 2, 3, 3}, {1, 7, 9, 3}, {2, 7, 7, 1}, {1, 16, 15, 3}};
+// T = 37 spans three query blocks of attention.cpp (16 rows each), the last one partial.
+const AttentionShape kAttentionShapes[] = {{1, 1, 3, 1}, {2, 2, 3, 3}, {1, 7, 9, 3}, {2, 7, 7, 1}, {1, 16, 15, 3},
+                                           {1, 37, 4, 2}};
 
 // Every mask kind, including ones that degenerate at this T (prefix:0 = causal, prefix:T = bidirectional,
 // window:1 = only itself, window:T+5 = causal).
@@ -331,27 +333,33 @@ TEST(OpsAttention, MatchesReferenceAndFiniteDifferencesForEveryMask) {
             EXPECT_NEAR(sum, 1.0, 1e-12);
           }
 
-        // The fast forward leaves P outside the mask untouched (documented); fill it with a sentinel to see that.
-        const float kSentinel = 7.0f;
-        std::vector<float> out_f(BTC, NAN), probs_f(nP, kSentinel);
-        attention_forward(out_f.data(), probs_f.data(), qkv_f.data(), mask, scale_f, B, T, C, NH);
+        // The fast forward keeps only each row's log-normaliser; P is rebuilt from it (and Q, K) on request.
+        std::vector<float> out_f(BTC, NAN), lse_f((size_t)B * NH * T, NAN), probs_f(nP, NAN);
+        attention_forward(out_f.data(), lse_f.data(), qkv_f.data(), mask, scale_f, B, T, C, NH);
         EXPECT_TRUE(close_to_reference(out_f, out, kForwardTol, "attention out"));
-        for (int bh = 0; bh < B * NH; bh++)
-          for (int i = 0; i < T; i++) {
-            float sum = 0;
-            for (int j = 0; j < T; j++) {
-              float& p = probs_f[((size_t)bh * T + i) * T + j];
-              if (mask.allows(i, j, T)) {
-                sum += p;
-              } else {
-                // The contract: a forbidden entry is either left as it was or set to exactly 0, never a weight.
-                EXPECT_TRUE(p == kSentinel || p == 0.0f) << "fast forward wrote P=" << p << " at forbidden (" << i
-                                                          << "," << j << ")";
-                p = 0.0f;  // from here on, as the model keeps it: exactly 0 outside the mask
+        std::vector<double> lse((size_t)B * NH * T);  // lse_i = log Σ_{j allowed} exp(scale·q_i·k_j), in double
+        for (int b = 0; b < B; b++)
+          for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+              const int HS = C / NH;
+              double sum = 0;
+              for (int j = 0; j < T; j++) {
+                if (!mask.allows(i, j, T)) continue;
+                double qk = 0;
+                for (int d = 0; d < HS; d++)
+                  qk += qkv[((size_t)b * T + i) * 3 * C + h * HS + d] * qkv[((size_t)b * T + j) * 3 * C + C + h * HS + d];
+                sum += std::exp(scale_f * qk);
               }
+              lse[((size_t)b * NH + h) * T + i] = std::log(sum);
             }
-            EXPECT_NEAR(sum, 1.0f, 1e-6f);
-          }
+        EXPECT_TRUE(close_to_reference(lse_f, lse, kForwardTol, "attention lse"));
+        attention_probs(probs_f.data(), qkv_f.data(), lse_f.data(), mask, scale_f, B, T, C, NH);
+        for (int bh = 0; bh < B * NH; bh++)
+          for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+              if (!mask.allows(i, j, T)) {
+                EXPECT_EQ(probs_f[((size_t)bh * T + i) * T + j], 0.0f) << "P at forbidden (" << i << "," << j << ")";
+              }
         EXPECT_TRUE(close_to_reference(probs_f, probs, kForwardTol, "attention probs"));
 
         const std::vector<double> dout = float_exact(uniform(BTC, rng)), seed = float_exact(uniform(3 * BTC, rng));
@@ -359,7 +367,7 @@ TEST(OpsAttention, MatchesReferenceAndFiniteDifferencesForEveryMask) {
         std::vector<float> dqkv_f = to_float(seed), dout_f = to_float(dout);
         ref_attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), mask, (double)scale_f, B,
                                T, C, NH);
-        attention_backward(dqkv_f.data(), dout_f.data(), qkv_f.data(), probs_f.data(), out_f.data(), mask, scale_f, B,
+        attention_backward(dqkv_f.data(), dout_f.data(), qkv_f.data(), lse_f.data(), out_f.data(), mask, scale_f, B,
                            T, C, NH);
         EXPECT_TRUE(close_to_reference(dqkv_f, dqkv, kBackwardTol, "attention dqkv"));
 
@@ -385,15 +393,15 @@ TEST(OpsAttention, NoGradientToKeysAQueryCannotSee) {
         std::vector<float> qkv_f = to_float(qkv);
         const float scale = 1.0f / std::sqrt((float)HS);
         std::vector<double> out(BTC), probs((size_t)B * NH * T * T), dout(BTC, 0.0), dqkv(3 * BTC, 0.0);
-        std::vector<float> out_f(BTC), probs_f(probs.size(), 0.0f), dout_f(BTC, 0.0f), dqkv_f(3 * BTC, 0.0f);
+        std::vector<float> out_f(BTC), lse_f((size_t)B * NH * T), dout_f(BTC, 0.0f), dqkv_f(3 * BTC, 0.0f);
         for (int b = 0; b < B; b++)
           for (int c = 0; c < C; c++) dout[((size_t)b * T + i) * C + c] = (double)(float)(0.5 + 0.1 * c);
         dout_f = to_float(dout);
         ref_attention_forward(out.data(), probs.data(), qkv.data(), mask, (double)scale, B, T, C, NH);
         ref_attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), out.data(), mask, (double)scale, B,
                                T, C, NH);
-        attention_forward(out_f.data(), probs_f.data(), qkv_f.data(), mask, scale, B, T, C, NH);
-        attention_backward(dqkv_f.data(), dout_f.data(), qkv_f.data(), probs_f.data(), out_f.data(), mask, scale, B, T,
+        attention_forward(out_f.data(), lse_f.data(), qkv_f.data(), mask, scale, B, T, C, NH);
+        attention_backward(dqkv_f.data(), dout_f.data(), qkv_f.data(), lse_f.data(), out_f.data(), mask, scale, B, T,
                            C, NH);
         for (int b = 0; b < B; b++)
           for (int t = 0; t < T; t++) {
