@@ -2,8 +2,11 @@
 
 #include "threads.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
@@ -26,35 +29,43 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C) {
-#pragma omp parallel for if (worth_threads((size_t)N * C))
-  for (int n = 0; n < N; n++) {
-    const float* x = inp + (size_t)n * C;
-    const float* dy = dout + (size_t)n * C;
-    float* dx = dinp + (size_t)n * C;
-    const float m = mean[n], r = rstd[n];
-    float mean_g = 0.0f, mean_g_xhat = 0.0f;  // mean(g) and mean(g·x̂)
-    for (int c = 0; c < C; c++) {
-      float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
-      mean_g += g;
-      mean_g_xhat += g * xhat;
-    }
-    mean_g /= C;
-    mean_g_xhat /= C;
-    for (int c = 0; c < C; c++) {
-      float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
-      dx[c] += r * (g - mean_g - xhat * mean_g_xhat);
-    }
-  }
-  // Parameter gradients sum over rows; looping channels outermost lets threads own disjoint channels.
-#pragma omp parallel for if (worth_threads((size_t)N * C))
-  for (int c = 0; c < C; c++) {
-    float dw = 0.0f, db = 0.0f;
+  // dweight and dbias sum over rows. Each thread sums its own rows into a partial of its own (rows are read once,
+  // in order), then the partials are added up in thread order, so the result does not depend on scheduling.
+  const bool parallel = worth_threads((size_t)N * C);
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  thread_local std::vector<float> partials_buffer;
+  partials_buffer.assign((size_t)threads * 2 * C, 0.0f);
+  float* partials = partials_buffer.data();  // (threads, 2, C): this thread's dweight, then dbias
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
+    float* dw = partials + (size_t)omp_get_thread_num() * 2 * C;
+    float* db = dw + C;
+#pragma omp for schedule(static)
     for (int n = 0; n < N; n++) {
-      float dy = dout[(size_t)n * C + c];
-      dw += dy * (inp[(size_t)n * C + c] - mean[n]) * rstd[n];
-      db += dy;
+      const float* x = inp + (size_t)n * C;
+      const float* dy = dout + (size_t)n * C;
+      float* dx = dinp + (size_t)n * C;
+      const float m = mean[n], r = rstd[n];
+      float mean_g = 0.0f, mean_g_xhat = 0.0f;  // mean(g) and mean(g·x̂), g = dy·γ
+      for (int c = 0; c < C; c++) {
+        float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
+        mean_g += g;
+        mean_g_xhat += g * xhat;
+      }
+      mean_g /= C;
+      mean_g_xhat /= C;
+      for (int c = 0; c < C; c++) {
+        float xhat = (x[c] - m) * r, g = dy[c] * weight[c];
+        dx[c] += r * (g - mean_g - xhat * mean_g_xhat);
+        dw[c] += dy[c] * xhat;
+        db[c] += dy[c];
+      }
     }
-    dweight[c] += dw;
-    dbias[c] += db;
+#pragma omp for schedule(static)
+    for (int c = 0; c < C; c++)
+      for (int t = 0; t < threads; t++) {
+        dweight[c] += partials[(size_t)t * 2 * C + c];
+        dbias[c] += partials[(size_t)t * 2 * C + C + c];
+      }
   }
 }

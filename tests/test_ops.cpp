@@ -29,6 +29,7 @@
 #include "mask.h"
 #include "reference.h"
 #include "test_util.h"
+#include "threads.h"
 
 using namespace testutil;
 
@@ -147,6 +148,30 @@ TEST(OpsLayerNorm, MatchesReferenceAndFiniteDifferences) {
       EXPECT_TRUE(matches_fd(dw, seed_w, loss, w, "dweight vs FD"));
       EXPECT_TRUE(matches_fd(db, seed_b, loss, b, "dbias vs FD"));
     }
+}
+
+// Rows enough to cross worth_threads (threads.h), on two threads: the threaded path sums dweight and dbias in
+// per-thread partials, which the small shapes above never reach.
+TEST(OpsLayerNorm, ThreadedBackwardMatchesReference) {
+  const int N = 300, C = 128, saved = default_threads();
+  set_threads(2);
+  std::mt19937 rng(7);
+  const size_t NC = (size_t)N * C;
+  std::vector<double> x = float_exact(uniform(NC, rng, -2, 2)), w = float_exact(uniform(C, rng, -1.5, 1.5));
+  std::vector<double> b = float_exact(uniform(C, rng)), dout = float_exact(uniform(NC, rng));
+  std::vector<double> out(NC), mean(N), rstd(N), dx(NC, 0.0), dw(C, 0.0), db(C, 0.0);
+  std::vector<float> out_f(NC), mean_f(N), rstd_f(N), dx_f(NC, 0.0f), dw_f(C, 0.0f), db_f(C, 0.0f);
+  ref_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  layernorm_forward(out_f.data(), mean_f.data(), rstd_f.data(), to_float(x).data(), to_float(w).data(),
+                    to_float(b).data(), N, C);
+  ref_layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N,
+                         C);
+  layernorm_backward(dx_f.data(), dw_f.data(), db_f.data(), to_float(dout).data(), to_float(x).data(),
+                     to_float(w).data(), mean_f.data(), rstd_f.data(), N, C);
+  set_threads(saved);
+  EXPECT_TRUE(close_to_reference(dx_f, dx, kBackwardTol, "layernorm dinp"));
+  EXPECT_TRUE(close_to_reference(dw_f, dw, kBackwardTol, "layernorm dweight"));
+  EXPECT_TRUE(close_to_reference(db_f, db, kBackwardTol, "layernorm dbias"));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
