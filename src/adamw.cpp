@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model.h"
+#include "threads.h"
 
 float learning_rate(const AdamWConfig& cfg, int step, int total_steps) {
   if (step < cfg.warmup_steps) return cfg.lr * (step + 1) / (cfg.warmup_steps + 1);
@@ -14,15 +15,19 @@ float learning_rate(const AdamWConfig& cfg, int step, int total_steps) {
 
 double global_norm(const std::vector<float>& grads) {
   double sum = 0;
-  for (float g : grads) sum += (double)g * g;
+  const size_t n = grads.size();
+#pragma omp parallel for schedule(static) reduction(+ : sum) if (worth_threads(n))
+  for (size_t i = 0; i < n; i++) sum += (double)grads[i] * grads[i];
   return std::sqrt(sum);
 }
 
 double clip_global_norm(std::vector<float>& grads, float max_norm) {
   double norm = global_norm(grads);
   if (max_norm > 0 && norm > max_norm) {
-    float scale = (float)(max_norm / norm);
-    for (float& g : grads) g *= scale;
+    const float scale = (float)(max_norm / norm);
+    const size_t n = grads.size();
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (size_t i = 0; i < n; i++) grads[i] *= scale;
   }
   return norm;
 }
@@ -35,13 +40,16 @@ void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr) {
   t += 1;
   const float correction1 = 1.0f - std::pow(cfg.beta1, (float)t);
   const float correction2 = 1.0f - std::pow(cfg.beta2, (float)t);
+  // One parallel region for the whole table (tensors differ only in their weight decay); `nowait` lets a thread
+  // go on to the next tensor without waiting for the others, since tensors are independent.
+#pragma omp parallel if (worth_threads(model.params_memory.size()))
   for (const TensorSpec& tensor : model.table) {
     const float decay = tensor.weight_decay ? cfg.weight_decay : 0.0f;
     float* theta = model.params_memory.data() + tensor.offset;
     const float* g = model.grads_memory.data() + tensor.offset;
     float* mt = m.data() + tensor.offset;
     float* vt = v.data() + tensor.offset;
-#pragma omp parallel for
+#pragma omp for schedule(static) nowait
     for (size_t i = 0; i < tensor.numel; i++) {
       mt[i] = cfg.beta1 * mt[i] + (1.0f - cfg.beta1) * g[i];
       vt[i] = cfg.beta2 * vt[i] + (1.0f - cfg.beta2) * g[i] * g[i];

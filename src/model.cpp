@@ -16,6 +16,7 @@
 #include "layernorm.h"
 #include "linear.h"
 #include "rng.h"
+#include "threads.h"
 
 // Lays out every activation buffer in one arena. With base == nullptr it only counts, so the memory estimate
 // and the allocation can never disagree.
@@ -133,6 +134,16 @@ void GPT::reserve_activations(int B, int T) {
   targets_.resize(inputs_.size());
 }
 
+// Elementwise helpers for the step's big buffers, split between the threads like every other op.
+static void zero(float* p, size_t n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (size_t i = 0; i < n; i++) p[i] = 0.0f;
+}
+static void add_into(float* y, const float* x, size_t n) {  // y += x: a residual connection
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
 float GPT::forward(const int* inputs, const int* targets, int B, int T) {
   const int C = config.n_embd, NH = config.n_head, V = config.vocab_size;
   if (B <= 0 || T <= 0 || T > config.block_size)
@@ -167,7 +178,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
       heads = la.att_gated;
     }
     linear_forward(la.residual2, heads, p.attn_proj_w, p.attn_proj_b, BT, C, C);
-    for (size_t i = 0; i < (size_t)BT * C; i++) la.residual2[i] += residual[i];
+    add_into(la.residual2, residual, (size_t)BT * C);
     if (config.attn_only) {  // no MLP: the block's output is the attention residual
       std::copy(la.residual2, la.residual2 + (size_t)BT * C, la.residual3);
       residual = la.residual3;
@@ -178,7 +189,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     linear_forward(la.fc, la.ln2, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
     gelu_forward(a.fc_gelu, la.fc, (size_t)BT * 4 * C);
     linear_forward(la.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C);
-    for (size_t i = 0; i < (size_t)BT * C; i++) la.residual3[i] += la.residual2[i];
+    add_into(la.residual3, la.residual2, (size_t)BT * C);
     residual = la.residual3;
   }
   layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params.ln_f_w, params.ln_f_b, BT, C);
@@ -189,7 +200,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
   return (float)loss.mean();
 }
 
-static void zero(float* p, size_t n) { std::memset(p, 0, n * sizeof(float)); }
+
 
 void GPT::backward() {
   if (!has_targets_) throw std::runtime_error("backward: the last forward had no targets");
