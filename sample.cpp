@@ -66,8 +66,8 @@ static void fill(Checkpoint& ckpt, const std::string& text, const std::string& b
   std::printf("%s\n", ckpt.tokenizer.decode(filled).c_str());
 }
 
-static void generate_samples(Checkpoint& ckpt, const std::string& prompt, int n, const SamplingOptions& options,
-                             uint64_t seed, int num_samples) {
+static void generate_samples(Checkpoint& ckpt, const std::string& ckpt_file, const std::string& prompt, int n,
+                             const SamplingOptions& options, uint64_t seed, int num_samples) {
   const Tokenizer& tok = ckpt.tokenizer;
   std::vector<int> prompt_ids = tok.encode(utf8_decode(prompt, "--prompt"), "--prompt");
   if (prompt_ids.empty()) prompt_ids.push_back(tok.id_of(U'\n') >= 0 ? tok.id_of(U'\n') : 0);  // start somewhere
@@ -76,10 +76,15 @@ static void generate_samples(Checkpoint& ckpt, const std::string& prompt, int n,
   for (int s = 0; s < num_samples; s++) {
     if (s) std::printf("\n---------------\n");
     std::printf("%s", prompt.c_str());
-    generate(*ckpt.model, prompt_ids, n, options, rng, mask_token, [&](int token) {
-      std::fputs(tok.decode_one(token).c_str(), stdout);
-      std::fflush(stdout);  // stream: each character appears as soon as it is chosen
-    });
+    try {
+      generate(*ckpt.model, prompt_ids, n, options, rng, mask_token, [&](int token) {
+        std::fputs(tok.decode_one(token).c_str(), stdout);
+        std::fflush(stdout);  // stream: each character appears as soon as it is chosen
+      });
+    } catch (const std::runtime_error& e) {  // e.g. NaN logits from finite but huge weights: name the file
+      std::printf("\n");
+      throw std::runtime_error(ckpt_file + ": " + e.what());
+    }
     std::printf("\n");
   }
 }
@@ -115,7 +120,8 @@ int main(int argc, char** argv) {
     if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
     const int threads = flags["threads"].as<int>();
     set_threads(threads > 0 ? threads : default_threads());
-    Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
+    const std::string ckpt_file = resolve_checkpoint(flags["ckpt"].as<std::string>());
+    Checkpoint ckpt = load_checkpoint(ckpt_file);
     if (flags.count("prune")) {  // head gates ξ = 0 remove those heads from every forward (head_gate.h)
       const ModelConfig& c = ckpt.model->config;
       ckpt.model->enable_head_gates();
@@ -134,7 +140,8 @@ int main(int argc, char** argv) {
     const int n = flags["n"].as<int>(), num_samples = flags["num-samples"].as<int>();
     if (n < 0) throw std::runtime_error("-n must be ≥ 0");
     if (num_samples < 1) throw std::runtime_error("--num-samples must be ≥ 1");
-    generate_samples(ckpt, flags["prompt"].as<std::string>(), n, sampling, flags["seed"].as<uint64_t>(), num_samples);
+    generate_samples(ckpt, ckpt_file, flags["prompt"].as<std::string>(), n, sampling, flags["seed"].as<uint64_t>(),
+                     num_samples);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sample: error: %s\n", e.what());

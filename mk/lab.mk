@@ -2,6 +2,7 @@
 #   make inspect      build ./inspect (also built by `make programs`)
 #   make pronouns     build/pronouns.tsv: the pronoun → antecedent table of data/stories.txt, for ./inspect heads
 #   make test-html    render ./inspect attention's page in headless Chromium and fail on a script error
+#                     (skipped without Chromium; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
 #   make induction    2-layer attention-only model vs 1-layer control on repeated random sequences
 #   (the 1/√d_k sweep, `make scale`, is not written yet: see the README's open work)
 PROGRAMS += build/bin/inspect
@@ -22,19 +23,32 @@ pronouns: build/pronouns.tsv
 
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || command -v google-chrome)
 HTML_TEST_DIR := build/test-html
+# $(call html_render,<page>,<dom>): render the page headless and dump its DOM after the script ran.
+html_render = timeout 120 $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking \
+	  --disable-component-update --disable-sync --no-first-run --user-data-dir=$(HTML_TEST_DIR)/profile \
+	  --virtual-time-budget=5000 --dump-dom file://$(CURDIR)/$(1) > $(2) 2>> $(HTML_TEST_DIR)/chromium.log || true
+# Without Chromium the test is skipped, unless REQUIRE_CHROMIUM=1 (CI), where a missing browser is a failure.
+# A negative control runs beside the real page: a copy with a script error must come back as data-status="error: …",
+# so a Chromium that silently runs no script (or a check that can no longer fail) fails the test too.
 test-html: build/bin/train build/bin/inspect
-	@if [ -z "$(CHROMIUM)" ]; then echo "test-html: SKIPPED, no chromium (apt-get install chromium)"; exit 0; fi; \
+	@if [ -z "$(CHROMIUM)" ]; then \
+	  if [ -n "$(REQUIRE_CHROMIUM)" ]; then echo "test-html: FAILED: no chromium, and REQUIRE_CHROMIUM is set"; exit 1; fi; \
+	  echo "test-html: SKIPPED, no chromium (apt-get install chromium)"; exit 0; fi; \
 	set -e; rm -rf $(HTML_TEST_DIR); mkdir -p $(HTML_TEST_DIR); \
 	OMP_WAIT_POLICY=passive ./build/bin/train --n-layer 2 --n-head 2 --n-embd 16 --block 32 --batch 4 --steps 20 \
 	  --eval-iters 1 --threads 1 --out $(HTML_TEST_DIR)/m > $(HTML_TEST_DIR)/train.log; \
 	./build/bin/inspect attention --ckpt $(HTML_TEST_DIR)/m --prompt 'Mira saw Tom. "She" waved.' \
 	  --out $(HTML_TEST_DIR)/attn.html --threads 1 > /dev/null; \
-	timeout 120 $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking \
-	  --disable-component-update --disable-sync --no-first-run --user-data-dir=$(HTML_TEST_DIR)/profile \
-	  --virtual-time-budget=5000 --dump-dom file://$(CURDIR)/$(HTML_TEST_DIR)/attn.html \
-	  > $(HTML_TEST_DIR)/dom.html 2> $(HTML_TEST_DIR)/chromium.log || true; \
-	if grep -q 'data-status="ok"' $(HTML_TEST_DIR)/dom.html && [ $$(grep -o '<canvas' $(HTML_TEST_DIR)/dom.html | wc -l) -ge 5 ]; then \
-	  echo "test-html: OK (page drew 2 layers × 2 heads + detail view without script errors)"; \
+	sed 's/^select(0, 0);$$/select(0, 0); no_such_function();/' $(HTML_TEST_DIR)/attn.html > $(HTML_TEST_DIR)/broken.html; \
+	if cmp -s $(HTML_TEST_DIR)/attn.html $(HTML_TEST_DIR)/broken.html; then \
+	  echo "test-html: FAILED: could not make the broken copy (the page no longer has the line 'select(0, 0);')"; exit 1; fi; \
+	$(call html_render,$(HTML_TEST_DIR)/attn.html,$(HTML_TEST_DIR)/dom.html); \
+	$(call html_render,$(HTML_TEST_DIR)/broken.html,$(HTML_TEST_DIR)/broken-dom.html); \
+	if ! grep -q 'data-status="error: ' $(HTML_TEST_DIR)/broken-dom.html; then \
+	  echo "test-html: FAILED: the negative control (a page with a script error) was not reported as an error"; \
+	  grep -o 'data-status="[^"]*"' $(HTML_TEST_DIR)/broken-dom.html || tail -20 $(HTML_TEST_DIR)/chromium.log; exit 1; \
+	elif grep -q 'data-status="ok"' $(HTML_TEST_DIR)/dom.html && [ $$(grep -o '<canvas' $(HTML_TEST_DIR)/dom.html | wc -l) -ge 5 ]; then \
+	  echo "test-html: OK (page drew 2 layers × 2 heads + detail view without script errors; a broken copy was caught)"; \
 	else \
 	  echo "test-html: FAILED"; grep -o 'data-status="[^"]*"' $(HTML_TEST_DIR)/dom.html || tail -20 $(HTML_TEST_DIR)/chromium.log; exit 1; \
 	fi

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "rng.h"
 
@@ -16,7 +17,13 @@ void validate(const SamplingOptions& o) {
 int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
                  std::vector<std::pair<float, int>>& candidates) {
   candidates.resize(V);
-  for (int v = 0; v < V; v++) candidates[v] = {logits[v], v};
+  for (int v = 0; v < V; v++) {
+    // NaN breaks the sort's ordering and infinity the softmax (inf − inf); either way the draw would be garbage.
+    if (!std::isfinite(logits[v]))
+      throw std::runtime_error("the model's predictions are not finite numbers (logit " + std::to_string(v) + " is " +
+                               std::to_string(logits[v]) + "): its weights are too large or broken");
+    candidates[v] = {logits[v], v};
+  }
   // Most likely first; ties broken by token id so that the choice never depends on the sort's stability.
   std::sort(candidates.begin(), candidates.end(),
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });

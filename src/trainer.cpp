@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "attention_stats.h"
 #include "checkpoint.h"
 #include "dataset.h"
 #include "evaluate.h"
@@ -266,7 +267,22 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
 
   Rng batch_rng;
   batch_rng.set_state(state.batch_rng);
-  bool saved_any = resume != nullptr;  // a checkpoint of this run exists on disk
+  bool saved_any = false;  // this invocation has written ckpt_file
+  const int first_step_of_run = state.step;
+  const std::string resumed_rng = state.batch_rng;
+  // Where the last good weights are, for the divergence message. Resuming with --out elsewhere means ckpt_file
+  // may not exist or may belong to another run: it is named only if it holds the step this invocation began at.
+  auto last_good = [&]() -> std::string {
+    if (saved_any) return "; " + ckpt_file + " holds the last good checkpoint (step " + std::to_string(state.step) + ")";
+    if (!resume) return "";
+    try {
+      Checkpoint on_disk = load_checkpoint(ckpt_file);
+      if (on_disk.resumable && on_disk.resume.step == first_step_of_run && on_disk.resume.batch_rng == resumed_rng)
+        return "; " + ckpt_file + " holds the last good checkpoint (step " + std::to_string(first_step_of_run) + ")";
+    } catch (...) {
+    }
+    return "; the checkpoint this run resumed from (step " + std::to_string(first_step_of_run) + ") is unchanged";
+  };
   auto save = [&](int step) {
     saved_any = true;
     state.step = step;
@@ -300,6 +316,11 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   const bool live = isatty(fileno(stdout));
   MetricsFile metrics(cfg.out + "/metrics.csv", state.step);
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
+  // The 1/√d_k statistics (attention_stats.h) go to their own file, measured on one fixed validation batch.
+  AttentionStatsLog attention_log(cfg.out + "/attention_stats.csv", state.step, model.config.n_layer);
+  std::vector<int> stats_x((size_t)B * T), stats_y((size_t)B * T);
+  Rng stats_rng(cfg.seed + 3);
+  const int stats_prefix = batches.next(corpus.val, B, T, stats_rng, stats_x.data(), stats_y.data());
   const double nan = std::nan("");
   TrainResult result;
   const int first_step = state.step;  // state.step moves on at every save; this is where this invocation began
@@ -321,6 +342,8 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
         std::printf(", honest next-char %.4f bits/char (%.4f nats)", honest_bits, honest_bits * std::log(2.0));
       std::printf("\n");
       std::fflush(stdout);
+      if (stats_prefix >= 0) set_prefix_length(model, stats_prefix);
+      attention_log.row(step, measure_attention(model, stats_x.data(), stats_y.data(), B, T));
     }
     if (last) {
       metrics.row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan);
@@ -337,15 +360,13 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     if (!std::isfinite(loss) || !std::isfinite(norm))
       throw std::runtime_error(
           "training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) + ", gradient norm " +
-          std::to_string(norm) + "); the weights were not updated and nothing was saved" +
-          (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
+          std::to_string(norm) + "); the weights were not updated and nothing was saved" + last_good() +
           ". Try a lower --lr (or check --attn-scale).");
     const float lr = learning_rate(cfg.adamw, step, cfg.steps);
     state.optimizer.update(model, cfg.adamw, lr);
     if (!all_finite(model.params_memory))  // an absurd step can overflow the weights even from finite gradients
       throw std::runtime_error("training diverged at step " + std::to_string(step) +
-                               ": the update made some weights infinite or NaN; nothing was saved" +
-                               (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
+                               ": the update made some weights infinite or NaN; nothing was saved" + last_good() +
                                ". Try a lower --lr (or check --attn-scale).");
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;

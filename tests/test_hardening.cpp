@@ -5,8 +5,8 @@
 //   HardeningCheckpoint   a checkpoint writer SIGKILLed at random moments never leaves a torn file
 //   HardeningSignals      ./train and SIGTERM, and two quick SIGINTs
 //   HardeningDiskErrors   ./train when the checkpoint cannot be written (file size limit, a directory in the way)
-//   HardeningDivergence   ./train with an absurd learning rate
-//   HardeningResources    a model too big for the machine, ./sample -n 100000000, a long prompt
+//   HardeningDivergence   ./train with an absurd learning rate (in place, and resumed into another directory)
+//   HardeningResources    a model too big for the machine, ./sample -n 100000000, a long prompt, NaN logits
 // The program tests start ./train and ./sample from the working directory, like tests/test_programs.cpp (under
 // `make test-asan` that directory is build/asan/bin, holding the sanitized programs). Files of the source tree are
 // found through $PLAINGPT_ROOT (default: the working directory).
@@ -624,7 +624,7 @@ TEST_F(HardeningPrograms, AbsurdLearningRateStopsNamingTheStepAndKeepsTheLastChe
   EXPECT_GE(std::stoi(m[1]), 1);
   EXPECT_LT(std::stoi(m[1]), 50);
   EXPECT_CONTAINS(err, "lower --lr");
-  EXPECT_CONTAINS(err, ckpt);
+  EXPECT_CONTAINS(err, ckpt + " holds the last good checkpoint (step 1)");
   EXPECT_TRUE(read_file(ckpt) == good) << "the last good checkpoint changed";
   EXPECT_TRUE(temporary_files_in(out).empty());
   EXPECT_EQ(load_checkpoint(ckpt).resume.step, 1) << "and it still loads: every value finite";
@@ -642,6 +642,43 @@ TEST_F(HardeningPrograms, DivergenceBeforeAnyCheckpointDoesNotClaimOne) {
   EXPECT_CONTAINS(train.err(), "--lr");
   ASSERT_FALSE(progutil::file_exists(ckpt));
   EXPECT_EQ(train.err().find("holds the last good checkpoint"), std::string::npos) << train.err();
+}
+
+// `./train --resume A --out B` that diverges before its first save: B holds nothing of this run (no file, or
+// another run's checkpoint), so the message must not send the user there; A is the last good state, untouched.
+TEST_F(HardeningPrograms, DivergenceAfterResumingIntoAnotherDirectoryDoesNotClaimACheckpointThere) {
+  const std::string a = dir_ / "a", a_ckpt = a + "/ckpt.safetensors";
+  const std::string absurd = "--lr 1e9 --min-lr 0 --warmup 0 --grad-clip 0 --eval-every 0 --steps 50 --ckpt-every 1";
+  {
+    Child first(train_args(corpus_, a, absurd + " --stop-at 1"), log("first"));
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  const std::string good = read_file(a_ckpt);
+  ASSERT_EQ(load_checkpoint(a_ckpt).resume.step, 1);
+
+  // b: no checkpoint at all. c: a checkpoint of another run (step 2, its own settings).
+  const std::string b = dir_ / "b", c = dir_ / "c", c_ckpt = c + "/ckpt.safetensors";
+  {
+    Child other(train_args(corpus_, c, "--steps 2 --eval-every 0"), log("other"));
+    ASSERT_TRUE(other.wait(120) && other.exited_with(0)) << other.describe();
+  }
+  const std::string other_run = read_file(c_ckpt);
+  for (const std::string& out : {b, c}) {
+    SCOPED_TRACE("--out " + out);
+    const std::string out_ckpt = out + "/ckpt.safetensors";
+    Child resumed({"./train", "--resume", a, "--out", out, "--ckpt-every", "0"}, log("resumed"));
+    ASSERT_TRUE(resumed.wait(120)) << "./train did not finish";
+    EXPECT_TRUE(resumed.exited_with(1)) << resumed.describe();
+    const std::string err = resumed.err();
+    EXPECT_CONTAINS(err, "diverged at step");
+    EXPECT_CONTAINS(err, "the checkpoint this run resumed from (step 1) is unchanged");
+    EXPECT_EQ(err.find("holds the last good checkpoint"), std::string::npos) << err;
+    EXPECT_CONTAINS(err, "lower --lr");
+    EXPECT_TRUE(read_file(a_ckpt) == good) << "the checkpoint resumed from changed";
+    if (out == b) EXPECT_FALSE(progutil::file_exists(out_ckpt));
+    else EXPECT_TRUE(read_file(c_ckpt) == other_run) << "the other run's checkpoint changed";
+    EXPECT_TRUE(temporary_files_in(out).empty());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -711,6 +748,39 @@ TEST_F(HardeningPrograms, SampleWithAHugeNKeepsMemoryBounded) {
   // quarantines freed memory, up to 256 MB, so its RSS is no measure of a leak; LeakSanitizer covers that.)
   if (!HARDENING_ASAN) {
     EXPECT_LT(late_rss - early_rss, 4 * 1024) << "KB of growth";
+  }
+}
+
+// Weights that are finite (so the checkpoint loads) but so large that the forward pass overflows: ./sample must
+// refuse with a message naming the checkpoint, not print characters drawn from NaN (greedy or sampled).
+TEST_F(HardeningPrograms, SampleRefusesNonFinitePredictionsNamingTheCheckpoint) {
+  const std::string out = dir_ / "out", huge = dir_ / "huge.safetensors";
+  {
+    Child first(train_args(corpus_, out, "--steps 2"), log("first"));
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  {
+    Checkpoint c = load_checkpoint(out + "/ckpt.safetensors");
+    for (float& w : c.model->params_memory) w = w >= 0 ? 1e30f : -1e30f;
+    save_checkpoint(huge, *c.model, c.tokenizer, nullptr, c.objective);
+    // The premise: it loads, and its predictions are not finite.
+    Checkpoint loaded = load_checkpoint(huge);
+    set_threads(1);
+    Decoder decoder(*loaded.model);
+    const float* logits = decoder.push(0);
+    bool all_finite = true;
+    for (int v = 0; v < loaded.model->config.vocab_size; v++) all_finite = all_finite && std::isfinite(logits[v]);
+    ASSERT_FALSE(all_finite) << "the test model's logits are finite; make its weights larger";
+  }
+  for (const std::string& temperature : {"0.8", "0"}) {
+    SCOPED_TRACE("--temperature " + temperature);
+    Child sample({"./sample", "--threads", "1", "--ckpt", huge, "-n", "50", "--prompt", "The", "--temperature",
+                  temperature},
+                 log("sample"));
+    ASSERT_TRUE(sample.wait(60)) << "./sample did not finish";
+    EXPECT_TRUE(sample.exited_with(1)) << sample.describe();
+    EXPECT_CONTAINS(sample.err(), "sample: error: " + huge + ": the model's predictions are not finite numbers");
+    EXPECT_EQ(sample.out(), "The\n") << "nothing generated from non-finite logits";
   }
 }
 
