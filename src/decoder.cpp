@@ -25,16 +25,33 @@ void Decoder::reset() { context_.clear(); }
 const float* Decoder::push(int token) {
   const int block = model_.config.block_size - (mask_token_ >= 0);  // an MLM model needs a slot for [MASK]
   if ((int)context_.size() == block) {
-    // Slide: keep the newest half. Re-pushing those tokens rebuilds the cache at their new positions.
-    std::vector<int> keep(context_.end() - block / 2, context_.end());
-    context_.clear();
-    if (use_cache_)
-      for (int t : keep) step_cached(t, (int)context_.size()), context_.push_back(t);
-    else
-      context_ = keep;
+    // Slide: keep the newest half. Their positions change, so their cached keys and values are stale.
+    context_.erase(context_.begin(), context_.end() - block / 2);
+    if (use_cache_) refill_cache();
   }
   context_.push_back(token);
   return use_cache_ ? step_cached(token, (int)context_.size() - 1) : step_full_recompute();
+}
+
+// Re-encodes the whole context in one batched forward (B = 1, T = its length) and copies each layer's keys and
+// values out of that forward's qkv activations. Pushing the kept tokens one at a time would give the same cache
+// (up to float rounding) but through T one-row products instead of one T-row sgemm per layer: after every slide
+// that was as many extra single-token steps as the tokens generated since, doubling the work of a long sample.
+void Decoder::refill_cache() {
+  const ModelConfig& c = model_.config;
+  const int T = (int)context_.size(), C = c.n_embd;
+  if (T == 0) return;
+  model_.forward(context_.data(), nullptr, 1, T);
+  for (int l = 0; l < c.n_layer; l++) {
+    const float* qkv = model_.layer_qkv(l);  // (1, T, 3C); row t is [q | k | v]
+    float* keys = k_cache_.data() + (size_t)l * c.block_size * C;
+    float* values = v_cache_.data() + (size_t)l * c.block_size * C;
+    for (int t = 0; t < T; t++) {
+      const float* row = qkv + (size_t)t * 3 * C;
+      std::copy(row + C, row + 2 * C, keys + (size_t)t * C);
+      std::copy(row + 2 * C, row + 3 * C, values + (size_t)t * C);
+    }
+  }
 }
 
 const float* Decoder::step_full_recompute() {
@@ -46,7 +63,8 @@ const float* Decoder::step_full_recompute() {
   return logits_.data();
 }
 
-// The forward pass of GPT::forward for one position (B = T = 1), with attention over the cache.
+// The forward pass of GPT::forward for one position (B = T = 1), with attention over the cache. Every product
+// is a matrix-vector product (matvec): for one row, sgemm's repacking of the weights costs more than the math.
 const float* Decoder::step_cached(int token, int pos) {
   const ModelConfig& c = model_.config;
   const int C = c.n_embd, NH = c.n_head, HS = c.head_size();
@@ -58,7 +76,7 @@ const float* Decoder::step_cached(int token, int pos) {
     float* keys = k_cache_.data() + (size_t)l * c.block_size * C;
     float* values = v_cache_.data() + (size_t)l * c.block_size * C;
     layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_1_w, b.ln_1_b, 1, C);
-    linear_forward(qkv_.data(), ln_.data(), b.attn_qkv_w, b.attn_qkv_b, 1, C, 3 * C);
+    matvec(qkv_.data(), ln_.data(), b.attn_qkv_w, b.attn_qkv_b, C, 3 * C);
     std::copy(qkv_.begin() + C, qkv_.begin() + 2 * C, keys + (size_t)pos * C);
     std::copy(qkv_.begin() + 2 * C, qkv_.end(), values + (size_t)pos * C);
     KeyRange range = model_.masks[l].keys_for(pos, pos + 1);
@@ -68,16 +86,16 @@ const float* Decoder::step_cached(int token, int pos) {
     if (!model_.head_gates.empty())
       for (int h = 0; h < NH; h++)
         for (int d = 0; d < HS; d++) att_[h * HS + d] *= model_.head_gates[(size_t)l * NH + h];
-    linear_forward(proj_.data(), att_.data(), b.attn_proj_w, b.attn_proj_b, 1, C, C);
+    matvec(proj_.data(), att_.data(), b.attn_proj_w, b.attn_proj_b, C, C);
     for (int i = 0; i < C; i++) x_[i] += proj_[i];
     if (c.attn_only) continue;
     layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_2_w, b.ln_2_b, 1, C);
-    linear_forward(fc_.data(), ln_.data(), b.mlp_fc_w, b.mlp_fc_b, 1, C, 4 * C);
+    matvec(fc_.data(), ln_.data(), b.mlp_fc_w, b.mlp_fc_b, C, 4 * C);
     gelu_forward(fc_gelu_.data(), fc_.data(), fc_.size());
-    linear_forward(proj_.data(), fc_gelu_.data(), b.mlp_proj_w, b.mlp_proj_b, 1, 4 * C, C);
+    matvec(proj_.data(), fc_gelu_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C);
     for (int i = 0; i < C; i++) x_[i] += proj_[i];
   }
   layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), p.ln_f_w, p.ln_f_b, 1, C);
-  lm_head_forward(logits_.data(), ln_.data(), p.wte, 1, C, c.vocab_size);
+  lm_head_matvec(logits_.data(), ln_.data(), p.wte, C, c.vocab_size);
   return logits_.data();
 }

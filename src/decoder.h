@@ -1,7 +1,7 @@
 // Incremental decoding with a KV cache: each new token runs the model on one position and attends to the keys
 // and values cached for the earlier ones, so a token costs O(T) attention work instead of a full O(T²) recompute.
-// When the context reaches block_size the window slides: the oldest half is dropped and the rest re-encoded
-// (positions change, so their cached keys and values must be recomputed).
+// When the context reaches block_size the window slides: the oldest half is dropped and the rest re-encoded in
+// one batched GPT::forward (positions change, so their cached keys and values must be recomputed).
 // Masks that let a position see later ones (bidirectional, prefix) cannot be cached this way: for those
 // models every step recomputes the whole context with GPT::forward — same answers, more work. A masked-LM model
 // (mask_token ≥ 0) is asked for the next character by appending [MASK] and reading the prediction there.
@@ -21,6 +21,7 @@ class Decoder {
 
  private:
   const float* step_cached(int token, int pos);
+  void refill_cache();  // the K/V cache of the whole context, from one GPT::forward
   const float* step_full_recompute();
 
   GPT& model_;

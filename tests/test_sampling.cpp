@@ -13,9 +13,12 @@
 
 #include "decoder.h"
 #include "evaluate.h"
+#include "linear.h"
 #include "model.h"
+#include "reference.h"
 #include "rng.h"
 #include "sampling.h"
+#include "test_util.h"
 #include "threads.h"
 
 namespace {
@@ -143,6 +146,70 @@ TEST(SamplingDecoder, CachedLogitsDependOnEarlierTokens) {
   }
   std::vector<float> copy_b(lb, lb + model->config.vocab_size);
   EXPECT_GT(max_abs_diff(la, copy_b), 1e-3);
+}
+
+TEST(SamplingDecoder, SlideReencodeMatchesFullRecomputeWithGatesAndOddWidths) {
+  // After each slide the decoder refills its cache from one batched GPT::forward of the kept half, and the
+  // single-token steps after it run through matvec. A width that is not a multiple of 4 (IC mod 4 = 2 in every
+  // product: C = 18, 4C = 72 is, 3C = 54 is not an input width) exercises matvec's leftover rows, head gates
+  // the path both forwards must apply identically, and three layers of different masks the per-layer cache.
+  set_threads(1);
+  ModelConfig c;
+  c.n_layer = 3, c.n_head = 3, c.n_embd = 18, c.block_size = 10, c.vocab_size = 13;
+  GPT model(c, parse_layer_masks("causal,window:3,causal", c.n_layer));
+  Rng rng(21);
+  for (float& p : model.params_memory) p = (float)(0.3 * rng.normal());
+  model.enable_head_gates();
+  for (size_t i = 0; i < model.head_gates.size(); i++) model.head_gates[i] = 0.4f + 0.3f * (float)(i % 4);
+  check_decoder_matches_forward(model, random_tokens(41, c.vocab_size, 12), true);
+}
+
+TEST(SamplingDecoder, ThreadedRefillMatchesFullRecompute) {
+  // The batched re-encode runs GPT::forward, which splits its products between threads when there are several.
+  set_threads(2);
+  auto model = random_model("causal", 2, 16);
+  check_decoder_matches_forward(*model, random_tokens(50, 11, 13), true);
+  set_threads(1);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// matvec and lm_head_matvec: one row of linear_forward / lm_head_forward, against the double references
+
+TEST(SamplingMatvec, MatchesLinearReferenceInDouble) {
+  struct Shape {
+    int IC, OC;
+  };
+  // IC mod 4 = 0, 1, 2, 3 (matvec takes rows four at a time), OC small, odd and the tiny preset's.
+  for (Shape s : {Shape{1, 1}, Shape{4, 7}, Shape{5, 33}, Shape{18, 54}, Shape{31, 9}, Shape{128, 384}, Shape{512, 128}})
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE("IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + (with_bias ? " bias" : " no bias"));
+      std::mt19937 rng(11 * s.IC + s.OC + with_bias);
+      const std::vector<double> x = testutil::float_exact(testutil::uniform(s.IC, rng)),
+                                w = testutil::float_exact(testutil::uniform((size_t)s.IC * s.OC, rng)),
+                                b = testutil::float_exact(testutil::uniform(s.OC, rng));
+      const std::vector<float> x_f = testutil::to_float(x), w_f = testutil::to_float(w), b_f = testutil::to_float(b);
+      std::vector<double> out(s.OC);
+      std::vector<float> out_f(s.OC, NAN);  // every output must be written, bias or not
+      ref_linear_forward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, 1, s.IC, s.OC);
+      matvec(out_f.data(), x_f.data(), w_f.data(), with_bias ? b_f.data() : nullptr, s.IC, s.OC);
+      // Sums of up to 512 products of numbers in [-1, 1]: float rounding stays far below 1e-5 of the largest output.
+      EXPECT_TRUE(testutil::close_to_reference(out_f, out, 1e-5, "matvec"));
+    }
+}
+
+TEST(SamplingMatvec, LmHeadMatchesReferenceInDouble) {
+  for (int C : {1, 7, 128})
+    for (int V : {1, 13, 65}) {
+      SCOPED_TRACE("C=" + std::to_string(C) + " V=" + std::to_string(V));
+      std::mt19937 rng(5 * C + V);
+      const std::vector<double> x = testutil::float_exact(testutil::uniform(C, rng)),
+                                wte = testutil::float_exact(testutil::uniform((size_t)V * C, rng));
+      std::vector<double> logits(V);
+      std::vector<float> logits_f(V, NAN);
+      ref_lm_head_forward(logits.data(), x.data(), wte.data(), 1, C, V);
+      lm_head_matvec(logits_f.data(), testutil::to_float(x).data(), testutil::to_float(wte).data(), C, V);
+      EXPECT_TRUE(testutil::close_to_reference(logits_f, logits, 1e-5, "lm_head_matvec"));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
