@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 #include "model.h"
 
@@ -76,6 +75,7 @@ std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const st
 
 static const char* kNames[] = {"logit_var", "logit_max", "entropy", "entropy_norm",
                                "max_weight", "saturated", "grad_q", "grad_k"};
+static const int kColumns = sizeof kNames / sizeof kNames[0];
 
 std::string attention_stats_header(int n_layer) {
   std::string out;
@@ -93,3 +93,16 @@ std::string attention_stats_cells(const std::vector<LayerAttentionStats>& stats)
       std::snprintf(cell, sizeof cell, ",%.6g", v), out += cell;
   return out;
 }
+
+std::vector<LayerAttentionStats> measure_attention(GPT& model, const int* x, const int* y, int B, int T) {
+  model.forward(x, y, B, T);
+  model.zero_grad();
+  model.backward();
+  std::vector<const float*> qkv;
+  for (int l = 0; l < model.config.n_layer; l++) qkv.push_back(model.layer_qkv(l));
+  std::vector<LayerAttentionStats> stats = attention_statistics(model, qkv, model.last_B(), model.last_T());
+  model.zero_grad();
+  return stats;
+}
+
+std::string attention_stats_empty_cells(int n_layer) { return std::string((size_t)n_layer * kColumns, ','); }

@@ -25,11 +25,20 @@ struct LayerAttentionStats {
 LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask& mask, float scale, int B, int T,
                                           int C, int NH);
 
-// One entry per layer. qkv[l] is layer l's (B, T, 3C) activation of the model's last forward (see the report for
-// the accessor GPT needs to expose it); B, T that forward's shape. Gradient norms come from model.grads.
+// One entry per layer. qkv[l] is layer l's (B, T, 3C) activation of the model's last forward (GPT::layer_qkv);
+// B, T that forward's shape. Gradient norms come from model.grads.
 std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const std::vector<const float*>& qkv, int B,
                                                       int T);
 
-// metrics.csv columns: "L0_logit_var,L0_logit_max,…" and the matching cells (each with a leading comma).
+// metrics.csv columns: ",L0_logit_var,L0_logit_max,…,L0_grad_k,L1_logit_var,…" and the matching cells (each with
+// a leading comma); the empty cells of a row without an evaluation.
 std::string attention_stats_header(int n_layer);
 std::string attention_stats_cells(const std::vector<LayerAttentionStats>& stats);
+std::string attention_stats_empty_cells(int n_layer);
+
+// What ./train logs at every evaluation: one forward and backward of the model on a fixed batch (x, y: (B, T)),
+// then the statistics above from that forward's qkv and that backward's gradients. The gradients are this batch's
+// own, unclipped, and are zeroed again afterwards, so training is not affected (its next step zeroes them anyway).
+// Why a batch of its own rather than the last training step's gradients: those have already been clipped in
+// place, and they belong to a different batch at every evaluation; a fixed batch compares like with like.
+std::vector<LayerAttentionStats> measure_attention(GPT& model, const int* x, const int* y, int B, int T);

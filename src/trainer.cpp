@@ -160,7 +160,8 @@ class MetricsFile {
  public:
   // A resumed run keeps the rows before its first step and drops any the interrupted run wrote after its
   // last checkpoint, so the file reads as one uninterrupted run.
-  MetricsFile(const std::string& path, int first_step) {
+  // extra_header: more columns after step_ms (the attention statistics), each name with a leading comma.
+  MetricsFile(const std::string& path, int first_step, const std::string& extra_header = "") {
     std::string kept;
     std::ifstream old(path);
     std::string line;
@@ -169,15 +170,18 @@ class MetricsFile {
         if (std::strtol(line.c_str(), nullptr, 10) < first_step) kept += line + "\n";
     file_ = std::fopen(path.c_str(), "w");
     if (!file_) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
-    std::fprintf(file_, "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms\n%s", kept.c_str());
+    std::fprintf(file_, "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms%s\n%s",
+                 extra_header.c_str(), kept.c_str());
   }
   ~MetricsFile() { std::fclose(file_); }
   // NaN leaves a cell empty.
-  void row(int step, double train, double val, double honest, double loss, double lr, double norm, double ms) {
+  // extra: the cells of the extra columns, each with a leading comma.
+  void row(int step, double train, double val, double honest, double loss, double lr, double norm, double ms,
+           const std::string& extra = "") {
     std::fprintf(file_, "%d", step);
     for (double v : {train, val, honest, loss, lr, norm, ms})
       std::isnan(v) ? std::fprintf(file_, ",") : std::fprintf(file_, ",%.6g", v);
-    std::fprintf(file_, "\n");
+    std::fprintf(file_, "%s\n", extra.c_str());
     std::fflush(file_);
   }
 
@@ -267,22 +271,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
 
   Rng batch_rng;
   batch_rng.set_state(state.batch_rng);
-  bool saved_any = false;  // this invocation has written ckpt_file
-  const int first_step_of_run = state.step;
-  const std::string resumed_rng = state.batch_rng;
-  // Where the last good weights are, for the divergence message. Resuming with --out elsewhere means ckpt_file
-  // may not exist or may belong to another run: it is named only if it holds the step this invocation began at.
-  auto last_good = [&]() -> std::string {
-    if (saved_any) return "; " + ckpt_file + " holds the last good checkpoint (step " + std::to_string(state.step) + ")";
-    if (!resume) return "";
-    try {
-      Checkpoint on_disk = load_checkpoint(ckpt_file);
-      if (on_disk.resumable && on_disk.resume.step == first_step_of_run && on_disk.resume.batch_rng == resumed_rng)
-        return "; " + ckpt_file + " holds the last good checkpoint (step " + std::to_string(first_step_of_run) + ")";
-    } catch (...) {
-    }
-    return "; the checkpoint this run resumed from (step " + std::to_string(first_step_of_run) + ") is unchanged";
-  };
+  bool saved_any = resume != nullptr;  // a checkpoint of this run exists on disk
   auto save = [&](int step) {
     saved_any = true;
     state.step = step;
@@ -314,10 +303,10 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   // Past a file-size limit, let write() fail with EFBIG (reported, temporary file removed) instead of dying.
   std::signal(SIGXFSZ, SIG_IGN);
   const bool live = isatty(fileno(stdout));
-  MetricsFile metrics(cfg.out + "/metrics.csv", state.step);
+  // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations and
+  // measured on one fixed validation batch.
+  MetricsFile metrics(cfg.out + "/metrics.csv", state.step, attention_stats_header(model.config.n_layer));
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
-  // The 1/√d_k statistics (attention_stats.h) go to their own file, measured on one fixed validation batch.
-  AttentionStatsLog attention_log(cfg.out + "/attention_stats.csv", state.step, model.config.n_layer);
   std::vector<int> stats_x((size_t)B * T), stats_y((size_t)B * T);
   Rng stats_rng(cfg.seed + 3);
   const int stats_prefix = batches.next(corpus.val, B, T, stats_rng, stats_x.data(), stats_y.data());
@@ -330,6 +319,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
 
   for (int step = state.step; step <= cfg.steps; step++) {
     double train_loss = nan, val_loss = nan, honest_bits = nan;
+    std::string attention_cells = attention_stats_empty_cells(model.config.n_layer);
     const bool last = step == cfg.steps;
     if (last || step == first_step || (cfg.eval_every && step % cfg.eval_every == 0)) {
       evaluate(train_loss, val_loss);
@@ -343,10 +333,10 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
       std::printf("\n");
       std::fflush(stdout);
       if (stats_prefix >= 0) set_prefix_length(model, stats_prefix);
-      attention_log.row(step, measure_attention(model, stats_x.data(), stats_y.data(), B, T));
+      attention_cells = attention_stats_cells(measure_attention(model, stats_x.data(), stats_y.data(), B, T));
     }
     if (last) {
-      metrics.row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan);
+      metrics.row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, attention_cells);
       break;
     }
 
@@ -360,17 +350,19 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     if (!std::isfinite(loss) || !std::isfinite(norm))
       throw std::runtime_error(
           "training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) + ", gradient norm " +
-          std::to_string(norm) + "); the weights were not updated and nothing was saved" + last_good() +
+          std::to_string(norm) + "); the weights were not updated and nothing was saved" +
+          (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
           ". Try a lower --lr (or check --attn-scale).");
     const float lr = learning_rate(cfg.adamw, step, cfg.steps);
     state.optimizer.update(model, cfg.adamw, lr);
     if (!all_finite(model.params_memory))  // an absurd step can overflow the weights even from finite gradients
       throw std::runtime_error("training diverged at step " + std::to_string(step) +
-                               ": the update made some weights infinite or NaN; nothing was saved" + last_good() +
+                               ": the update made some weights infinite or NaN; nothing was saved" +
+                               (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
                                ". Try a lower --lr (or check --attn-scale).");
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;
-    metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms);
+    metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
     result.step = step + 1;
 
     const double tokens_per_s = B * T / (recent_ms / 1000.0);

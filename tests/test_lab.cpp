@@ -21,6 +21,7 @@
 #include "rng.h"
 #include "test_util.h"
 #include "tokenizer.h"
+#include "trainer.h"
 #include "utf8.h"
 
 namespace {
@@ -347,6 +348,81 @@ TEST(LabScale, AttentionStatisticsMatchClosedForms) {
   const double v_none = layer_attention_stats(big.data(), AttentionMask{}, 1.0f, 1, TT, CC, 1).logit_var;
   EXPECT_NEAR(v_sqrt, 1.0, 0.2);
   EXPECT_NEAR(v_none / v_sqrt, 64.0, 1e-3);
+}
+
+// Queries all zero (W_Q = 0, b_Q = 0) make every logit 0 whatever the keys are: attention is uniform and the loss
+// does not depend on W_K at all, so ∂L/∂W_K = 0 exactly while ∂L/∂W_Q is not. Row i (causal) sees i + 1 keys.
+TEST(LabScale, MeasureAttentionOnZeroQueries) {
+  const int C = 8, T = 8, B = 2;
+  GPT model(small_config(2, 2, C, T, 7));
+  randomise(model, 31);
+  BlockParams& p = model.params.h[1];
+  for (int r = 0; r < C; r++) std::fill(p.attn_qkv_w + (size_t)r * 3 * C, p.attn_qkv_w + (size_t)r * 3 * C + C, 0.0f);
+  std::fill(p.attn_qkv_b, p.attn_qkv_b + C, 0.0f);
+  std::vector<int> x = random_tokens(B * T, 7, 3), y = random_tokens(B * T, 7, 4);
+  std::vector<LayerAttentionStats> s = measure_attention(model, x.data(), y.data(), B, T);
+  ASSERT_EQ(s.size(), 2u);
+  double mean_max = 0;
+  for (int i = 1; i < T; i++) mean_max += 1.0 / (i + 1);
+  mean_max /= T - 1;
+  EXPECT_EQ(s[1].logit_var, 0.0);
+  EXPECT_EQ(s[1].logit_max, 0.0);
+  EXPECT_NEAR(s[1].entropy_norm, 1.0, 1e-6);
+  EXPECT_NEAR(s[1].max_weight, mean_max, 1e-6);
+  EXPECT_EQ(s[1].saturated, 0.0);
+  EXPECT_EQ(s[1].grad_k, 0.0);
+  EXPECT_GT(s[1].grad_q, 1e-4);
+  EXPECT_GT(s[0].grad_k, 1e-4);  // layer 0 has real queries
+  EXPECT_GT(s[0].logit_var, 0.0);
+  // measure_attention leaves no gradient behind for the next training step.
+  EXPECT_TRUE(std::all_of(model.grads_memory.begin(), model.grads_memory.end(), [](float g) { return g == 0; }));
+}
+
+// ./train's metrics.csv carries 8 columns per layer after step_ms, filled (finite) at every evaluation and empty
+// elsewhere. Two runs that differ only in --attn-scale start from the same weights and measure the same batch, so
+// layer 0's logits (its q, k come from the embeddings alone) differ by the factor HS between "none" (S = q·k) and
+// "sqrt" (S = q·k/√HS): variance × HS, max |S| × √HS.
+TEST(LabScale, TrainingLogsAttentionStatisticsAndScaleNoneMultipliesTheVarianceByHS) {
+  progutil::TempDir dir;
+  progutil::write_file(dir / "corpus.txt", progutil::generated_text(4000));
+  auto run = [&](const std::string& scale) {
+    TrainConfig c;
+    c.data = dir / "corpus.txt", c.out = dir / scale;
+    c.model.n_layer = 2, c.model.n_head = 2, c.model.n_embd = 16, c.model.block_size = 16;  // HS = 8
+    c.model.attn_scale = scale;
+    c.batch = 4, c.steps = 4, c.eval_every = 2, c.eval_iters = 1, c.ckpt_every = 0, c.threads = 1;
+    c.adamw.warmup_steps = 1;
+    run_training(c);
+    return progutil::read_csv(c.out + "/metrics.csv");
+  };
+  const std::vector<std::vector<std::string>> a = run("sqrt"), b = run("none");
+  ASSERT_EQ(a.size(), 6u);  // header + steps 0 … 4
+  const std::vector<std::string>& header = a[0];
+  const size_t first = std::find(header.begin(), header.end(), "L0_logit_var") - header.begin();
+  ASSERT_EQ(header.size(), first + 2 * 8) << "8 statistics per layer, at the end of the row";
+  EXPECT_EQ(header[first - 1], "step_ms");
+  EXPECT_EQ(header.back(), "L1_grad_k");
+  for (int step = 0; step <= 4; step++) {
+    const std::vector<std::string>& row = a[1 + step];
+    ASSERT_EQ(row.size(), header.size());
+    for (size_t k = first; k < row.size(); k++) {
+      if (step % 2) {
+        EXPECT_EQ(row[k], "") << header[k] << " at step " << step << ", which has no evaluation";
+        continue;
+      }
+      const double v = std::stod(row[k]);
+      EXPECT_TRUE(std::isfinite(v) && v >= 0) << header[k] << " = " << row[k] << " at step " << step;
+    }
+    if (step % 2) continue;
+    for (int l = 0; l < 2; l++) {
+      EXPECT_GT(std::stod(row[first + 8 * l + 6]), 0.0) << "grad_q of layer " << l;
+      EXPECT_GT(std::stod(row[first + 8 * l + 7]), 0.0) << "grad_k of layer " << l;
+      EXPECT_LE(std::stod(row[first + 8 * l + 3]), 1.0 + 1e-6) << "entropy / ln|K| of layer " << l;
+    }
+  }
+  EXPECT_NEAR(std::stod(b[1][first]) / std::stod(a[1][first]), 8.0, 1e-3);                 // L0_logit_var, step 0
+  EXPECT_NEAR(std::stod(b[1][first + 1]) / std::stod(a[1][first + 1]), std::sqrt(8.0), 1e-3);  // L0_logit_max
+  EXPECT_LT(std::stod(b[1][first + 3]), std::stod(a[1][first + 3]));  // sharper logits, lower entropy / ln|K|
 }
 
 TEST(LabProgram, InspectWritesJsonHtmlAndHeadsCsv) {
