@@ -271,7 +271,22 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
 
   Rng batch_rng;
   batch_rng.set_state(state.batch_rng);
-  bool saved_any = resume != nullptr;  // a checkpoint of this run exists on disk
+  bool saved_any = false;  // this invocation has written ckpt_file
+  const int first_step_of_run = state.step;
+  const std::string resumed_rng = state.batch_rng;
+  // Where the last good weights are, for the divergence message. Resuming with --out elsewhere means ckpt_file
+  // may not exist or may belong to another run: it is named only if it holds the step this invocation began at.
+  auto last_good = [&]() -> std::string {
+    if (saved_any) return "; " + ckpt_file + " holds the last good checkpoint (step " + std::to_string(state.step) + ")";
+    if (!resume) return "";
+    try {
+      Checkpoint on_disk = load_checkpoint(ckpt_file);
+      if (on_disk.resumable && on_disk.resume.step == first_step_of_run && on_disk.resume.batch_rng == resumed_rng)
+        return "; " + ckpt_file + " holds the last good checkpoint (step " + std::to_string(first_step_of_run) + ")";
+    } catch (...) {
+    }
+    return "; the checkpoint this run resumed from (step " + std::to_string(first_step_of_run) + ") is unchanged";
+  };
   auto save = [&](int step) {
     saved_any = true;
     state.step = step;
@@ -350,15 +365,13 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     if (!std::isfinite(loss) || !std::isfinite(norm))
       throw std::runtime_error(
           "training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) + ", gradient norm " +
-          std::to_string(norm) + "); the weights were not updated and nothing was saved" +
-          (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
+          std::to_string(norm) + "); the weights were not updated and nothing was saved" + last_good() +
           ". Try a lower --lr (or check --attn-scale).");
     const float lr = learning_rate(cfg.adamw, step, cfg.steps);
     state.optimizer.update(model, cfg.adamw, lr);
     if (!all_finite(model.params_memory))  // an absurd step can overflow the weights even from finite gradients
       throw std::runtime_error("training diverged at step " + std::to_string(step) +
-                               ": the update made some weights infinite or NaN; nothing was saved" +
-                               (saved_any ? "; " + ckpt_file + " holds the last good checkpoint" : "") +
+                               ": the update made some weights infinite or NaN; nothing was saved" + last_good() +
                                ". Try a lower --lr (or check --attn-scale).");
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;
