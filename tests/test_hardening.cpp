@@ -4,7 +4,8 @@
 //   HardeningNumerics     fast_exp on NaN and infinity
 //   HardeningCheckpoint   a checkpoint writer SIGKILLed at random moments never leaves a torn file
 //   HardeningSignals      ./train and SIGTERM, and two quick SIGINTs
-//   HardeningDiskErrors   ./train when the checkpoint cannot be written (file size limit, a directory in the way)
+//   HardeningDiskErrors   ./train when the checkpoint cannot be written (file size limit, permission denied, a
+//                         directory in the way)
 //   HardeningDivergence   ./train with an absurd learning rate (in place, and resumed into another directory)
 //   HardeningResources    a model too big for the machine, ./sample -n 100000000, a long prompt, NaN logits
 // The program tests start ./train and ./sample from the working directory, like tests/test_programs.cpp (under
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -581,6 +583,51 @@ TEST_F(HardeningPrograms, FileSizeLimitWithDefaultSignalsFailsCleanlyAndKeepsThe
   expect_clean_failure_when_the_checkpoint_cannot_be_written(corpus_, dir_, /*ignore_sigxfsz=*/false);
 }
 
+// Permission denied at checkpoint time: the output directory turns read-only while ./train runs, then SIGTERM asks
+// for the final checkpoint. Root ignores permission bits, so when the suite runs as root (CI) ./train runs as
+// nobody (uid/gid 65534), which owns the output directory: the kernel then refuses the temporary file as it would
+// for any user.
+TEST_F(HardeningPrograms, PermissionDeniedAtTheFinalCheckpointFailsCleanlyAndKeepsThePreviousOne) {
+  const bool root = geteuid() == 0;
+  const uid_t nobody = 65534;
+  const std::string out = dir_ / "out", ckpt = out + "/ckpt.safetensors", metrics = out + "/metrics.csv";
+  const auto as_user = [&] {
+    if (root && (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0)) _exit(124);
+  };
+  if (root) {
+    ASSERT_EQ(0, chmod(dir_.path().c_str(), 0755));  // nobody must reach the corpus and the output directory
+    ASSERT_EQ(0, chmod(corpus_.c_str(), 0644));
+    fs::create_directory(out);
+    ASSERT_EQ(0, chown(out.c_str(), nobody, nobody));
+  }
+  {
+    Child first(train_args(corpus_, out, "--steps 4 --eval-every 0"), log("first"), as_user);
+    ASSERT_TRUE(first.wait(120) && first.exited_with(0)) << first.describe();
+  }
+  const std::string good = read_file(ckpt);
+  ASSERT_EQ(load_checkpoint(ckpt).resume.step, 4);
+
+  // No periodic checkpoints: the only save is the one SIGTERM asks for, after the directory became read-only.
+  Child train({"./train", "--resume", out, "--steps", "1000000", "--ckpt-every", "0"}, log("train"), as_user);
+  ASSERT_TRUE(eventually(60, [&] {
+    return (progutil::file_exists(metrics) && step_rows(metrics).size() >= 7) || train.wait(0);
+  }))
+      << "training did not continue within 60 s";
+  ASSERT_FALSE(train.done) << train.describe();
+  ASSERT_EQ(0, chmod(out.c_str(), 0555));
+  ASSERT_EQ(0, kill(train.pid, SIGTERM));
+  const bool finished = train.wait(60);
+  chmod(out.c_str(), 0755);  // so that TempDir can remove it
+  ASSERT_TRUE(finished) << "./train did not stop within 60 s of SIGTERM";
+  EXPECT_TRUE(train.exited_with(1)) << train.describe();
+  EXPECT_CONTAINS(train.err(), "train: error: cannot write '" + ckpt + "'");
+  EXPECT_CONTAINS(train.err(), "Permission denied");
+  EXPECT_EQ(train.out().find("interrupted: saved step"), std::string::npos) << "claims a save that failed";
+  EXPECT_TRUE(read_file(ckpt) == good) << "the previous checkpoint changed";
+  EXPECT_TRUE(temporary_files_in(out).empty()) << temporary_files_in(out)[0];
+  EXPECT_EQ(load_checkpoint(ckpt).resume.step, 4);
+}
+
 TEST_F(HardeningPrograms, CheckpointPathThatIsADirectoryFailsBeforeTraining) {
   const std::string out = dir_ / "out", ckpt = out + "/ckpt.safetensors";
   fs::create_directories(ckpt);
@@ -772,7 +819,7 @@ TEST_F(HardeningPrograms, SampleRefusesNonFinitePredictionsNamingTheCheckpoint) 
     for (int v = 0; v < loaded.model->config.vocab_size; v++) all_finite = all_finite && std::isfinite(logits[v]);
     ASSERT_FALSE(all_finite) << "the test model's logits are finite; make its weights larger";
   }
-  for (const std::string& temperature : {"0.8", "0"}) {
+  for (const std::string temperature : {"0.8", "0"}) {
     SCOPED_TRACE("--temperature " + temperature);
     Child sample({"./sample", "--threads", "1", "--ckpt", huge, "-n", "50", "--prompt", "The", "--temperature",
                   temperature},
