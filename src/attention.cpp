@@ -22,12 +22,12 @@ static float dot(const float* a, const float* b, int n) {
 void attend_one_query(float* o, float* p, const float* q, const float* keys, const float* values, int stride,
                       KeyRange range, float scale, int HS) {
   float max_s = -INFINITY;
-  for (int j = range.begin; j < range.end; j++) {
-    p[j] = scale * dot(q, keys + (size_t)j * stride, HS);
-    max_s = p[j] > max_s ? p[j] : max_s;
-  }
+  for (int j = range.begin; j < range.end; j++) p[j] = scale * dot(q, keys + (size_t)j * stride, HS);
+#pragma omp simd reduction(max : max_s)
+  for (int j = range.begin; j < range.end; j++) max_s = p[j] > max_s ? p[j] : max_s;
   for (int j = range.begin; j < range.end; j++) p[j] = fast_exp(p[j] - max_s);
   float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
   for (int j = range.begin; j < range.end; j++) sum += p[j];
   const float inv_sum = 1.0f / sum;
   for (int d = 0; d < HS; d++) o[d] = 0.0f;
@@ -69,6 +69,7 @@ static void block_scores(float* s, const Head& hd, int i0, int rows, KeyRange ke
 // exactly 0 on the rest. Returns lse = log Σ_j exp(s_j); subtracting the max first keeps exp from overflowing.
 static float softmax_row(float* s, int n, int begin, int end) {
   float max_s = -INFINITY;
+#pragma omp simd reduction(max : max_s)
   for (int j = begin; j < end; j++) max_s = s[j] > max_s ? s[j] : max_s;
   for (int j = begin; j < end; j++) s[j] = fast_exp(s[j] - max_s);
   float sum = 0.0f;
