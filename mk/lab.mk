@@ -4,15 +4,15 @@
 #   make test-html    render ./inspect attention's page in headless Chromium and fail on a script error
 #                     (skipped without Chromium; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
 #   make induction    2-layer attention-only model vs 1-layer control on repeated random sequences
-#   (the 1/√d_k sweep, `make scale`, is not written yet: see the README's open work)
+#   make scale        the 1/√d_k sweep: attention scale × learning rate × head size, table in build/scale/table.md
 PROGRAMS += build/bin/inspect
 programs: build/bin/inspect
 
-.PHONY: inspect pronouns test-html induction
+.PHONY: inspect pronouns test-html induction scale
 inspect: build/bin/inspect
 	@cp -f build/bin/inspect .
 
--include build/main/inspect.d build/experiments/induction.d
+-include build/main/inspect.d build/experiments/induction.d build/experiments/scale.d
 
 # The generator is deterministic: with its default settings it rewrites data/stories.txt byte for byte, so the
 # table it writes alongside describes the committed corpus (./inspect heads checks every note against the text).
@@ -60,3 +60,12 @@ build/bin/induction: build/experiments/induction.o build/libplaingpt.a
 INDUCTION_FLAGS ?=
 induction: build/bin/induction
 	OMP_WAIT_POLICY=passive ./build/bin/induction $(INDUCTION_FLAGS)
+
+build/bin/scale: build/experiments/scale.o build/libplaingpt.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
+
+# About 10–15 minutes on two cores: 3 scales × 3 learning rates × 2 head sizes, 600 steps each.
+SCALE_FLAGS ?=
+scale: build/bin/scale
+	OMP_WAIT_POLICY=passive ./build/bin/scale $(SCALE_FLAGS)
