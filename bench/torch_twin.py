@@ -187,12 +187,12 @@ def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/adamw.c
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def train_step(model, opt, x, y, step, total):
+def train_step(model, opt, x, y, step, total, peak_lr=1e-3, min_lr=1e-4):
     _, loss = model(x, y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    lr = learning_rate(step, total)
+    lr = learning_rate(step, total, peak_lr, min_lr)
     for g in opt.param_groups:
         g["lr"] = lr
     opt.step()
@@ -409,7 +409,7 @@ def train(args):
         ix = torch.randint(0, len(train_data) - T, (B,), generator=g)
         x = torch.stack([train_data[i:i + T] for i in ix])
         y = torch.stack([train_data[i + 1:i + T + 1] for i in ix])
-        train_step(model, opt, x, y, step, args.steps)
+        train_step(model, opt, x, y, step, args.steps, args.lr, args.min_lr)
     wall = time.perf_counter() - t_start
     out = {"impl": "pytorch", "preset": args.preset, "steps": args.steps, "wall_s": wall, "val_loss": val,
            "peak_rss_mb": peak_rss_mb()}
@@ -430,6 +430,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=-1)
     ap.add_argument("-n", type=int, default=500, help="tokens to generate for --sample-bench")
     ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--lr", type=float, default=1e-3, help="--train: peak learning rate (./train --lr)")
+    ap.add_argument("--min-lr", type=float, default=1e-4, help="--train: floor of the cosine (./train --min-lr)")
     ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
                     help="AdamW foreach implementation (default: PyTorch's choice)")
     args = ap.parse_args()
