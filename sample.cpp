@@ -90,6 +90,7 @@ static void generate_samples(Checkpoint& ckpt, const std::string& ckpt_file, con
 }
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("sample", "Generate text from a plaingpt checkpoint, or score a text with it.");
   // clang-format off
   options.add_options()

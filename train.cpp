@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "trainer.h"
+#include "threads.h"
 
 // The flags that set a field of TrainConfig, each with its default taken from the chosen preset.
 static void add_flags(cxxopts::Options& options) {
@@ -83,6 +84,7 @@ static std::string directory_of(const std::string& file) {
 }
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("train", "Train a character-level GPT on a UTF-8 text file.");
   add_flags(options);
   try {

@@ -20,6 +20,7 @@
 #include "rng.h"
 #include "trainer.h"
 #include "utf8.h"
+#include "threads.h"
 
 struct Contender {
   Contender(std::string n, std::string o) : name(std::move(n)), objective(std::move(o)) {}
@@ -64,6 +65,7 @@ static std::string example(Checkpoint& ckpt) {
 }
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("compare", "Train GPT-, BERT- and prefix-LM-style models alike and compare them.");
   // clang-format off
   options.add_options()

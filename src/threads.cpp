@@ -1,6 +1,9 @@
 #include "threads.h"
 
 #include <omp.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "blas.h"
 
@@ -13,4 +16,20 @@ void set_threads(int threads) {
 #ifndef PLAINGPT_ACCELERATE
   openblas_set_num_threads(1);
 #endif
+}
+
+void prefer_passive_waiting(char** argv) {
+#ifdef __linux__
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then run on as we are
+  unsetenv("OMP_WAIT_POLICY");
+#else
+  (void)argv;
+#endif
+}
+
+std::string wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  return policy ? policy : "spin (libgomp default)";
 }

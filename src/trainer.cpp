@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,8 +309,9 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", cfg.data.c_str(), corpus.train.size(),
               corpus.val.size());
-  std::printf("training %d steps of %d×%d tokens%s\n", cfg.steps, B, T,
-              state.step ? (" from step " + std::to_string(state.step)).c_str() : "");
+  std::printf("training %d steps of %d×%d tokens%s on %d thread%s (idle threads wait: %s)\n", cfg.steps, B, T,
+              state.step ? (" from step " + std::to_string(state.step)).c_str() : "", omp_get_max_threads(),
+              omp_get_max_threads() == 1 ? "" : "s", wait_policy().c_str());
   std::fflush(stdout);
 
   g_stop_requested = 0;

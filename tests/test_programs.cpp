@@ -106,6 +106,19 @@ TEST_F(Programs, TrainWritesCheckpointAndMetrics) {
   EXPECT_EQ(rows.back()[0], "10");  // the final evaluation row
 }
 
+// Idle OpenMP threads wait passively unless the user chose otherwise (threads.h: the program restarts itself once
+// with OMP_WAIT_POLICY=passive); an explicit choice is kept. The training header says which policy is in force.
+TEST_F(Programs, TrainWaitsPassivelyUnlessTheUserChoseAPolicy) {
+  RunResult unset = run("env -u OMP_WAIT_POLICY ./train " + std::string(progutil::tiny_flags()) + " --data " +
+                        quote(corpus_) + " --out " + quote(dir_ / "a") + " --steps 1");
+  ASSERT_TRUE(unset.exited && unset.exit_code == 0) << unset.describe();
+  EXPECT_CONTAINS(unset.out, "(idle threads wait: passive)");
+  RunResult chosen = run("OMP_WAIT_POLICY=active ./train " + std::string(progutil::tiny_flags()) + " --data " +
+                         quote(corpus_) + " --out " + quote(dir_ / "b") + " --steps 1");
+  ASSERT_TRUE(chosen.exited && chosen.exit_code == 0) << chosen.describe();
+  EXPECT_CONTAINS(chosen.out, "(idle threads wait: active)");
+}
+
 TEST_F(Programs, StopAtThenResumeContinuesTheRun) {
   const std::string out = dir_ / "out", straight = dir_ / "straight";
   RunResult first = train(out, "--steps 12 --stop-at 5");
