@@ -1,12 +1,20 @@
 // ./induction — does an induction head form? A 2-layer attention-only transformer and a 1-layer control are
-// trained on a task where copying pays: each sequence is a random run of n tokens (n drawn per sequence, so no
-// fixed-offset positional head can solve it) repeated until the window is full. The first n tokens are
-// unpredictable (loss ≈ ln V); every later token is a copy of the one n positions back, found by an induction
-// head: attend to the token after the previous occurrence of the current token (needs a previous-token head in
-// an earlier layer, so one layer cannot build it). Every `--eval-every` steps we log
-//   induction  the best head's induction score on random distinct runs repeated twice (head_scores.h)
-//   loss_rep   mean loss on the repeated part (targets at positions ≥ n), loss_first on the first run
-//   make induction                       build/bin/induction --steps 1500 --out out/induction
+// trained on a task where copying pays. Two tasks (--task):
+//   periodic  a random run of n tokens (n drawn per sequence, so no single fixed-offset head solves it) repeated
+//             until the window is full: every token after the first n is a copy of the one n positions back;
+//   segment   random tokens, with one random segment of m tokens copied once to a random later place (source,
+//             gap and m drawn per sequence): the copy's tokens after its first are predictable, nothing else.
+//   shifted   periodic, but starting after a random number of random tokens.
+// The copied tokens are found by an induction head: attend to the token after the previous occurrence of the
+// current token. That needs to know, at each key, which token came before it — a previous-token head in an
+// earlier layer — so one layer cannot build it. Every `--eval-every` steps we log
+//   induction    the best head's induction score, per layer, on random distinct runs repeated twice (TransformerLens's
+//                probe, head_scores.h). A layer-0 head cannot be an induction head (nothing has told its keys
+//                what preceded them), so a layer-0 "induction" score can only come from position (an offset head
+//                that happens to match the probe's period).
+//   prev_token   the best previous-token score in layer 0
+//   loss_rep     mean loss on the copyable targets; loss_first on the others
+//   make induction                       build/bin/induction (writes build/induction/)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,20 +34,33 @@ struct Batch {
   std::vector<int> x, y_all, y_rep, y_first;
 };
 
-// B windows of T + 1 tokens: random run of n ∈ [n_min, n_max] tokens from [0, V), then w[t] = w[t − n].
-static Batch make_batch(int B, int T, int V, int n_min, int n_max, Rng& rng) {
+// B windows of T + 1 tokens from [0, V); `copied[t]` says whether w[t] is a copy an induction head can predict.
+//   periodic: a run of n ∈ [n_min, n_max] random tokens, then w[t] = w[t − n]
+//   segment:  all random, then w[b + k] = w[a + k] for k < m, with m ∈ [n_min, n_max], source a, gap g ≥ 0 and
+//             b = a + m + g drawn per window (w[b] itself is not predictable: nothing says where the copy starts)
+static Batch make_batch(const std::string& task, int B, int T, int V, int n_min, int n_max, Rng& rng) {
   Batch b;
   b.x.resize((size_t)B * T), b.y_all.resize(b.x.size()), b.y_rep.resize(b.x.size()), b.y_first.resize(b.x.size());
   std::vector<int> w(T + 1);
+  std::vector<char> copied(T + 1);
   for (int s = 0; s < B; s++) {
     const int n = n_min + rng.below(n_max - n_min + 1);
-    for (int t = 0; t <= T; t++) w[t] = t < n ? rng.below(V) : w[t - n];
+    std::fill(copied.begin(), copied.end(), 0);
+    if (task == "periodic" || task == "shifted") {
+      // shifted: the periodic part starts after p ∈ [0, T + 1 − 2n] random tokens, so absolute position says
+      // nothing about where the copies are.
+      const int p = task == "shifted" ? rng.below(T + 2 - 2 * n) : 0;
+      for (int t = 0; t <= T; t++) w[t] = t < p + n ? rng.below(V) : w[t - n], copied[t] = t >= p + n;
+    } else {
+      for (int t = 0; t <= T; t++) w[t] = rng.below(V);
+      const int a = rng.below(T + 2 - 2 * n), g = rng.below(T + 2 - 2 * n - a), start = a + n + g;
+      for (int k = 0; k < n; k++) w[start + k] = w[a + k], copied[start + k] = k > 0;
+    }
     for (int t = 0; t < T; t++) {
       const size_t i = (size_t)s * T + t;
       b.x[i] = w[t], b.y_all[i] = w[t + 1];
-      const bool repeated = t + 1 >= n;  // the target w[t+1] is a copy
-      b.y_rep[i] = repeated ? w[t + 1] : kNoTarget;
-      b.y_first[i] = repeated ? kNoTarget : w[t + 1];
+      b.y_rep[i] = copied[t + 1] ? w[t + 1] : kNoTarget;
+      b.y_first[i] = copied[t + 1] ? kNoTarget : w[t + 1];
     }
   }
   return b;
@@ -47,7 +68,8 @@ static Batch make_batch(int B, int T, int V, int n_min, int n_max, Rng& rng) {
 
 struct Row {
   int step;
-  double induction, prev_token, loss_rep, loss_first;
+  double induction[2], prev_token, loss_rep, loss_first;  // induction: best head of layer 0 and of layer 1
+  double best_induction() const { return std::max(induction[0], induction[1]); }
 };
 
 static std::vector<Row> train(int n_layer, const cxxopts::ParseResult& f, const std::string& name) {
@@ -59,28 +81,36 @@ static std::vector<Row> train(int n_layer, const cxxopts::ParseResult& f, const 
   AdamW opt;
   AdamWConfig acfg;
   acfg.lr = f["lr"].as<float>(), acfg.min_lr = acfg.lr / 10, acfg.warmup_steps = 100;
+  acfg.weight_decay = f["weight-decay"].as<float>();
+  const std::string task = f["task"].as<std::string>();
   const int steps = f["steps"].as<int>(), every = f["eval-every"].as<int>(), B = f["batch"].as<int>();
-  const int T = c.block_size, V = c.vocab_size, n_min = 4, n_max = T / 2;
+  const int T = c.block_size, V = c.vocab_size, n_min = f["n-min"].as<int>();
+  const int n_max = f["n-max"].as<int>() > 0 ? f["n-max"].as<int>() : T / 2;
+  if (n_min < 2 || n_max < n_min || 2 * n_max > T + 1)
+    throw std::runtime_error("need 2 ≤ --n-min ≤ --n-max ≤ (block + 1) / 2");
   Rng rng(f["seed"].as<uint64_t>() + 1), eval_rng(99);
-  Batch eval = make_batch(64, T, V, n_min, n_max, eval_rng);  // fixed evaluation windows
+  Batch eval = make_batch(task, 64, T, V, n_min, n_max, eval_rng);  // fixed evaluation windows
   std::vector<Row> rows;
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step <= steps; step++) {
     if (step % every == 0 || step == steps) {
-      Row r{step, 0, 0, 0, 0};
+      Row r{step, {0, 0}, 0, 0, 0};
       std::vector<HeadScores> scores = score_heads(model, V, 32, 7);
-      for (const HeadScores& s : scores)
-        r.induction = std::max(r.induction, s.induction.value()), r.prev_token = std::max(r.prev_token, s.previous_token.value());
+      for (size_t i = 0; i < scores.size(); i++) {
+        const int layer = (int)i / c.n_head;
+        r.induction[layer] = std::max(r.induction[layer], scores[i].induction.value());
+        if (layer == 0) r.prev_token = std::max(r.prev_token, scores[i].previous_token.value());
+      }
       r.loss_rep = model.forward(eval.x.data(), eval.y_rep.data(), 64, T);
       r.loss_first = model.forward(eval.x.data(), eval.y_first.data(), 64, T);
       rows.push_back(r);
-      std::printf("%s step %5d | induction %.3f | prev-token %.3f | loss repeated %.3f | loss first run %.3f | %.0fs\n",
-                  name.c_str(), step, r.induction, r.prev_token, r.loss_rep, r.loss_first,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::printf("%s step %5d | induction L0 %.3f L1 %.3f | prev-token L0 %.3f | loss copies %.3f | loss others %.3f"
+                  " | %.0fs\n", name.c_str(), step, r.induction[0], r.induction[1], r.prev_token, r.loss_rep,
+                  r.loss_first, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       std::fflush(stdout);
     }
     if (step == steps) break;
-    Batch b = make_batch(B, T, V, n_min, n_max, rng);
+    Batch b = make_batch(task, B, T, V, n_min, n_max, rng);
     model.zero_grad();
     model.forward(b.x.data(), b.y_all.data(), B, T);
     model.backward();
@@ -94,15 +124,20 @@ int main(int argc, char** argv) {
   cxxopts::Options options("induction", "Induction heads: 2-layer attention-only model vs a 1-layer control.");
   // clang-format off
   options.add_options()
-    ("out", "output directory", cxxopts::value<std::string>()->default_value("out/induction"))
-    ("steps", "training steps per model", cxxopts::value<int>()->default_value("1500"))
-    ("eval-every", "steps between measurements", cxxopts::value<int>()->default_value("100"))
-    ("batch", "sequences per step", cxxopts::value<int>()->default_value("16"))
-    ("block", "window length", cxxopts::value<int>()->default_value("48"))
-    ("vocab", "distinct tokens", cxxopts::value<int>()->default_value("32"))
+    ("out", "output directory", cxxopts::value<std::string>()->default_value("build/induction"))
+    ("task", "periodic, shifted or segment (see the top of experiments/induction.cpp)",
+     cxxopts::value<std::string>()->default_value("periodic"))
+    ("steps", "training steps per model", cxxopts::value<int>()->default_value("3000"))
+    ("eval-every", "steps between measurements", cxxopts::value<int>()->default_value("200"))
+    ("batch", "sequences per step", cxxopts::value<int>()->default_value("64"))
+    ("block", "window length", cxxopts::value<int>()->default_value("32"))
+    ("vocab", "distinct tokens", cxxopts::value<int>()->default_value("64"))
+    ("n-min", "shortest period or copied segment", cxxopts::value<int>()->default_value("2"))
+    ("n-max", "longest period or copied segment (0 = block / 2)", cxxopts::value<int>()->default_value("0"))
     ("n-head", "heads per layer", cxxopts::value<int>()->default_value("4"))
     ("n-embd", "width", cxxopts::value<int>()->default_value("64"))
     ("lr", "peak learning rate", cxxopts::value<float>()->default_value("3e-3"))
+    ("weight-decay", "AdamW weight decay", cxxopts::value<float>()->default_value("0"))
     ("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))
     ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
@@ -110,37 +145,50 @@ int main(int argc, char** argv) {
   try {
     auto f = options.parse(argc, argv);
     if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    const std::string task = f["task"].as<std::string>();
+    if (task != "periodic" && task != "shifted" && task != "segment")
+      throw std::runtime_error("--task must be periodic, shifted or segment");
     set_threads(f["threads"].as<int>() > 0 ? f["threads"].as<int>() : default_threads());
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
     std::vector<Row> two = train(2, f, "2-layer"), one = train(1, f, "1-layer");
-    std::string csv = "model,step,induction,prev_token,loss_repeated,loss_first\n";
+    std::string csv = "model,step,induction_L0,induction_L1,prev_token_L0,loss_copies,loss_others\n";
     char line[256];
-    Chart score{"Best induction score during training", "step", "induction score", {}};
-    Chart loss{"Loss on the repeated part (copyable tokens)", "step", "loss (nats)", {}};
+    Chart score{"Best induction score during training (" + task + " task)", "step", "induction score", {}};
+    Chart loss{"Loss on the copied tokens", "step", "loss (nats)", {}};
     for (auto [rows, label] : {std::pair{&two, "2-layer attn-only"}, std::pair{&one, "1-layer attn-only"}}) {
-      Series s{label, {}, {}}, l{label, {}, {}};
+      Series s{std::string(label) + (rows == &two ? ", best layer-1 head" : ", best head"), {}, {}}, l{label, {}, {}};
       for (const Row& r : *rows) {
-        std::snprintf(line, sizeof line, "%s,%d,%.4f,%.4f,%.4f,%.4f\n", label, r.step, r.induction, r.prev_token,
-                      r.loss_rep, r.loss_first);
+        std::snprintf(line, sizeof line, "%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n", label, r.step, r.induction[0],
+                      rows == &one ? NAN : r.induction[1], r.prev_token, r.loss_rep, r.loss_first);
         csv += line;
-        s.x.push_back(r.step), s.y.push_back(r.induction), l.x.push_back(r.step), l.y.push_back(r.loss_rep);
+        s.x.push_back(r.step), s.y.push_back(rows == &one ? r.induction[0] : r.induction[1]);
+        l.x.push_back(r.step), l.y.push_back(r.loss_rep);
       }
       score.series.push_back(s), loss.series.push_back(l);
     }
-    std::string table = "| model | induction score (start → end) | loss on repeated part (start → end) | loss on first run (end) |\n|---|---|---|---|\n";
+    // The plotted score: layer 1's best head for the 2-layer model (where an induction head can be), layer 0's for
+    // the control (its only layer).
+    std::string table =
+        "| model | induction score, best head (start → end) | previous-token, layer 0 (end) | loss on copies "
+        "(start → end) | loss on the rest (end) |\n|---|---|---|---|---|\n";
     for (auto [rows, label] : {std::pair{&two, "2-layer attn-only"}, std::pair{&one, "1-layer attn-only"}}) {
-      std::snprintf(line, sizeof line, "| %s | %.3f → %.3f | %.3f → %.3f | %.3f |\n", label, rows->front().induction,
-                    rows->back().induction, rows->front().loss_rep, rows->back().loss_rep, rows->back().loss_first);
+      const Row &a = rows->front(), &z = rows->back();
+      const bool deep = rows == &two;
+      std::snprintf(line, sizeof line, "| %s | %s %.3f → %.3f%s | %.3f | %.3f → %.3f | %.3f |\n", label,
+                    deep ? "layer 1:" : "layer 0:", deep ? a.induction[1] : a.induction[0],
+                    deep ? z.induction[1] : z.induction[0],
+                    deep ? (" (layer 0: " + std::to_string(z.induction[0]).substr(0, 5) + ")").c_str() : "",
+                    z.prev_token, a.loss_rep, z.loss_rep, z.loss_first);
       table += line;
     }
     std::printf("\n%s\nln V = %.3f (the loss of a uniform guess)\n", table.c_str(), std::log((double)f["vocab"].as<int>()));
     const std::string s1 = render_svg(score), s2 = render_svg(loss);
     write_file_atomically(out + "/induction.csv", {{csv.data(), csv.size()}});
     write_file_atomically(out + "/induction_score.svg", {{s1.data(), s1.size()}});
-    write_file_atomically(out + "/loss_repeated.svg", {{s2.data(), s2.size()}});
+    write_file_atomically(out + "/loss_copies.svg", {{s2.data(), s2.size()}});
     write_file_atomically(out + "/table.md", {{table.data(), table.size()}});
-    std::printf("wrote %s/induction.csv, induction_score.svg, loss_repeated.svg, table.md\n", out.c_str());
+    std::printf("wrote %s/induction.csv, induction_score.svg, loss_copies.svg, table.md\n", out.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "induction: error: %s\n", e.what());
