@@ -34,14 +34,12 @@ LossSum cross_entropy_forward(float* probs, float* losses, const float* logits, 
 }
 
 void cross_entropy_backward(float* dlogits, const float* probs, const int* targets, int count, int N, int V) {
-  if (count == 0) return;
-  const float scale = 1.0f / count;  // d(mean loss)/d(loss_n)
+  const float scale = count ? 1.0f / count : 0.0f;  // d(mean loss)/d(loss_n)
 #pragma omp parallel for if (worth_threads((size_t)N * V))
   for (int n = 0; n < N; n++) {
-    int y = targets[n];
-    if (y == kNoTarget) continue;
+    const int y = targets[n];
     const float* p = probs + (size_t)n * V;
     float* dz = dlogits + (size_t)n * V;
-    for (int v = 0; v < V; v++) dz[v] += scale * (p[v] - (v == y ? 1.0f : 0.0f));
+    for (int v = 0; v < V; v++) dz[v] = y == kNoTarget ? 0.0f : scale * (p[v] - (v == y ? 1.0f : 0.0f));
   }
 }

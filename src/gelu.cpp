@@ -27,6 +27,6 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
     float th = tanh_via_exp(kSqrt2OverPi * (x + kCubic * x * x * x));
     float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
     float dy_dx = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx;
-    dinp[i] += dy_dx * dout[i];
+    dinp[i] = dy_dx * dout[i];
   }
 }

@@ -22,7 +22,7 @@ void head_gate_backward(float* dinp, float* dgates, const float* dout, const flo
     for (int n = 0; n < N; n++)
       for (int d = 0; d < HS; d++) {
         const size_t i = (size_t)n * C + h * HS + d;
-        dinp[i] += gates[h] * dout[i];
+        dinp[i] = gates[h] * dout[i];
         dgate += (double)dout[i] * inp[i];
       }
     dgates[h] += (float)dgate;

@@ -40,11 +40,11 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, int N, int IC, int OC) {
 #pragma omp parallel if (worth_threads((size_t)N * IC * OC))
   {
-    // dX += dY·Wᵀ, split by rows of dX
+    // dX = dY·Wᵀ, split by rows of dX
     const Share rows = my_share(N);
     if (rows.size() > 0)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows.size(), IC, OC, 1.0f, dout + (size_t)rows.begin * OC,
-                  OC, weight, OC, 1.0f, dinp + (size_t)rows.begin * IC, IC);
+                  OC, weight, OC, 0.0f, dinp + (size_t)rows.begin * IC, IC);
     // dW += Xᵀ·dY and db += Σ_rows dY, split by output columns
     const Share cols = my_share(OC);
     if (cols.size() > 0)
@@ -70,10 +70,10 @@ void lm_head_backward(float* dinp, float* dwte, const float* dlogits, const floa
                       int C, int V) {
 #pragma omp parallel if (worth_threads((size_t)N * C * V))
   {
-    const Share rows = my_share(N);  // dX += dlogits·wte
+    const Share rows = my_share(N);  // dX = dlogits·wte
     if (rows.size() > 0)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows.size(), C, V, 1.0f,
-                  dlogits + (size_t)rows.begin * V, V, wte, C, 1.0f, dinp + (size_t)rows.begin * C, C);
+                  dlogits + (size_t)rows.begin * V, V, wte, C, 0.0f, dinp + (size_t)rows.begin * C, C);
     const Share vocab = my_share(V);  // dwte += dlogitsᵀ·X, split by vocabulary rows
     if (vocab.size() > 0)
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, vocab.size(), C, N, 1.0f, dlogits + vocab.begin, V, inp,

@@ -1,7 +1,9 @@
 // Linear layer through cblas_sgemm.   N rows (= B·T), IC input channels, OC output channels.
 //   forward   Y = X·W + b                    X (N, IC), W (IC, OC) as GPT-2 stores it, b (OC) or null
-//   backward  dX += dY·Wᵀ      dW += Xᵀ·dY      db += Σ_rows dY
+//   backward  dX = dY·Wᵀ       dW += Xᵀ·dY      db += Σ_rows dY
 // Each product is one sgemm call on row-major data; the transposes are sgemm flags, never copies.
+// As in every op of src/: a backward writes the gradient of its input (dX) and adds to the gradients of its
+// parameters (dW, db), which sum over the whole model before the optimizer step.
 #pragma once
 
 void linear_forward(float* out,                                // (N, OC)
@@ -15,7 +17,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias,  // (N, IC), (IC
                      int N, int IC, int OC);
 
 // The LM head, tied to the token embedding wte (V, C): the same math with the weight stored [out, in].
-//   forward   logits = X·wteᵀ        backward  dX += dlogits·wte      dwte += dlogitsᵀ·X
+//   forward   logits = X·wteᵀ        backward  dX = dlogits·wte       dwte += dlogitsᵀ·X
 void lm_head_forward(float* logits,                            // (N, V)
                      const float* inp, const float* wte,       // (N, C), (V, C)
                      int N, int C, int V);

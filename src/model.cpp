@@ -208,10 +208,11 @@ void GPT::backward() {
   Activations& a = acts_;
   const size_t BTC = (size_t)BT * C;
 
-  // loss → logits → final LayerNorm. Each zero() starts a scratch buffer that the next backward accumulates into.
-  zero(a.d_logits, (size_t)BT * V);
+  // Each op's backward writes the gradient of its input into a scratch buffer, except two that add: LayerNorm's
+  // (into d_residual, the residual stream, whose gradient sums over branches) and attention's (into d_qkv, which
+  // it builds one block of queries at a time). Those two buffers start at zero.
+  // loss → logits → final LayerNorm
   cross_entropy_backward(a.d_logits, a.probs, targets_.data(), loss_count_, BT, V);
-  zero(a.d_ln, BTC);
   lm_head_backward(a.d_ln, grads.wte, a.d_logits, a.lnf, params.wte, BT, C, V);
   const float* top = config.n_layer ? a.layers.back().residual3 : a.encoded;
   zero(a.d_residual, BTC);
@@ -230,29 +231,23 @@ void GPT::backward() {
     // residual3 = residual2, and d_residual passes through unchanged.
     if (!config.attn_only) {
       gelu_forward(a.fc_gelu, la.fc, 4 * BTC);  // recomputed, not kept (see Activations::fc_gelu)
-      zero(a.d_fc_gelu, 4 * BTC);
       linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
-      zero(a.d_fc, 4 * BTC);
       gelu_backward(a.d_fc, la.fc, a.d_fc_gelu, 4 * BTC);
-      zero(a.d_ln, BTC);
       linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_fc, la.ln2, p.mlp_fc_w, BT, C, 4 * C);
       layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
                          BT, C);
     }
 
     // Attention branch: residual2 = block_input + attn_proj(attention(qkv(ln_1(block_input))))
-    zero(a.d_att_out, BTC);
     if (head_gates.empty()) {
       linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
     } else {  // through the gates: d(gated) lands in d_ln, free until the qkv backward below
-      zero(a.d_ln, BTC);
       linear_backward(a.d_ln, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_gated, p.attn_proj_w, BT, C, C);
       head_gate_backward(a.d_att_out, &head_gate_grads[(size_t)l * NH], a.d_ln, la.att_out,
                          &head_gates[(size_t)l * NH], BT, NH, C / NH);
     }
     zero(a.d_qkv, 3 * BTC);
     attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
-    zero(a.d_ln, BTC);
     linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, la.ln1, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
                        BT, C);

@@ -89,7 +89,8 @@ void ref_linear_forward(F* out, const F* inp, const F* weight, const F* bias, in
 template <typename F>
 void ref_linear_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* inp, const F* weight, int N, int IC,
                          int OC) {
-  // dinp[n,i] += Σ_o dout[n,o]·w[i,o];   dw[i,o] += Σ_n inp[n,i]·dout[n,o];   db[o] += Σ_n dout[n,o]
+  // dinp[n,i] = Σ_o dout[n,o]·w[i,o];   dw[i,o] += Σ_n inp[n,i]·dout[n,o];   db[o] += Σ_n dout[n,o]
+  std::fill(dinp, dinp + (size_t)N * IC, F(0));
   for (int n = 0; n < N; n++)
     for (int o = 0; o < OC; o++) {
       for (int i = 0; i < IC; i++) {
@@ -114,7 +115,8 @@ void ref_lm_head_forward(F* logits, const F* inp, const F* wte, int N, int C, in
 
 template <typename F>
 void ref_lm_head_backward(F* dinp, F* dwte, const F* dlogits, const F* inp, const F* wte, int N, int C, int V) {
-  // dinp[n,c] += Σ_v dlogits[n,v]·wte[v,c];   dwte[v,c] += Σ_n dlogits[n,v]·inp[n,c]
+  // dinp[n,c] = Σ_v dlogits[n,v]·wte[v,c];   dwte[v,c] += Σ_n dlogits[n,v]·inp[n,c]
+  std::fill(dinp, dinp + (size_t)N * C, F(0));
   for (int n = 0; n < N; n++)
     for (int v = 0; v < V; v++)
       for (int c = 0; c < C; c++) {
@@ -137,11 +139,11 @@ void ref_gelu_forward(F* out, const F* inp, size_t N) {
 template <typename F>
 void ref_gelu_backward(F* dinp, const F* inp, const F* dout, size_t N) {
   const F k = std::sqrt(F(2) / F(M_PI)), a = F(0.044715);
-  // dy/dx = ½·(1 + tanh u) + ½·x·sech²(u)·du/dx,   du/dx = √(2/π)·(1 + 3·0.044715·x²);   dinp += dy/dx · dout
+  // dy/dx = ½·(1 + tanh u) + ½·x·sech²(u)·du/dx,   du/dx = √(2/π)·(1 + 3·0.044715·x²);   dinp = dy/dx · dout
   for (size_t i = 0; i < N; i++) {
     const F x = inp[i], u = k * (x + a * x * x * x), cosh_u = std::cosh(u);
     const F dy_dx = F(0.5) * (1 + std::tanh(u)) + F(0.5) * x / (cosh_u * cosh_u) * k * (1 + 3 * a * x * x);
-    dinp[i] += dy_dx * dout[i];
+    dinp[i] = dy_dx * dout[i];
   }
 }
 
@@ -254,10 +256,10 @@ F ref_cross_entropy_forward(F* probs, F* losses, const F* logits, const int* tar
 
 template <typename F>
 void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, int count, int N, int V) {
-  // dz_n += (p_n − onehot(target_n)) / count for rows with a target
+  // dz_n = (p_n − onehot(target_n)) / count for rows with a target, 0 for the others
   for (int n = 0; n < N; n++)
-    if (targets[n] != kNoTarget)
-      for (int v = 0; v < V; v++) dlogits[n * V + v] += (probs[n * V + v] - (v == targets[n] ? F(1) : F(0))) / count;
+    for (int v = 0; v < V; v++)
+      dlogits[n * V + v] = targets[n] == kNoTarget ? F(0) : (probs[n * V + v] - (v == targets[n] ? F(1) : F(0))) / count;
 }
 
 // ---- The whole model, composed only from the ref_ ops above. Pre-LN blocks:
