@@ -129,8 +129,8 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   std::string csv = "order,seed,removed,fraction,val_loss,heads_removed\n";
   Chart chart{"Validation loss as heads are removed", "fraction of heads removed", "validation loss (nats)", {}};
   auto record = [&](const std::string& order, int seed, const std::vector<PruneStep>& curve) {
-    Series s{order == "importance" ? "by importance, normalised per layer (Michel et al.)"
-             : order == "importance-raw" ? "by raw importance |dL/dξ| (not normalised)"
+    Series s{order == "importance" ? "importance, normalised per layer"
+             : order == "importance-raw" ? "raw importance |dL/dξ|"
                                          : "random order, seed " + std::to_string(seed),
              {}, {}};
     for (const PruneStep& p : curve) {

@@ -3,7 +3,7 @@
 #   make pronouns     build/pronouns.tsv: the pronoun → antecedent table of data/stories.txt, for ./inspect heads
 #   make test-html    render ./inspect attention's page in headless Chromium and fail on a script error
 #                     (skipped without Chromium; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
-#   make induction    2-layer attention-only model vs 1-layer control on repeated random sequences
+#   make induction    2-layer attention-only model vs 1-layer control on copied random segments (≈ 2 min, build/induction/)
 #   make scale        the 1/√d_k sweep: attention scale × learning rate × head size, table in build/scale/table.md
 PROGRAMS += build/bin/inspect
 programs: build/bin/inspect
