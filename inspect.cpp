@@ -161,6 +161,7 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
 }
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("inspect", "Look inside a plaingpt model's attention: inspect attention|heads|prune");
   // clang-format off
   options.add_options()

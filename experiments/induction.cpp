@@ -127,6 +127,7 @@ static std::vector<Row> train(int n_layer, const cxxopts::ParseResult& f, const 
 }
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("induction", "Induction heads: 2-layer attention-only model vs a 1-layer control.");
   // clang-format off
   options.add_options()

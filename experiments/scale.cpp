@@ -23,6 +23,7 @@
 
 #include "atomic_file.h"
 #include "trainer.h"
+#include "threads.h"
 
 static std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
@@ -84,6 +85,7 @@ static void read_stats(const std::string& path, int n_layer, RunStats& r) {
 }
 
 int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("scale", "The 1/√d_k sweep: attention scale × learning rate × head size.");
   // clang-format off
   options.add_options()
