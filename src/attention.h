@@ -4,7 +4,7 @@
 //   forward   S_ij = scale · q_i·k_j        (scale = 1/√HS by default: unit-variance logits, see README)
 //             P_ij = softmax_j(S_ij) over j ∈ K(i), and exactly 0 elsewhere
 //             O_i  = Σ_j P_ij v_j
-//   backward  dV = Pᵀ·dO                    dv_j += Σ_i P_ij dO_i
+//   backward  dV = Pᵀ·dO                    dv_j = Σ_i P_ij dO_i
 //             dP = dO·Vᵀ                    dP_ij = dO_i·v_j
 //             dS = P ⊙ (dP − rowsum(dP ⊙ P)),  and rowsum(dP ⊙ P)_i = Σ_j P_ij dO_i·v_j = dO_i·O_i
 //             dQ = dS·K·scale,   dK = dSᵀ·Q·scale
@@ -22,7 +22,7 @@ void attention_forward(float* out,                 // (B, T, C)  heads side by s
                        const float* qkv,           // (B, T, 3C)
                        const AttentionMask& mask, float scale, int B, int T, int C, int NH);
 
-void attention_backward(float* dqkv,               // (B, T, 3C)  accumulated into
+void attention_backward(float* dqkv,               // (B, T, 3C)  written
                         const float* dout,         // (B, T, C)
                         const float* qkv,          // (B, T, 3C)
                         const float* lse,          // (B, NH, T)  from the forward

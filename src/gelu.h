@@ -5,4 +5,4 @@
 #include <cstddef>
 
 void gelu_forward(float* out, const float* inp, size_t N);
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);  // dinp may be dout (in place)

@@ -19,15 +19,18 @@ static Share my_share(int n) {
   return {(int)((long)n * me / threads), (int)((long)n * (me + 1) / threads)};
 }
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
+                    const float* residual) {
 #pragma omp parallel if (worth_threads((size_t)N * IC * OC))
   {
     const Share rows = my_share(N);
     float* y = out + (size_t)rows.begin * OC;
+    const float* r = residual ? residual + (size_t)rows.begin * OC : nullptr;
     float beta = 0.0f;
-    if (bias) {  // start each output row at b, then let sgemm add X·W to it (beta = 1)
+    if (bias || residual) {  // start each output row at r + b, then let sgemm add X·W to it (beta = 1)
       for (int n = 0; n < rows.size(); n++)
-        for (int o = 0; o < OC; o++) y[(size_t)n * OC + o] = bias[o];
+        for (int o = 0; o < OC; o++)
+          y[(size_t)n * OC + o] = (r ? r[(size_t)n * OC + o] : 0.0f) + (bias ? bias[o] : 0.0f);
       beta = 1.0f;
     }
     if (rows.size() > 0)

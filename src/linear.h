@@ -6,10 +6,13 @@
 // parameters (dW, db), which sum over the whole model before the optimizer step.
 #pragma once
 
+// With `residual` (N, OC), out = residual + X·W + b: a residual connection folded into the product's starting
+// value, which saves the add's own pass over memory. Its gradient is dY itself, so the backward is unchanged.
 void linear_forward(float* out,                                // (N, OC)
                     const float* inp,                          // (N, IC)
                     const float* weight, const float* bias,    // (IC, OC), (OC) or null
-                    int N, int IC, int OC);
+                    int N, int IC, int OC,
+                    const float* residual = nullptr);          // (N, OC) or null
 
 void linear_backward(float* dinp, float* dweight, float* dbias,  // (N, IC), (IC, OC), (OC) or null
                      const float* dout,                          // (N, OC)

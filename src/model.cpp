@@ -30,20 +30,20 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, int B, in
   a.layers.resize(c.n_layer);
   take(a.encoded, BT * C);
   for (LayerActivations& l : a.layers) {
-    take(l.ln1, BT * C), take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
+    take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
     take(l.qkv, BT * 3 * C);
     take(l.att_lse, BT * NH);
     take(l.att_out, BT * C), take(l.att_gated, gated ? BT * C : 0);
     take(l.residual2, BT * C);
-    take(l.ln2, BT * C), take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
+    take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
     take(l.fc, BT * 4 * C);
     take(l.residual3, BT * C);
   }
   take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
   take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
-  take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
+  take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
   take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.d_att_out, BT * C), take(a.d_qkv, BT * 3 * C);
-  take(a.d_fc, BT * 4 * C), take(a.d_fc_gelu, BT * 4 * C), take(a.d_logits, BT * V);
+  take(a.d_mlp, c.attn_only ? 0 : BT * 4 * C), take(a.d_logits, BT * V);
   return used;
 }
 
@@ -134,14 +134,10 @@ void GPT::reserve_activations(int B, int T) {
   targets_.resize(inputs_.size());
 }
 
-// Elementwise helpers for the step's big buffers, split between the threads like every other op.
+// Zeroes one of the step's big buffers, split between the threads like every other op.
 static void zero(float* p, size_t n) {
 #pragma omp parallel for schedule(static) if (worth_threads(n))
   for (size_t i = 0; i < n; i++) p[i] = 0.0f;
-}
-static void add_into(float* y, const float* x, size_t n) {  // y += x: a residual connection
-#pragma omp parallel for schedule(static) if (worth_threads(n))
-  for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T) {
@@ -169,27 +165,25 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     const BlockParams& p = params.h[l];
     LayerActivations& la = a.layers[l];
     // x ← x + attn_proj(attention(qkv(ln_1(x))))
-    layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
-    linear_forward(la.qkv, la.ln1, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
+    layernorm_forward(a.ln, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
+    linear_forward(la.qkv, a.ln, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
     attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], attn_scale, B, T, C, NH);
     const float* heads = la.att_out;
     if (!head_gates.empty()) {
       head_gate_forward(la.att_gated, la.att_out, &head_gates[(size_t)l * NH], BT, NH, C / NH);
       heads = la.att_gated;
     }
-    linear_forward(la.residual2, heads, p.attn_proj_w, p.attn_proj_b, BT, C, C);
-    add_into(la.residual2, residual, (size_t)BT * C);
+    linear_forward(la.residual2, heads, p.attn_proj_w, p.attn_proj_b, BT, C, C, residual);
     if (config.attn_only) {  // no MLP: the block's output is the attention residual
       std::copy(la.residual2, la.residual2 + (size_t)BT * C, la.residual3);
       residual = la.residual3;
       continue;
     }
     // x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
-    layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
-    linear_forward(la.fc, la.ln2, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
+    layernorm_forward(a.ln, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
+    linear_forward(la.fc, a.ln, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
     gelu_forward(a.fc_gelu, la.fc, (size_t)BT * 4 * C);
-    linear_forward(la.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C);
-    add_into(la.residual3, la.residual2, (size_t)BT * C);
+    linear_forward(la.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C, la.residual2);
     residual = la.residual3;
   }
   layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params.ln_f_w, params.ln_f_b, BT, C);
@@ -208,9 +202,8 @@ void GPT::backward() {
   Activations& a = acts_;
   const size_t BTC = (size_t)BT * C;
 
-  // Each op's backward writes the gradient of its input into a scratch buffer, except two that add: LayerNorm's
-  // (into d_residual, the residual stream, whose gradient sums over branches) and attention's (into d_qkv, which
-  // it builds one block of queries at a time). Those two buffers start at zero.
+  // Each op's backward writes the gradient of its input into a scratch buffer, except LayerNorm's, which adds into
+  // d_residual: the residual stream's gradient sums over the branches that read the stream. It starts at zero.
   // loss → logits → final LayerNorm
   cross_entropy_backward(a.d_logits, a.probs, targets_.data(), loss_count_, BT, V);
   lm_head_backward(a.d_ln, grads.wte, a.d_logits, a.lnf, params.wte, BT, C, V);
@@ -231,9 +224,10 @@ void GPT::backward() {
     // residual3 = residual2, and d_residual passes through unchanged.
     if (!config.attn_only) {
       gelu_forward(a.fc_gelu, la.fc, 4 * BTC);  // recomputed, not kept (see Activations::fc_gelu)
-      linear_backward(a.d_fc_gelu, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
-      gelu_backward(a.d_fc, la.fc, a.d_fc_gelu, 4 * BTC);
-      linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_fc, la.ln2, p.mlp_fc_w, BT, C, 4 * C);
+      linear_backward(a.d_mlp, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
+      gelu_backward(a.d_mlp, la.fc, a.d_mlp, 4 * BTC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
+      layernorm_forward(a.ln, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);  // recomputed
+      linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_mlp, a.ln, p.mlp_fc_w, BT, C, 4 * C);
       layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
                          BT, C);
     }
@@ -246,9 +240,9 @@ void GPT::backward() {
       head_gate_backward(a.d_att_out, &head_gate_grads[(size_t)l * NH], a.d_ln, la.att_out,
                          &head_gates[(size_t)l * NH], BT, NH, C / NH);
     }
-    zero(a.d_qkv, 3 * BTC);
     attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
-    linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, la.ln1, p.attn_qkv_w, BT, C, 3 * C);
+    layernorm_forward(a.ln, la.ln1_mean, la.ln1_rstd, block_input, p.ln_1_w, p.ln_1_b, BT, C);  // recomputed
+    linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
                        BT, C);
   }

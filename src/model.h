@@ -15,14 +15,14 @@
 
 // What the forward pass keeps for the backward pass, per block (all (B, T, ·) unless said).
 struct LayerActivations {
-  float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)   x̂ of LayerNorm 1 and its statistics
+  float *ln1_mean, *ln1_rstd;        // (B,T) (B,T)           LayerNorm 1's statistics (its output is recomputed)
   float* qkv;                        // (B,T,3C)
   float* att_lse;                    // (B,NH,T)              log-normaliser of each softmax row: P is
                                      //                       rebuilt from it in the backward (attention.h)
   float* att_out;                    // (B,T,C)               O, heads side by side
   float* att_gated;                  // (B,T,C)               ξ_h·O per head; only when head gates are on
   float* residual2;                  // (B,T,C)               x + attn(ln1(x))
-  float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
+  float *ln2_mean, *ln2_rstd;        // (B,T) (B,T)
   float* fc;                         // (B,T,4C)              before GELU (GELU's output is recomputed)
   float* residual3;                  // (B,T,C)               the block's output
 };
@@ -32,12 +32,15 @@ struct Activations {
   std::vector<LayerActivations> layers;
   float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
   float *logits, *probs, *losses;    // (B,T,V) (B,T,V) (B,T)
-  // gelu(fc) of the layer at hand, (B,T,4C): one buffer for all layers. The forward writes it just before the
-  // MLP projection reads it; the backward recomputes it from fc (cheaper than keeping L copies of B·T·4C).
-  float* fc_gelu;
+  // Outputs that are cheaper to recompute than to keep for every layer: one buffer each, for the layer at hand.
+  // The forward writes them just before the next product reads them; the backward recomputes them from what the
+  // layer keeps (LayerNorm from its input and statistics, GELU from fc), saving 2·(B,T,C) + (B,T,4C) per layer.
+  float* ln;       // (B,T,C)   LayerNorm 1 or 2's output
+  float* fc_gelu;  // (B,T,4C)  gelu(fc)
   // Gradient scratch for the backward pass, reused by every layer.
   float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
-  float *d_ln, *d_att_out, *d_qkv, *d_fc, *d_fc_gelu, *d_logits;
+  float *d_ln, *d_att_out, *d_qkv, *d_logits;
+  float* d_mlp;  // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
 };
 
 class GPT {

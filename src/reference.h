@@ -228,10 +228,10 @@ void ref_attention_backward(F* dqkv, const F* dout, const F* qkv, const F* probs
             dK[j * HS + d] += dS[i * T + j] * Q[i * HS + d] * scale;  // dK = dSᵀ·Q·scale
             dV[j * HS + d] += P[i * T + j] * dO[i * HS + d];          // dV = Pᵀ·dO
           }
-      for (int t = 0; t < T; t++)  // add dQ, dK, dV into this head's columns of dqkv
+      for (int t = 0; t < T; t++)  // write dQ, dK, dV into this head's columns of dqkv
         for (int d = 0; d < HS; d++) {
           F* row = dqkv + (b * T + t) * 3 * C + h * HS + d;
-          row[0] += dQ[t * HS + d], row[C] += dK[t * HS + d], row[2 * C] += dV[t * HS + d];
+          row[0] = dQ[t * HS + d], row[C] = dK[t * HS + d], row[2 * C] = dV[t * HS + d];
         }
     }
 }
