@@ -8,6 +8,11 @@
 #include <cstddef>
 #include <vector>
 
+// y = (x − μ)·r·w + b for one row: the last step of the forward, shared with the recompute.
+static void normalize_row(float* y, const float* x, const float* weight, const float* bias, float m, float r, int C) {
+  for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
+}
+
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
 #pragma omp parallel for if (worth_threads((size_t)N * C))
@@ -21,10 +26,17 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
     var /= C;
     float r = 1.0f / std::sqrt(var + kLayerNormEps);
-    for (int c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
+    normalize_row(y, x, weight, bias, m, r, C);
     mean[n] = m;
     rstd[n] = r;
   }
+}
+
+void layernorm_recompute(float* out, const float* inp, const float* weight, const float* bias, const float* mean,
+                         const float* rstd, int N, int C) {
+#pragma omp parallel for if (worth_threads((size_t)N * C))
+  for (int n = 0; n < N; n++)
+    normalize_row(out + (size_t)n * C, inp + (size_t)n * C, weight, bias, mean[n], rstd[n], C);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

@@ -12,6 +12,14 @@ void layernorm_forward(float* out, float* mean, float* rstd,     // (N, C), (N),
                        const float* weight, const float* bias,    // (C), (C)
                        int N, int C);
 
+// The forward's output again from the μ and r it kept: one pass over x instead of three. For the backward, which
+// recomputes the output (the input of the next layer's weight gradient) rather than keeping it for every layer.
+void layernorm_recompute(float* out,                              // (N, C)
+                         const float* inp,                        // (N, C)
+                         const float* weight, const float* bias,  // (C), (C)
+                         const float* mean, const float* rstd,    // (N), (N)
+                         int N, int C);
+
 void layernorm_backward(float* dinp, float* dweight, float* dbias,  // (N, C), (C), (C)
                         const float* dout, const float* inp,        // (N, C), (N, C)
                         const float* weight,                        // (C)

@@ -226,7 +226,7 @@ void GPT::backward() {
       gelu_forward(a.fc_gelu, la.fc, 4 * BTC);  // recomputed, not kept (see Activations::fc_gelu)
       linear_backward(a.d_mlp, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
       gelu_backward(a.d_mlp, la.fc, a.d_mlp, 4 * BTC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
-      layernorm_forward(a.ln, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);  // recomputed
+      layernorm_recompute(a.ln, la.residual2, p.ln_2_w, p.ln_2_b, la.ln2_mean, la.ln2_rstd, BT, C);
       linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_mlp, a.ln, p.mlp_fc_w, BT, C, 4 * C);
       layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
                          BT, C);
@@ -241,7 +241,7 @@ void GPT::backward() {
                          &head_gates[(size_t)l * NH], BT, NH, C / NH);
     }
     attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
-    layernorm_forward(a.ln, la.ln1_mean, la.ln1_rstd, block_input, p.ln_1_w, p.ln_1_b, BT, C);  // recomputed
+    layernorm_recompute(a.ln, block_input, p.ln_1_w, p.ln_1_b, la.ln1_mean, la.ln1_rstd, BT, C);
     linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
                        BT, C);

@@ -123,6 +123,9 @@ TEST(OpsLayerNorm, MatchesReferenceAndFiniteDifferences) {
       EXPECT_TRUE(close_to_reference(out_f, out, kForwardTol, "layernorm out"));
       EXPECT_TRUE(close_to_reference(mean_f, mean, kForwardTol, "layernorm mean"));
       EXPECT_TRUE(close_to_reference(rstd_f, rstd, kForwardTol, "layernorm rstd"));
+      std::vector<float> again(NC, NAN);  // the backward's recompute from the kept statistics
+      layernorm_recompute(again.data(), x_f.data(), w_f.data(), b_f.data(), mean_f.data(), rstd_f.data(), N, C);
+      EXPECT_TRUE(close_to_reference(again, out, kForwardTol, "layernorm recomputed out"));
 
       const std::vector<double> dout = float_exact(uniform(NC, rng));
       const std::vector<double> seed_x = float_exact(uniform(NC, rng)), seed_w = float_exact(uniform(C, rng)),
