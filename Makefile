@@ -68,6 +68,15 @@ build/bin/%: build/main/%.o build/libplaingpt.a
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
 
+# The experiments (experiments/*.cpp: make compare, induction, scale) link the same way.
+build/experiments/%.o: experiments/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
+
+build/bin/%: build/experiments/%.o build/libplaingpt.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
+
 build/run_tests: $(TEST_OBJ) build/libplaingpt.a
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(GTEST_LIBS) $(LIBS)
 

@@ -53,17 +53,9 @@ test-html: build/bin/train build/bin/inspect
 	  echo "test-html: FAILED"; grep -o 'data-status="[^"]*"' $(HTML_TEST_DIR)/dom.html || tail -20 $(HTML_TEST_DIR)/chromium.log; exit 1; \
 	fi
 
-build/bin/induction: build/experiments/induction.o build/libplaingpt.a
-	@mkdir -p $(dir $@)
-	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
-
 INDUCTION_FLAGS ?=
 induction: build/bin/induction
 	OMP_WAIT_POLICY=passive ./build/bin/induction $(INDUCTION_FLAGS)
-
-build/bin/scale: build/experiments/scale.o build/libplaingpt.a
-	@mkdir -p $(dir $@)
-	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
 
 # About 10–15 minutes on two cores: 3 scales × 3 learning rates × 2 head sizes, 600 steps each.
 SCALE_FLAGS ?=

@@ -150,9 +150,8 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
       throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
                                std::to_string(i));
   if (B != B_ || T != T_) reserve_activations(B, T);
-  B_ = B, T_ = T;
-  if (masks != last_masks_) last_masks_ = masks;
-  probs_ready_.assign(config.n_layer, 0);
+  B_ = B, T_ = T, last_masks_ = masks;
+  probs_ready_.assign(config.n_layer, 0);  // attention_probs() rebuilds from this forward on request
   const int BT = B * T;
   std::copy(inputs, inputs + BT, inputs_.begin());
   has_targets_ = targets != nullptr;
@@ -193,8 +192,6 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
   loss_count_ = loss.count;
   return (float)loss.mean();
 }
-
-
 
 void GPT::backward() {
   if (!has_targets_) throw std::runtime_error("backward: the last forward had no targets");

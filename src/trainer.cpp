@@ -288,6 +288,11 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     }
     return "; the checkpoint this run resumed from (step " + std::to_string(first_step_of_run) + ") is unchanged";
   };
+  // A diverged step stops the run before anything is saved, naming the step and where the good weights are.
+  auto diverged = [&](int step, const std::string& what) {
+    return std::runtime_error("training diverged at step " + std::to_string(step) + " (" + what +
+                              "); nothing was saved" + last_good() + ". Try a lower --lr (or check --attn-scale).");
+  };
   auto save = [&](int step) {
     saved_any = true;
     state.step = step;
@@ -328,6 +333,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   Rng stats_rng(cfg.seed + 3);
   const int stats_prefix = batches.next(corpus.val, B, T, stats_rng, stats_x.data(), stats_y.data());
   const double nan = std::nan("");
+  const std::string no_attention_cells = attention_stats_empty_cells(model.config.n_layer);
   TrainResult result;
   const int first_step = state.step;  // state.step moves on at every save; this is where this invocation began
   result.step = first_step;
@@ -336,7 +342,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
 
   for (int step = state.step; step <= cfg.steps; step++) {
     double train_loss = nan, val_loss = nan, honest_bits = nan;
-    std::string attention_cells = attention_stats_empty_cells(model.config.n_layer);
+    std::string attention_cells = no_attention_cells;
     const bool last = step == cfg.steps;
     if (last || step == first_step || (cfg.eval_every && step % cfg.eval_every == 0)) {
       evaluate(train_loss, val_loss);
@@ -365,16 +371,12 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     model.backward();
     const double norm = clip_global_norm(model.grads_memory, cfg.adamw.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm))
-      throw std::runtime_error(
-          "training diverged at step " + std::to_string(step) + " (loss " + std::to_string(loss) + ", gradient norm " +
-          std::to_string(norm) + "); the weights were not updated and nothing was saved" + last_good() +
-          ". Try a lower --lr (or check --attn-scale).");
+      throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
+                               "; the weights were not updated");
     const float lr = learning_rate(cfg.adamw, step, cfg.steps);
     state.optimizer.update(model, cfg.adamw, lr);
     if (!all_finite(model.params_memory))  // an absurd step can overflow the weights even from finite gradients
-      throw std::runtime_error("training diverged at step " + std::to_string(step) +
-                               ": the update made some weights infinite or NaN; nothing was saved" + last_good() +
-                               ". Try a lower --lr (or check --attn-scale).");
+      throw diverged(step, "the update made some weights infinite or NaN");
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;
     metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
