@@ -7,10 +7,20 @@
 CXX      ?= g++
 OPT      ?= -O3 -march=native
 # -fno-math-errno -fno-trapping-math: math never sets errno or traps, so exp, sqrt and ?: selects vectorize
-# (src/fast_exp.h). Neither changes a result; NaN and ∞ still propagate, so divergence is still caught.
+# (src/base/fast_exp.h). Neither changes a result; NaN and ∞ still propagate, so divergence is still caught.
 CXXFLAGS ?= $(OPT) -std=c++17 -fno-math-errno -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -g
 UNAME    := $(shell uname -s)
 
+# Every build compiles on all cores unless -j is given.
+NPROC    := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+ifeq (,$(filter -j%,$(MAKEFLAGS)))
+  MAKEFLAGS += -j$(NPROC)
+endif
+
+# The BLAS: tools/deps.sh finds (or installs) OpenBLAS and writes its flags to build/config.mk; make rereads the
+# Makefile once that file exists. `make BLAS=<pkg-config module>` builds against another BLAS on purpose.
+BLAS     ?= openblas
+CONFIG   := build/config.mk
 ifeq ($(UNAME),Darwin)
   # Accelerate ships cblas_sgemm; Homebrew's libomp gives OpenMP to Apple clang.
   BLAS_CFLAGS := -DPLAINGPT_ACCELERATE -DACCELERATE_NEW_LAPACK
@@ -19,23 +29,26 @@ ifeq ($(UNAME),Darwin)
   OMP_CFLAGS  := -Xpreprocessor -fopenmp -I$(BREW)/opt/libomp/include -I$(BREW)/include
   OMP_LIBS    := -L$(BREW)/opt/libomp/lib -lomp -L$(BREW)/lib
 else
-  BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
-  BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
   OMP_CFLAGS  := -fopenmp
   OMP_LIBS    := -fopenmp
+endif
+ifeq (,$(filter clean,$(MAKECMDGOALS)))
+  -include $(CONFIG)
 endif
 
 ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) -Isrc
 LIBS         = $(BLAS_LIBS) $(OMP_LIBS) -lpthread
 GTEST_LIBS  ?= -lgtest -lgtest_main
 
-SRC      := $(wildcard src/*.cpp)
+SRC      := $(wildcard src/*/*.cpp)
 OBJ      := $(SRC:src/%.cpp=build/%.o)
 TEST_SRC := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)
-DEPS_OK  := build/.deps-ok
+DEPS_OK  := $(CONFIG)
 
-.PHONY: all programs train test clean data
+.PHONY: all programs train test clean data FORCE
+# Keep intermediate objects (build/main/*.o), so a second make relinks nothing.
+.SECONDARY:
 
 # `train` is the README's "train a model" command, so the binaries are linked under build/bin/ and copied to
 # the project root by `programs`; a phony target and a file of the same name would otherwise collide.
@@ -44,12 +57,15 @@ all: programs
 programs: $(PROGRAMS)
 	@cp -f $(PROGRAMS) .
 
-$(DEPS_OK): tools/deps.sh
+# Rerun when the script or the BLAS choice changes; written through a temporary file, so a failed check leaves
+# no config behind and the next make checks again.
+$(CONFIG): tools/deps.sh $(if $(filter-out $(BLAS),$(CONFIG_BLAS)),FORCE)
 	@mkdir -p build
-	@sh tools/deps.sh
-	@touch $@
+	@CXX="$(CXX)" BLAS="$(BLAS)" sh tools/deps.sh > $@.tmp && echo "CONFIG_BLAS := $(BLAS)" >> $@.tmp && mv $@.tmp $@
+	@echo "build: BLAS = $$(sed -n 's/^BLAS_NAME := //p' $@)"
+FORCE:
 
-build/%.o: src/%.cpp | $(DEPS_OK)
+build/%.o: src/%.cpp $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
 

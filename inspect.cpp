@@ -14,15 +14,15 @@
 #include <cstdio>
 #include <cxxopts.hpp>
 
-#include "atomic_file.h"
-#include "checkpoint.h"
-#include "dataset.h"
-#include "head_scores.h"
-#include "html_report.h"
-#include "plot.h"
-#include "pruning.h"
-#include "threads.h"
-#include "utf8.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "data/dataset.h"
+#include "lab/head_scores.h"
+#include "lab/html_report.h"
+#include "lab/plot.h"
+#include "lab/pruning.h"
+#include "base/threads.h"
+#include "data/utf8.h"
 
 static std::string resolve_checkpoint(const std::string& path) {
   struct stat st;

@@ -8,16 +8,16 @@
 #include <cstdio>
 #include <cxxopts.hpp>
 
-#include "checkpoint.h"
-#include "dataset.h"
-#include "evaluate.h"
-#include "fill.h"
-#include "generate.h"
-#include "pruning.h"
-#include "rng.h"
-#include "sampling.h"
-#include "threads.h"
-#include "utf8.h"
+#include "io/checkpoint.h"
+#include "data/dataset.h"
+#include "train/evaluate.h"
+#include "generate/fill.h"
+#include "generate/generate.h"
+#include "lab/pruning.h"
+#include "base/rng.h"
+#include "generate/sampling.h"
+#include "base/threads.h"
+#include "data/utf8.h"
 
 static std::string resolve_checkpoint(const std::string& path) {
   struct stat st;
@@ -31,7 +31,7 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   GPT& model = *ckpt.model;
   std::vector<int> tokens = ckpt.tokenizer.encode(read_text_file(file), file);
   const int mask_token = ckpt.objective == Objective::MLM ? ckpt.tokenizer.special_id(kMaskToken) : -1;
-  set_prefix_length(model, 0);  // a prefix-LM scored left to right is a causal model
+  model.set_prefix_length(0);  // a prefix-LM scored left to right is a causal model
   const bool next_token_model = mask_token < 0 && std::none_of(model.masks.begin(), model.masks.end(),
                                     [&](const AttentionMask& m) { return m.sees_future(model.config.block_size); });
   if (tokens.size() < 2) throw std::runtime_error(file + ": need at least 2 characters to score");

@@ -7,9 +7,9 @@
 #include <cxxopts.hpp>
 #include <set>
 
-#include "checkpoint.h"
-#include "trainer.h"
-#include "threads.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
+#include "base/threads.h"
 
 // The flags that set a field of TrainConfig, each with its default taken from the chosen preset.
 static void add_flags(cxxopts::Options& options) {

@@ -39,20 +39,20 @@
 #include <string>
 #include <vector>
 
-#include "adamw.h"
-#include "attention.h"
-#include "blas.h"
-#include "cross_entropy.h"
-#include "decoder.h"
-#include "embedding.h"
-#include "gelu.h"
-#include "layernorm.h"
-#include "linear.h"
-#include "model.h"
-#include "rng.h"
-#include "sampling.h"
-#include "threads.h"
-#include "trainer.h"
+#include "model/adamw.h"
+#include "ops/attention.h"
+#include "base/blas.h"
+#include "ops/cross_entropy.h"
+#include "model/decoder.h"
+#include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "model/model.h"
+#include "base/rng.h"
+#include "generate/sampling.h"
+#include "base/threads.h"
+#include "train/trainer.h"
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;

@@ -110,7 +110,7 @@ def pick_best_variant(budget, quick, log):
 
 def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_torch, log, ours_spin=False):
     """Rounds of ours / PyTorch (/ ours with OMP_WAIT_POLICY=ACTIVE, a diagnostic), the order rotating per round.
-    Our programs wait passively unless told otherwise (src/threads.h), so "ours" is what a user runs."""
+    Our programs wait passively unless told otherwise (src/base/threads.h), so "ours" is what a user runs."""
     runs = {"ours": [], "pytorch": [], "ours_spin": []}
     contenders = ["ours"] + (["pytorch"] if have_torch else []) + (["ours_spin"] if ours_spin else [])
     for r in range(rounds):

@@ -4,8 +4,8 @@
 The same model as src/: learned token + position embeddings, pre-LayerNorm blocks (fused c_attn with bias, scale
 1/sqrt(head_size), c_proj; MLP 4C with tanh-GELU), final LayerNorm, LM head tied to wte, no dropout. Init N(0, 0.02),
 residual projections N(0, 0.02/sqrt(2L)), zero biases. AdamW betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on 2-D
-weights only (wte and wpe included, as in src/params.cpp), global-norm gradient clip 1.0, linear warm-up 100 steps
-then cosine decay 1e-3 -> 1e-4 (src/adamw.cpp).
+weights only (wte and wpe included, as in src/model/params.cpp), global-norm gradient clip 1.0, linear warm-up 100 steps
+then cosine decay 1e-3 -> 1e-4 (src/model/adamw.cpp).
 
   /usr/bin/python3 bench/torch_twin.py --bench --preset tiny --threads 2      ms/step, tokens/s, peak RSS (one JSON line)
   /usr/bin/python3 bench/torch_twin.py --sample-bench --threads 1            nanoGPT generate(): full recompute per token
@@ -34,13 +34,13 @@ except ImportError as e:  # the twin is optional: say how to get it, with a dist
           " then run this script with /usr/bin/python3", file=sys.stderr)
     sys.exit(3)
 
-PRESETS = {  # src/trainer.cpp preset(): model shape and batch; vocabulary 65 = Tiny Shakespeare's characters
+PRESETS = {  # src/train/trainer.cpp preset(): model shape and batch; vocabulary 65 = Tiny Shakespeare's characters
     "tiny": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12),
     "small": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=64),
 }
 
 
-# ---- masks (src/mask.cpp): query i sees keys [begin, end) -------------------------------------------------------
+# ---- masks (src/ops/mask.cpp): query i sees keys [begin, end) -------------------------------------------------------
 
 def parse_mask(text):
     if text == "causal":
@@ -178,7 +178,7 @@ def make_optimizer(model, foreach):
     return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, **kwargs)
 
 
-def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/adamw.cpp learning_rate
+def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/model/adamw.cpp learning_rate
     if step < warmup:
         return lr * (step + 1) / (warmup + 1)
     if step >= total:
@@ -337,7 +337,7 @@ def score(args):
         tokens = [ids[ch] for ch in text]
     except KeyError as e:
         raise SystemExit(f"torch_twin: character {e} of {args.score[1]} is not in the checkpoint's vocabulary")
-    # src/evaluate.cpp score_text: windows of T = min(block_size, n-1) start every T/2 (and one flush with the end);
+    # src/train/evaluate.cpp score_text: windows of T = min(block_size, n-1) start every T/2 (and one flush with the end);
     # each window scores only the predictions the previous windows did not make.
     n = len(tokens)
     if n < 2:
@@ -398,7 +398,7 @@ def train(args):
     val = float("nan")
     for step in range(args.steps + 1):
         if step % eval_every == 0 or step == args.steps:
-            # the same evaluation batches every time, as src/trainer.cpp
+            # the same evaluation batches every time, as src/train/trainer.cpp
             eg = torch.Generator().manual_seed(1338)
             tr = estimate_loss(model, train_data, B, T, eval_iters, eg)
             val = estimate_loss(model, val_data, B, T, eval_iters, eg)

@@ -10,17 +10,17 @@
 #include <fstream>
 #include <sstream>
 
-#include "atomic_file.h"
-#include "checkpoint.h"
-#include "dataset.h"
-#include "evaluate.h"
-#include "fill.h"
-#include "generate.h"
-#include "plot.h"
-#include "rng.h"
-#include "trainer.h"
-#include "utf8.h"
-#include "threads.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "data/dataset.h"
+#include "train/evaluate.h"
+#include "generate/fill.h"
+#include "generate/generate.h"
+#include "lab/plot.h"
+#include "base/rng.h"
+#include "train/trainer.h"
+#include "data/utf8.h"
+#include "base/threads.h"
 
 struct Contender {
   Contender(std::string n, std::string o) : name(std::move(n)), objective(std::move(o)) {}

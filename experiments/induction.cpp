@@ -24,14 +24,14 @@
 #include <cstdlib>
 #include <cxxopts.hpp>
 
-#include "adamw.h"
-#include "atomic_file.h"
-#include "cross_entropy.h"
-#include "head_scores.h"
-#include "model.h"
-#include "plot.h"
-#include "rng.h"
-#include "threads.h"
+#include "model/adamw.h"
+#include "io/atomic_file.h"
+#include "ops/cross_entropy.h"
+#include "lab/head_scores.h"
+#include "model/model.h"
+#include "lab/plot.h"
+#include "base/rng.h"
+#include "base/threads.h"
 
 struct Batch {
   std::vector<int> x, y_all, y_rep, y_first;

@@ -21,9 +21,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "atomic_file.h"
-#include "trainer.h"
-#include "threads.h"
+#include "io/atomic_file.h"
+#include "train/trainer.h"
+#include "base/threads.h"
 
 static std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;

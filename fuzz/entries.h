@@ -20,17 +20,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "fill.h"
-#include "generate.h"
-#include "mask.h"
-#include "objective.h"
-#include "rng.h"
-#include "safetensors.h"
-#include "sampling.h"
-#include "tokenizer.h"
-#include "trainer.h"
-#include "utf8.h"
+#include "io/checkpoint.h"
+#include "generate/fill.h"
+#include "generate/generate.h"
+#include "ops/mask.h"
+#include "data/objective.h"
+#include "base/rng.h"
+#include "io/safetensors.h"
+#include "generate/sampling.h"
+#include "data/tokenizer.h"
+#include "train/trainer.h"
+#include "data/utf8.h"
 
 namespace fuzzentry {
 

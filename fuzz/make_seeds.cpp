@@ -5,9 +5,9 @@
 #include <exception>
 #include <string>
 
-#include "checkpoint.h"
-#include "trainer.h"
-#include "utf8.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
+#include "data/utf8.h"
 
 static void write_seed(const std::string& dir, const std::string& name, const std::string& corpus_utf8,
                        int n_layer, int n_head, int n_embd, int block, const std::string& mask, Objective objective,

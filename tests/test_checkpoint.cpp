@@ -1,4 +1,4 @@
-// Tests for src/checkpoint.*: exact round trips (weights, optimizer state, vocabulary, masks), the on-disk layout
+// Tests for src/io/checkpoint.*: exact round trips (weights, optimizer state, vocabulary, masks), the on-disk layout
 // read back with a hand-written safetensors parser, every kind of corrupt file, and atomic replacement.
 #include <gtest/gtest.h>
 
@@ -20,10 +20,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "program_util.h"
-#include "rng.h"
-#include "trainer.h"
+#include "base/rng.h"
+#include "train/trainer.h"
 
 using nlohmann::json;
 using progutil::read_file;

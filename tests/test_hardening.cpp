@@ -38,13 +38,13 @@
 #include <unistd.h>
 
 #include "../fuzz/entries.h"
-#include "atomic_file.h"
-#include "checkpoint.h"
-#include "decoder.h"
-#include "fast_exp.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "model/decoder.h"
+#include "base/fast_exp.h"
 #include "program_util.h"
-#include "threads.h"
-#include "trainer.h"
+#include "base/threads.h"
+#include "train/trainer.h"
 #include <nlohmann/json.hpp>
 
 #if defined(__SANITIZE_ADDRESS__)

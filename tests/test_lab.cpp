@@ -10,19 +10,19 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "attention_stats.h"
-#include "checkpoint.h"
-#include "evaluate.h"
-#include "head_scores.h"
-#include "html_report.h"
-#include "model.h"
+#include "lab/attention_stats.h"
+#include "io/checkpoint.h"
+#include "train/evaluate.h"
+#include "lab/head_scores.h"
+#include "lab/html_report.h"
+#include "model/model.h"
 #include "program_util.h"
-#include "pruning.h"
-#include "rng.h"
+#include "lab/pruning.h"
+#include "base/rng.h"
 #include "test_util.h"
-#include "tokenizer.h"
-#include "trainer.h"
-#include "utf8.h"
+#include "data/tokenizer.h"
+#include "train/trainer.h"
+#include "data/utf8.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Attention masks (src/mask.*) and what they do to the whole model:
+// Attention masks (src/ops/mask.*) and what they do to the whole model:
 //   * keys_for / allows against truth tables written here from the definitions, parsing and printing;
 //   * the receptive field: a target at one position gets exactly zero gradient from every input position that no
 //     path through the layers' masks connects it to (the connected set is composed here, layer by layer);
@@ -23,14 +23,14 @@
 #include <string>
 #include <vector>
 
-#include "cross_entropy.h"
-#include "mask.h"
-#include "model.h"
-#include "objective.h"
-#include "params.h"
-#include "reference.h"
+#include "ops/cross_entropy.h"
+#include "ops/mask.h"
+#include "model/model.h"
+#include "data/objective.h"
+#include "model/params.h"
+#include "textbook/reference.h"
 #include "test_util.h"
-#include "threads.h"
+#include "base/threads.h"
 
 using namespace testutil;
 
@@ -44,7 +44,7 @@ struct SingleThread {
   ~SingleThread() { set_threads(saved); }
 };
 
-// ---- the definitions, written out independently of src/mask.cpp ----------------------------------------------
+// ---- the definitions, written out independently of src/ops/mask.cpp ----------------------------------------------
 
 bool defined_allows(const AttentionMask& m, int i, int j, int T) {
   if (i < 0 || i >= T || j < 0 || j >= T) return false;
@@ -548,7 +548,7 @@ TEST(MaskAttentionProbs, NoStaleValuesAfterTheMasksChange) {
     model.forward(x.data(), nullptr, B, T);
     expect_probs_follow_masks(model, B, T, "prefix:T-1");
     for (int N : {1, T / 2 + 1, 0, T, 3}) {
-      set_prefix_length(model, N);
+      model.set_prefix_length(N);
       model.forward(x.data(), nullptr, B, T);
       expect_probs_follow_masks(model, B, T, "after set_prefix_length " + std::to_string(N));
     }

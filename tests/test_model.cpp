@@ -1,4 +1,4 @@
-// The whole GPT: the double reference model (src/reference.h) against finite differences of itself, the fast float
+// The whole GPT: the double reference model (src/textbook/reference.h) against finite differences of itself, the fast float
 // model against the reference (loss, logits, attention probabilities and every gradient), the receptive field that
 // each mask allows, learning, determinism and the input checks.
 //
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "cross_entropy.h"
-#include "mask.h"
-#include "model.h"
-#include "params.h"
-#include "reference.h"
+#include "ops/cross_entropy.h"
+#include "ops/mask.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "textbook/reference.h"
 #include "test_util.h"
 
 using namespace testutil;

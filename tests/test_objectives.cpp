@@ -1,4 +1,4 @@
-// Training objectives (src/objective.*) and what depends on them: MLM corruption statistics, the loss over chosen
+// Training objectives (src/data/objective.*) and what depends on them: MLM corruption statistics, the loss over chosen
 // positions only, prefix-LM batches, the leak check (in-process and through ./train), filling blanks with an
 // overfit masked-LM model, checkpoints that carry the objective and the masks, and the equal-terms evaluation.
 #include <gtest/gtest.h>
@@ -16,19 +16,19 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "cross_entropy.h"
-#include "evaluate.h"
-#include "fill.h"
-#include "mask.h"
-#include "model.h"
-#include "objective.h"
-#include "params.h"
+#include "io/checkpoint.h"
+#include "ops/cross_entropy.h"
+#include "train/evaluate.h"
+#include "generate/fill.h"
+#include "ops/mask.h"
+#include "model/model.h"
+#include "data/objective.h"
+#include "model/params.h"
 #include "program_util.h"
-#include "rng.h"
+#include "base/rng.h"
 #include "test_util.h"
-#include "threads.h"
-#include "tokenizer.h"
+#include "base/threads.h"
+#include "data/tokenizer.h"
 
 using progutil::quote;
 using progutil::read_file;
@@ -341,9 +341,9 @@ TEST(ObjectivePrefixLm, BatchesHideTargetsInsideThePrefix) {
 
 TEST(ObjectivePrefixLm, SetPrefixLengthChangesOnlyPrefixLayers) {
   GPT model(make_config(5, 1, 4, 8, 5), parse_layer_masks("prefix:0,causal,window:3,prefix:5,bidirectional", 5));
-  set_prefix_length(model, 4);
+  model.set_prefix_length(4);
   EXPECT_EQ(masks_to_string(model.masks), "prefix:4,causal,window:3,prefix:4,bidirectional");
-  set_prefix_length(model, 0);
+  model.set_prefix_length(0);
   EXPECT_EQ(masks_to_string(model.masks), "prefix:0,causal,window:3,prefix:0,bidirectional");
 }
 
@@ -643,7 +643,7 @@ TEST(ObjectiveCheckpoint, BadMaskOrObjectiveFailsNamingTheValue) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Equal-terms evaluation (src/evaluate.h)
+// Equal-terms evaluation (src/train/evaluate.h)
 
 namespace {
 

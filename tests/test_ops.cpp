@@ -1,4 +1,4 @@
-// Every fast op in src/ against the slow reference in src/reference.h, three ways:
+// Every fast op in src/ against the slow reference in src/textbook/reference.h, three ways:
 //   (a) fast float forward ≈ double reference forward,
 //   (b) fast float backward ≈ double reference backward, with every gradient buffer seeded with random non-zero
 //       values so that an op which overwrites instead of accumulating (+=) fails,
@@ -20,16 +20,16 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "cross_entropy.h"
-#include "embedding.h"
-#include "gelu.h"
-#include "layernorm.h"
-#include "linear.h"
-#include "mask.h"
-#include "reference.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/mask.h"
+#include "textbook/reference.h"
 #include "test_util.h"
-#include "threads.h"
+#include "base/threads.h"
 
 using namespace testutil;
 

@@ -18,11 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "dataset.h"
-#include "evaluate.h"
+#include "io/checkpoint.h"
+#include "data/dataset.h"
+#include "train/evaluate.h"
 #include "program_util.h"
-#include "threads.h"
+#include "base/threads.h"
 
 using progutil::quote;
 using progutil::read_file;

@@ -1,4 +1,4 @@
-// Tests for src/safetensors.* and src/atomic_file.*. The byte-layout test builds its expected file by hand (length
+// Tests for src/io/safetensors.* and src/io/atomic_file.*. The byte-layout test builds its expected file by hand (length
 // prefix, JSON text, float bytes), so compatibility with Python's readers does not rest on our own writer.
 #include <gtest/gtest.h>
 
@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
-#include "safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// Tests for src/decoder.*, src/sampling.* and score_text in src/evaluate.*: the KV-cache decoder against full
+// Tests for src/model/decoder.*, src/generate/sampling.* and score_text in src/train/evaluate.*: the KV-cache decoder against full
 // recomputation, the sampler's distribution against softmax computed here, and text scoring against log-softmax
 // computed here from the model's logits.
 #include <gtest/gtest.h>
@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "decoder.h"
-#include "evaluate.h"
-#include "linear.h"
-#include "model.h"
-#include "reference.h"
-#include "rng.h"
-#include "sampling.h"
+#include "model/decoder.h"
+#include "train/evaluate.h"
+#include "ops/linear.h"
+#include "model/model.h"
+#include "textbook/reference.h"
+#include "base/rng.h"
+#include "generate/sampling.h"
 #include "test_util.h"
-#include "threads.h"
+#include "base/threads.h"
 
 namespace {
 

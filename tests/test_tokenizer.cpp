@@ -1,4 +1,4 @@
-// Tests for src/utf8.* and src/tokenizer.*. Expected values are written out by hand (byte arrays, code points,
+// Tests for src/utf8.* and src/data/tokenizer.*. Expected values are written out by hand (byte arrays, code points,
 // ids) or come from an independent reference validator below, never from the code's own earlier output.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer.h"
-#include "utf8.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"
 
 // Builds a byte string from explicit values, so tests never depend on how "\x.." literals concatenate.
 static std::string bytes(std::initializer_list<unsigned> values) {

@@ -1,4 +1,4 @@
-// Tests for src/trainer.* at the library level (one thread): exact resume, seeding, checkpoints and metrics.csv,
+// Tests for src/train/trainer.* at the library level (one thread): exact resume, seeding, checkpoints and metrics.csv,
 // and the divergence guard.
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 #include "program_util.h"
-#include "threads.h"
-#include "trainer.h"
+#include "base/threads.h"
+#include "train/trainer.h"
 
 using progutil::csv_column;
 using progutil::read_csv;

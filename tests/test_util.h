@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
-#include "params.h"
+#include "model/model.h"
+#include "model/params.h"
 
 namespace testutil {
 
@@ -138,7 +138,7 @@ inline std::vector<int> random_ids(int n, int V, uint32_t seed) {
   return ids;
 }
 
-// Plain Adam written out in the tests, independent of src/adamw.cpp, for "the model can learn" checks.
+// Plain Adam written out in the tests, independent of src/model/adamw.cpp, for "the model can learn" checks.
 struct TestAdam {
   std::vector<float> m, v;
   int step = 0;

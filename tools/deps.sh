@@ -1,32 +1,94 @@
 #!/bin/sh
-# Checks that plaingpt's build dependencies are present; installs the missing ones where it can
-# (Debian/Ubuntu as root or with sudo, macOS with Homebrew), otherwise stops with the command to run.
-# Needs no network when everything is already installed.
+# Checks that plaingpt's build dependencies are present, installs the missing ones where it can (Debian/Ubuntu as
+# root or with sudo, macOS with Homebrew), otherwise stops with the command to run. Needs no network when
+# everything is already installed.
+#
+# On success it prints, on standard output, the make variables that say which BLAS to build with; the Makefile
+# saves them as build/config.mk (and reruns this script when it changes):
+#   BLAS_NAME    what the build will say it uses
+#   BLAS_CFLAGS  BLAS_LIBS
+#
+# The BLAS. OpenBLAS is the default and it is checked for itself — its pkg-config module, or a program that calls
+# openblas_get_config() compiling and linking — never for "some cblas.h": Debian's reference BLAS (libblas-dev,
+# pulled in by many numerical packages) ships a cblas.h too, and with it plaingpt would either not compile or run
+# every matrix product 10–50× slower. To build against another BLAS on purpose, name its pkg-config module:
+# `make BLAS=blis` (or `BLAS=blas` for the reference one); the build then says so.
 CXX=${CXX:-g++}
+BLAS=${BLAS:-openblas}
+
+say() { echo "deps: $*" >&2; }
 
 have_header() {  # $1 = header, $2 = extra flags
   printf '#include <%s>\nint main(){return 0;}\n' "$1" | $CXX -std=c++17 $2 -x c++ -fsyntax-only - 2>/dev/null
 }
 
-missing=""
+# OpenBLAS is present when a program that asks OpenBLAS for its build configuration compiles and links.
+openblas_flags() {  # prints "cflags|libs" of a working OpenBLAS, or fails
+  for how in pkg-config plain; do
+    if [ $how = pkg-config ]; then
+      pkg-config --exists openblas 2>/dev/null || continue
+      cflags=$(pkg-config --cflags openblas) libs=$(pkg-config --libs openblas)
+    else
+      cflags="" libs="-lopenblas"
+    fi
+    printf '#include <cblas.h>\n#include <openblas_config.h>\nint main(){return openblas_get_config()==0;}\n' |
+      $CXX -std=c++17 $cflags -x c++ - -o /dev/null $libs 2>/dev/null || continue
+    echo "$cflags|$libs"
+    return 0
+  done
+  return 1
+}
+
+install_missing() {  # $1 = Debian package names (leading space); installs them or exits with the command to run
+  cmd="apt-get install -y$1"
+  if command -v apt-get >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; else SUDO="none"; fi
+    if [ "$SUDO" != none ]; then
+      say "installing:$1"
+      $SUDO apt-get update -q >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive $cmd >&2 && return 0
+    fi
+    say "missing:$1. Run: sudo apt-get update && sudo $cmd"
+    exit 1
+  fi
+  say "missing:$1 (Debian names). Install the equivalent packages with your system's package manager."
+  exit 1
+}
+
 if [ "$(uname -s)" = Darwin ]; then
+  missing=""
   BREW=$(brew --prefix 2>/dev/null)
   inc="-I$BREW/include -I$BREW/opt/libomp/include"
   have_header cxxopts.hpp "$inc" || missing="$missing cxxopts"
   have_header gtest/gtest.h "$inc" || missing="$missing googletest"
   have_header nlohmann/json.hpp "$inc" || missing="$missing nlohmann-json"
   [ -f "$BREW/opt/libomp/include/omp.h" ] || missing="$missing libomp"
-  [ -z "$missing" ] && exit 0
-  if command -v brew >/dev/null 2>&1; then
-    echo "deps: installing with Homebrew:$missing"
-    brew install $missing && exit 0
+  if [ -n "$missing" ]; then
+    if command -v brew >/dev/null 2>&1; then
+      say "installing with Homebrew:$missing"
+      brew install $missing >&2 || exit 1
+    else
+      say "missing:$missing. Install Homebrew, then run: brew install$missing"
+      exit 1
+    fi
   fi
-  echo "deps: missing:$missing. Install Homebrew, then run: brew install$missing" >&2
-  exit 1
+  echo "BLAS_NAME := Accelerate"
+  exit 0
 fi
 
-blas="$(pkg-config --cflags openblas 2>/dev/null)"
-have_header cblas.h "$blas" || missing="$missing libopenblas-dev pkg-config"
+missing=""
+if [ "$BLAS" = openblas ]; then
+  openblas_flags >/dev/null || {
+    if have_header cblas.h; then
+      say "a cblas.h is installed but OpenBLAS is not (the reference BLAS, libblas-dev, ships one): installing OpenBLAS"
+    fi
+    missing="$missing libopenblas-dev pkg-config"
+  }
+else
+  pkg-config --exists "$BLAS" 2>/dev/null || {
+    say "BLAS=$BLAS: no pkg-config module '$BLAS' (pkg-config --list-all | grep -i blas lists the installed ones)"
+    exit 1
+  }
+fi
 have_header cxxopts.hpp || missing="$missing libcxxopts-dev"
 have_header gtest/gtest.h || missing="$missing libgtest-dev"
 have_header nlohmann/json.hpp || missing="$missing nlohmann-json3-dev"
@@ -34,17 +96,16 @@ have_header nlohmann/json.hpp || missing="$missing nlohmann-json3-dev"
 case "$($CXX --version 2>/dev/null)" in *clang*) omp_pkg=libomp-dev ;; *) omp_pkg=libgomp1 ;; esac
 printf '#include <omp.h>\nint main(){return omp_get_max_threads();}\n' | $CXX -fopenmp -x c++ - -o /dev/null 2>/dev/null \
   || missing="$missing $omp_pkg"
-[ -z "$missing" ] && exit 0
+[ -n "$missing" ] && install_missing "$missing"
 
-cmd="apt-get install -y$missing"
-if command -v apt-get >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; else SUDO="none"; fi
-  if [ "$SUDO" != none ]; then
-    echo "deps: installing:$missing"
-    $SUDO apt-get update -q >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive $cmd && exit 0
-  fi
-  echo "deps: missing:$missing. Run: sudo apt-get update && sudo $cmd" >&2
-  exit 1
+if [ "$BLAS" = openblas ]; then
+  flags=$(openblas_flags) || { say "OpenBLAS was installed but a program still cannot link it; see: $CXX -lopenblas"; exit 1; }
+  echo "BLAS_NAME := OpenBLAS"
+  echo "BLAS_CFLAGS := ${flags%%|*} -DPLAINGPT_OPENBLAS"
+  echo "BLAS_LIBS := ${flags#*|}"
+else
+  say "building with BLAS=$BLAS ($(pkg-config --modversion "$BLAS")), not OpenBLAS, as asked"
+  echo "BLAS_NAME := $BLAS $(pkg-config --modversion "$BLAS") (not OpenBLAS, as asked with BLAS=$BLAS)"
+  echo "BLAS_CFLAGS := $(pkg-config --cflags "$BLAS")"
+  echo "BLAS_LIBS := $(pkg-config --libs "$BLAS")"
 fi
-echo "deps: missing:$missing (Debian names). Install the equivalent packages with your system's package manager." >&2
-exit 1

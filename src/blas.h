@@ -1,7 +1,0 @@
-// One place that knows where cblas_sgemm comes from: OpenBLAS on Linux, Accelerate on macOS.
-#pragma once
-#ifdef PLAINGPT_ACCELERATE
-#include <Accelerate/Accelerate.h>
-#else
-#include <cblas.h>
-#endif

@@ -1,0 +1,57 @@
+#include "generate/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "base/rng.h"
+
+void validate(const SamplingOptions& o) {
+  if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature))
+    throw std::runtime_error("--temperature must be a finite number ≥ 0");
+  if (o.top_k < 0) throw std::runtime_error("--top-k must be ≥ 0 (0 keeps every token)");
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw std::runtime_error("--top-p must be in (0, 1]");
+}
+
+int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
+                 std::vector<std::pair<float, int>>& candidates) {
+  candidates.resize(V);
+  for (int v = 0; v < V; v++) {
+    // NaN breaks the sort's ordering and infinity the softmax (inf − inf); either way the draw would be garbage.
+    if (!std::isfinite(logits[v]))
+      throw std::runtime_error("the model's predictions are not finite numbers (logit " + std::to_string(v) + " is " +
+                               std::to_string(logits[v]) + "): its weights are too large or broken");
+    candidates[v] = {logits[v], v};
+  }
+  // Most likely first; ties broken by token id so that the choice never depends on the sort's stability.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  if (o.temperature == 0.0f) return candidates[0].second;
+
+  size_t keep = o.top_k > 0 ? std::min<size_t>(o.top_k, V) : V;
+  // softmax(logits / temperature) over the kept candidates
+  const float max_logit = candidates[0].first;
+  double total = 0;
+  for (size_t i = 0; i < keep; i++) {
+    candidates[i].first = std::exp((candidates[i].first - max_logit) / o.temperature);
+    total += candidates[i].first;
+  }
+  // Nucleus: the shortest prefix (in probability order) whose mass reaches top_p.
+  double mass = 0;
+  for (size_t i = 0; i < keep; i++) {
+    mass += candidates[i].first / total;
+    if (mass >= o.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  double kept_total = 0;
+  for (size_t i = 0; i < keep; i++) kept_total += candidates[i].first;
+  double u = rng.uniform() * kept_total;
+  for (size_t i = 0; i < keep; i++) {
+    u -= candidates[i].first;
+    if (u < 0) return candidates[i].second;
+  }
+  return candidates[keep - 1].second;
+}

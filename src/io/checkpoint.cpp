@@ -1,0 +1,185 @@
+#include "io/checkpoint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "io/safetensors.h"
+
+static const char* kAdamM = "optimizer.m.";
+static const char* kAdamV = "optimizer.v.";
+
+void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer& tokenizer,
+                     const ResumeState* resume, Objective objective) {
+  std::vector<TensorView> tensors;
+  for (const TensorSpec& t : model.table) tensors.push_back({t.name, t.shape, model.params_memory.data() + t.offset});
+  const ModelConfig& c = model.config;
+  std::map<std::string, std::string> meta = {
+      {"format", kCheckpointFormat},
+      {"format_version", std::to_string(kCheckpointVersion)},
+      {"n_layer", std::to_string(c.n_layer)},
+      {"n_head", std::to_string(c.n_head)},
+      {"n_embd", std::to_string(c.n_embd)},
+      {"block_size", std::to_string(c.block_size)},
+      {"vocab_size", std::to_string(c.vocab_size)},
+      {"attn_only", c.attn_only ? "true" : "false"},
+      {"attn_scale", c.attn_scale},
+      {"vocab", tokenizer.vocab_utf8()},
+      {"specials", nlohmann::json(tokenizer.specials()).dump()},
+      {"mask", masks_to_string(model.masks)},
+      {"objective", to_string(objective)},
+  };
+  if (resume) {
+    if (resume->optimizer.m.size() != model.params_memory.size())
+      throw std::runtime_error(path + ": optimizer state does not match the model");
+    for (const TensorSpec& t : model.table) {
+      tensors.push_back({kAdamM + t.name, t.shape, resume->optimizer.m.data() + t.offset});
+      tensors.push_back({kAdamV + t.name, t.shape, resume->optimizer.v.data() + t.offset});
+    }
+    meta["step"] = std::to_string(resume->step);
+    meta["adam_t"] = std::to_string(resume->optimizer.t);
+    meta["batch_rng"] = resume->batch_rng;
+    meta["train_config"] = resume->train_config;
+  }
+  write_safetensors(path, tensors, meta);
+}
+
+namespace {
+// Reads metadata fields with messages that name the file and the field.
+struct MetadataReader {
+  const std::string& path;
+  const std::map<std::string, std::string>& meta;
+
+  // Fields added after version 1 first shipped fall back to the value every earlier file meant.
+  std::string text_or(const std::string& key, const std::string& fallback) const {
+    auto it = meta.find(key);
+    return it == meta.end() ? fallback : it->second;
+  }
+  const std::string& text(const std::string& key) const {
+    auto it = meta.find(key);
+    if (it == meta.end()) throw std::runtime_error(path + ": metadata field '" + key + "' is missing");
+    return it->second;
+  }
+  int integer(const std::string& key, int min_value = 0) const {
+    const std::string& s = text(key);
+    bool digits = !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(s) < min_value)
+      throw std::runtime_error(path + ": metadata field '" + key + "' should be a whole number ≥ " +
+                               std::to_string(min_value) + ", got '" + s + "'");
+    return std::stoi(s);
+  }
+};
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The tensor `name`, after checking that it is there with the shape the config needs.
+const LoadedTensor& find_tensor(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
+                                const std::map<std::string, LoadedTensor>& tensors) {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw std::runtime_error(path + ": tensor '" + name + "' is missing");
+  if (it->second.shape != shape)
+    throw std::runtime_error(path + ": tensor '" + name + "' has shape " + shape_string(it->second.shape) +
+                             ", the config needs " + shape_string(shape));
+  return it->second;
+}
+
+// Copies one tensor into the arena after checking its shape and that every value is finite.
+void copy_tensor(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
+                 const std::map<std::string, LoadedTensor>& tensors, float* dst) {
+  const std::vector<float>& data = find_tensor(path, name, shape, tensors).data;
+  for (size_t i = 0; i < data.size(); i++)
+    if (!std::isfinite(data[i]))
+      throw std::runtime_error(path + ": tensor '" + name + "' holds a non-finite value at index " + std::to_string(i));
+  std::copy(data.begin(), data.end(), dst);
+}
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  SafetensorsContents file = read_safetensors(path);
+  MetadataReader meta{path, file.metadata};
+  if (meta.text("format") != kCheckpointFormat)
+    throw std::runtime_error(path + ": not a plaingpt checkpoint (format '" + meta.text("format") + "')");
+  if (meta.integer("format_version") != kCheckpointVersion)
+    throw std::runtime_error(path + ": checkpoint format version " + meta.text("format_version") +
+                             " is not the version this program reads (" + std::to_string(kCheckpointVersion) + ")");
+  Checkpoint ckpt;
+  std::vector<std::string> specials;
+  try {
+    specials = nlohmann::json::parse(meta.text("specials")).get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": metadata field 'specials' is not a JSON list of strings: " + e.what());
+  }
+  ckpt.tokenizer = Tokenizer::from_vocab(meta.text("vocab"), specials, path);
+
+  ModelConfig config;
+  config.n_layer = meta.integer("n_layer", 1);
+  config.n_head = meta.integer("n_head", 1);
+  config.n_embd = meta.integer("n_embd", 1);
+  config.block_size = meta.integer("block_size", 1);
+  config.vocab_size = meta.integer("vocab_size", 1);
+  config.attn_scale = meta.text_or("attn_scale", "sqrt");
+  const std::string attn_only = meta.text_or("attn_only", "false");
+  if (attn_only != "true" && attn_only != "false")
+    throw std::runtime_error(path + ": metadata field 'attn_only' should be true or false, got '" + attn_only + "'");
+  config.attn_only = attn_only == "true";
+  if (config.vocab_size != ckpt.tokenizer.size())
+    throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
+                             std::to_string(ckpt.tokenizer.size()) + " tokens");
+  std::vector<AttentionMask> masks;
+  try {
+    validate(config);
+    masks = parse_layer_masks(meta.text("mask"), config.n_layer);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+  const std::string objective = meta.text_or("objective", "clm");
+  try {
+    ckpt.objective = parse_objective(objective);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+  if (ckpt.objective == Objective::MLM && ckpt.tokenizer.special_id(kMaskToken) < 0)
+    throw std::runtime_error(path + ": an MLM checkpoint needs the " + kMaskToken + " token in its vocabulary");
+  if (ckpt.tokenizer.num_chars() == 0) throw std::runtime_error(path + ": the vocabulary has no characters");
+  // Every weight must be in the file with its shape before the model is allocated: the file's own size then
+  // bounds the allocation, whatever sizes the metadata claims.
+  for (const TensorSpec& t : gpt_tensor_table(config)) find_tensor(path, t.name, t.shape, file.tensors);
+  ckpt.model = std::make_unique<GPT>(config, masks);
+  GPT& model = *ckpt.model;
+
+  std::set<std::string> known;
+  for (const TensorSpec& t : model.table) {
+    copy_tensor(path, t.name, t.shape, file.tensors, model.params_memory.data() + t.offset);
+    known.insert(t.name);
+  }
+  // Any optimizer tensor makes the file a training checkpoint; then every one of them must be there.
+  ckpt.resumable = std::any_of(file.tensors.begin(), file.tensors.end(), [](const auto& entry) {
+    return entry.first.rfind(kAdamM, 0) == 0 || entry.first.rfind(kAdamV, 0) == 0;
+  });
+  if (ckpt.resumable) {
+    ResumeState& r = ckpt.resume;
+    r.optimizer.m.assign(model.params_memory.size(), 0.0f);
+    r.optimizer.v.assign(model.params_memory.size(), 0.0f);
+    for (const TensorSpec& t : model.table) {
+      copy_tensor(path, kAdamM + t.name, t.shape, file.tensors, r.optimizer.m.data() + t.offset);
+      copy_tensor(path, kAdamV + t.name, t.shape, file.tensors, r.optimizer.v.data() + t.offset);
+      known.insert(kAdamM + t.name);
+      known.insert(kAdamV + t.name);
+    }
+    r.step = meta.integer("step");
+    r.optimizer.t = meta.integer("adam_t");
+    r.batch_rng = meta.text("batch_rng");
+    r.train_config = meta.text("train_config");
+  }
+  for (const auto& entry : file.tensors)
+    if (!known.count(entry.first))
+      throw std::runtime_error(path + ": unexpected tensor '" + entry.first + "' for a model with this config");
+  ckpt.metadata = std::move(file.metadata);
+  return ckpt;
+}

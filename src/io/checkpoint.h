@@ -1,0 +1,42 @@
+// Checkpoints: one safetensors file. The weights carry Hugging Face GPT-2 names ("wte.weight",
+// "h.0.attn.c_attn.weight", …; linear weights [in, out]); "__metadata__" holds the config, the vocabulary, the
+// masks and the format version. A checkpoint written during training also holds AdamW's m and v (as
+// "optimizer.m.<name>", "optimizer.v.<name>") plus the step and the batch sampler's state, so --resume continues
+// the run exactly. Files are written atomically, and the loader checks everything it reads.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/adamw.h"
+#include "model/model.h"
+#include "data/objective.h"
+#include "data/tokenizer.h"
+
+constexpr const char* kCheckpointFormat = "plaingpt";
+constexpr int kCheckpointVersion = 1;
+
+// What a checkpoint holds beyond the model: enough to continue training where it stopped.
+struct ResumeState {
+  int step = 0;               // optimizer steps taken
+  std::string batch_rng;      // Rng::state() of the batch sampler
+  std::string train_config;   // the run's settings as JSON (see trainer.h)
+  AdamW optimizer;
+};
+
+// `resume` may be null: a weights-only checkpoint (for sampling and sharing). `objective` tells the programs
+// that load it how the model is meant to be used (an MLM model fills blanks).
+void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer& tokenizer,
+                     const ResumeState* resume, Objective objective = Objective::CLM);
+
+struct Checkpoint {
+  std::unique_ptr<GPT> model;
+  Tokenizer tokenizer;
+  std::map<std::string, std::string> metadata;
+  Objective objective = Objective::CLM;
+  bool resumable = false;  // holds optimizer state
+  ResumeState resume;
+};
+
+// Throws std::runtime_error naming the file and what is wrong with it; never returns a half-loaded model.
+Checkpoint load_checkpoint(const std::string& path);

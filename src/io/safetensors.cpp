@@ -1,0 +1,282 @@
+// Reading and writing safetensors checkpoints; see safetensors.h for the layout.
+//
+// The parser treats the file as untrusted: a truncated download or a flipped bit must give a clear error, not a
+// crash or a 100 GB allocation. So every length is checked against the bytes actually present before use, all
+// size arithmetic is done in uint64 with overflow checks, and no tensor is decoded until all were validated.
+#include "io/safetensors.h"
+
+#include "io/atomic_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+using json = nlohmann::json;
+
+static const size_t length_prefix_bytes = 8;
+// Python's safetensors also refuses headers above 100 MB: a larger length means a corrupt or foreign file.
+static const uint64_t max_header_bytes = 100000000;
+
+[[noreturn]] static void fail(const std::string& source, const std::string& message) {
+  throw std::runtime_error(source + ": " + message);
+}
+
+// Computes a * b, or returns false if the product does not fit in 64 bits.
+static bool multiply_checked(uint64_t a, uint64_t b, uint64_t* product) {
+  if (a != 0 && b > std::numeric_limits<uint64_t>::max() / a) return false;
+  *product = a * b;
+  return true;
+}
+
+static bool host_is_little_endian() {
+  const uint32_t one = 1;
+  uint8_t first_byte;
+  std::memcpy(&first_byte, &one, 1);
+  return first_byte == 1;
+}
+
+// The file stores floats little-endian; on a big-endian host reverse the bytes of every 4-byte float in place.
+static void convert_floats_between_little_endian_and_host(uint8_t* bytes, size_t size) {
+  if (host_is_little_endian()) return;
+  for (size_t i = 0; i + 4 <= size; i += 4) {
+    std::swap(bytes[i], bytes[i + 3]);
+    std::swap(bytes[i + 1], bytes[i + 2]);
+  }
+}
+
+// A JSON value for an error message, cut short so a huge bogus value cannot flood the terminal.
+static std::string short_dump(const json& value) {
+  std::string text = value.dump();
+  return text.size() <= 60 ? text : text.substr(0, 60) + "...";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writing
+
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  // ordered_json keeps the keys in the order written, so the header reads like the tensor list.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+
+  std::vector<ByteChunk> data_chunks;          // point straight at the caller's floats: no copy
+  std::vector<std::vector<uint8_t>> swapped;   // only used on big-endian hosts
+  uint64_t offset = 0;
+  for (const TensorView& tensor : tensors) {
+    const std::string where = path + ": tensor '" + tensor.name + "': ";
+    if (tensor.name == "__metadata__" || header.contains(tensor.name))
+      throw std::runtime_error(where + "name is reserved or used twice");
+    uint64_t element_count = 1;
+    for (int64_t dim : tensor.shape)
+      if (dim < 0 || !multiply_checked(element_count, uint64_t(dim), &element_count))
+        throw std::runtime_error(where + "shape has a negative dimension or too many elements");
+    uint64_t byte_count = 0;
+    if (!multiply_checked(element_count, sizeof(float), &byte_count) ||
+        byte_count > std::numeric_limits<size_t>::max())
+      throw std::runtime_error(where + "too large");
+    if (byte_count > 0 && tensor.data == nullptr) throw std::runtime_error(where + "data is null");
+
+    nlohmann::ordered_json entry;
+    entry["dtype"] = "F32";
+    entry["shape"] = tensor.shape;
+    entry["data_offsets"] = {offset, offset + byte_count};
+    header[tensor.name] = std::move(entry);
+    offset += byte_count;
+
+    const void* bytes = tensor.data;
+    if (!host_is_little_endian() && byte_count > 0) {
+      const uint8_t* first = reinterpret_cast<const uint8_t*>(tensor.data);
+      swapped.emplace_back(first, first + byte_count);
+      convert_floats_between_little_endian_and_host(swapped.back().data(), swapped.back().size());
+      bytes = swapped.back().data();  // moving the outer vector later keeps this buffer where it is
+    }
+    data_chunks.push_back({bytes, size_t(byte_count)});
+  }
+
+  std::string header_text;
+  try {
+    header_text = header.dump();
+  } catch (const json::exception& error) {  // names and metadata must be valid UTF-8
+    throw std::runtime_error(path + ": cannot encode the header: " + error.what());
+  }
+  // Pad with spaces (still valid JSON) so the data section starts 8-byte aligned, as the format recommends;
+  // readers can then map the file and use the floats in place.
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+
+  std::string prefix(length_prefix_bytes, '\0');
+  for (size_t i = 0; i < length_prefix_bytes; ++i) prefix[i] = char((uint64_t(header_text.size()) >> (8 * i)) & 0xff);
+  prefix += header_text;
+
+  std::vector<ByteChunk> chunks = {{prefix.data(), prefix.size()}};
+  chunks.insert(chunks.end(), data_chunks.begin(), data_chunks.end());
+  write_file_atomically(path, chunks);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading
+
+// A tensor's header entry after validation: its bytes are [begin, end) of the data section.
+struct TensorEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+static json parse_header_json(const uint8_t* header, size_t size, const std::string& source) {
+  // A real header nests three deep: {"name": {"shape": [...]}}. Refusing deeper nesting while parsing keeps a
+  // hostile "[[[[[[..." from building a tree that costs far more memory than the file's size.
+  auto refuse_deep_nesting = [&source](int depth, json::parse_event_t event, json&) {
+    const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+    if (opens && depth >= 3) fail(source, "header JSON is nested deeper than a safetensors header can be");
+    return true;
+  };
+  try {
+    return json::parse(header, header + size, refuse_deep_nesting);
+  } catch (const json::parse_error& error) {  // also thrown for invalid UTF-8
+    fail(source, "header is not valid JSON (near byte " + std::to_string(error.byte) + " of the header, file offset " +
+                     std::to_string(length_prefix_bytes + error.byte) + "): " + error.what());
+  } catch (const json::exception& error) {
+    fail(source, std::string("header is not valid JSON: ") + error.what());
+  }
+}
+
+static std::map<std::string, std::string> parse_metadata(const json& metadata, const std::string& source) {
+  if (!metadata.is_object())
+    fail(source, "__metadata__ is a JSON " + std::string(metadata.type_name()) + ", expected an object of strings");
+  std::map<std::string, std::string> result;
+  for (const auto& [key, value] : metadata.items()) {
+    if (!value.is_string())
+      fail(source, "__metadata__ value for '" + key + "' is a JSON " + value.type_name() + ", expected a string");
+    result[key] = value.get<std::string>();
+  }
+  return result;
+}
+
+static TensorEntry parse_tensor_entry(const std::string& name, const json& entry, uint64_t data_section_size,
+                                      const std::string& source) {
+  const std::string where = "tensor '" + name + "': ";
+  if (!entry.is_object())
+    fail(source, where + "entry is a JSON " + entry.type_name() +
+                     ", expected an object with dtype, shape and data_offsets");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!entry.contains(key)) fail(source, where + "entry lacks \"" + key + "\"");
+
+  const json& dtype = entry.at("dtype");
+  if (!dtype.is_string() || dtype.get<std::string>() != "F32")
+    fail(source, where + "dtype " + short_dump(dtype) + " is not supported, only F32");
+
+  TensorEntry tensor{name, {}, 0, 0};
+  const json& shape = entry.at("shape");
+  if (!shape.is_array())
+    fail(source, where + "shape " + short_dump(shape) + " is not an array of non-negative integers");
+  uint64_t element_count = 1;
+  for (const json& dim : shape) {
+    // nlohmann stores integers without a minus sign as number_unsigned; -1, 2.0 and 1e30 are other types.
+    if (!dim.is_number_unsigned())
+      fail(source, where + "shape " + short_dump(shape) + " is not an array of non-negative integers");
+    const uint64_t size = dim.get<uint64_t>();
+    if (size > uint64_t(std::numeric_limits<int64_t>::max()) || !multiply_checked(element_count, size, &element_count))
+      fail(source, where + "shape " + short_dump(shape) + ": element count overflows");
+    tensor.shape.push_back(int64_t(size));
+  }
+  uint64_t needed_bytes = 0;
+  if (!multiply_checked(element_count, sizeof(float), &needed_bytes))
+    fail(source, where + "shape " + short_dump(shape) + ": byte size overflows");
+
+  const json& offsets = entry.at("data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned())
+    fail(source, where + "data_offsets " + short_dump(offsets) + " is not two non-negative integers [begin, end]");
+  tensor.begin = offsets[0].get<uint64_t>();
+  tensor.end = offsets[1].get<uint64_t>();
+  const std::string range = "data_offsets [" + std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) + "]";
+  if (tensor.begin > tensor.end) fail(source, where + range + ": begin offset is after end offset");
+  if (tensor.end > data_section_size)
+    fail(source, where + range + ": end offset " + std::to_string(tensor.end) + " is beyond the data section of " +
+                     std::to_string(data_section_size) + " bytes");
+  if (tensor.end - tensor.begin != needed_bytes)
+    fail(source, where + range + " hold " + std::to_string(tensor.end - tensor.begin) + " bytes, but shape " +
+                     short_dump(shape) + " of F32 needs " + std::to_string(needed_bytes));
+  return tensor;
+}
+
+// Sorted by start, each non-empty tensor must start at or after the end of the previous non-empty one.
+static void check_no_overlap(std::vector<TensorEntry>& entries, const std::string& source) {
+  std::sort(entries.begin(), entries.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
+  const TensorEntry* previous = nullptr;
+  for (const TensorEntry& entry : entries) {
+    if (entry.begin == entry.end) continue;  // an empty tensor occupies no bytes
+    if (previous != nullptr && entry.begin < previous->end)
+      fail(source, "tensors '" + previous->name + "' (data_offsets [" + std::to_string(previous->begin) + ", " +
+                       std::to_string(previous->end) + "]) and '" + entry.name + "' (data_offsets [" +
+                       std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]) overlap");
+    previous = &entry;
+  }
+}
+
+SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source) {
+  if (size < length_prefix_bytes)
+    fail(source, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | bytes[i];  // little-endian, on any host
+  if (header_size > max_header_bytes)
+    fail(source, "header length " + std::to_string(header_size) + " bytes is absurdly large (limit " +
+                     std::to_string(max_header_bytes) + "); this is not a safetensors file or it is corrupt");
+  const uint64_t bytes_after_prefix = size - length_prefix_bytes;
+  if (header_size > bytes_after_prefix)
+    fail(source, "header length is " + std::to_string(header_size) + " bytes, but only " +
+                     std::to_string(bytes_after_prefix) + " bytes follow (file truncated?)");
+
+  const json header = parse_header_json(bytes + length_prefix_bytes, size_t(header_size), source);
+  if (!header.is_object()) fail(source, "header is a JSON " + std::string(header.type_name()) + ", expected an object");
+  const uint8_t* data_section = bytes + length_prefix_bytes + header_size;
+  const uint64_t data_section_size = bytes_after_prefix - header_size;
+
+  SafetensorsContents contents;
+  std::vector<TensorEntry> entries;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__")
+      contents.metadata = parse_metadata(entry, source);
+    else
+      entries.push_back(parse_tensor_entry(name, entry, data_section_size, source));
+  }
+  // Only now allocate: without overlaps, the tensors together need at most the data section's size.
+  check_no_overlap(entries, source);
+  for (const TensorEntry& entry : entries) {
+    LoadedTensor& tensor = contents.tensors[entry.name];
+    tensor.shape = entry.shape;
+    const size_t byte_count = size_t(entry.end - entry.begin);
+    tensor.data.resize(byte_count / sizeof(float));
+    if (byte_count == 0) continue;
+    // memcpy, not a pointer cast: the bytes need not be 4-byte aligned in memory.
+    std::memcpy(tensor.data.data(), data_section + entry.begin, byte_count);
+    convert_floats_between_little_endian_and_host(reinterpret_cast<uint8_t*>(tensor.data.data()), byte_count);
+  }
+  return contents;
+}
+
+SafetensorsContents read_safetensors(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat info;
+  if (fstat(fileno(file), &info) != 0 || !S_ISREG(info.st_mode)) {
+    std::fclose(file);
+    throw std::runtime_error("cannot read '" + path + "': not a regular file");
+  }
+  std::vector<uint8_t> bytes(size_t(info.st_size));
+  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file);
+  const int reason = errno;
+  const bool read_error = std::ferror(file) != 0;
+  std::fclose(file);
+  if (read_error) throw std::runtime_error("cannot read '" + path + "': " + std::strerror(reason));
+  if (got != bytes.size()) throw std::runtime_error("cannot read '" + path + "': file shrank while being read");
+  return parse_safetensors(bytes.data(), bytes.size(), path);
+}

@@ -1,0 +1,108 @@
+#include "lab/attention_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/model.h"
+
+LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask& mask, float scale, int B, int T,
+                                          int C, int NH) {
+  const int HS = C / NH;
+  double sum = 0, sum_sq = 0, maxabs = 0;
+  long logits = 0, rows = 0, saturated = 0;
+  double entropy = 0, entropy_norm = 0, max_weight = 0;
+  std::vector<double> s(T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < T; i++) {
+        const float* q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
+        const KeyRange K = mask.keys_for(i, T);
+        double mx = -INFINITY;
+        for (int j = K.begin; j < K.end; j++) {
+          const float* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+          double dot = 0;
+          for (int d = 0; d < HS; d++) dot += (double)q[d] * k[d];
+          s[j] = scale * dot;
+          sum += s[j], sum_sq += s[j] * s[j], logits++;
+          maxabs = std::max(maxabs, std::fabs(s[j]));
+          mx = std::max(mx, s[j]);
+        }
+        const int n = K.end - K.begin;
+        if (n < 2) continue;
+        double z = 0;
+        for (int j = K.begin; j < K.end; j++) z += std::exp(s[j] - mx);
+        double H = 0, pmax = 0;
+        for (int j = K.begin; j < K.end; j++) {
+          const double p = std::exp(s[j] - mx) / z;
+          if (p > 0) H -= p * std::log(p);
+          pmax = std::max(pmax, p);
+        }
+        entropy += H, entropy_norm += H / std::log((double)n), max_weight += pmax;
+        saturated += pmax > 0.99;
+        rows++;
+      }
+  LayerAttentionStats st;
+  if (logits) {
+    const double mean = sum / logits;
+    st.logit_var = std::max(0.0, sum_sq / logits - mean * mean);
+    st.logit_max = maxabs;
+  }
+  if (rows) {
+    st.entropy = entropy / rows, st.entropy_norm = entropy_norm / rows, st.max_weight = max_weight / rows;
+    st.saturated = (double)saturated / rows;
+  }
+  return st;
+}
+
+std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const std::vector<const float*>& qkv, int B,
+                                                      int T) {
+  const int C = model.config.n_embd, NH = model.config.n_head;
+  std::vector<LayerAttentionStats> out;
+  for (int l = 0; l < model.config.n_layer; l++) {
+    LayerAttentionStats st = layer_attention_stats(qkv[l], model.masks[l], model.attn_scale, B, T, C, NH);
+    const float* g = model.grads.h[l].attn_qkv_w;  // (C, 3C)
+    double gq = 0, gk = 0;
+    for (int r = 0; r < C; r++)
+      for (int c = 0; c < C; c++) {
+        const double a = g[(size_t)r * 3 * C + c], b = g[(size_t)r * 3 * C + C + c];
+        gq += a * a, gk += b * b;
+      }
+    st.grad_q = std::sqrt(gq), st.grad_k = std::sqrt(gk);
+    out.push_back(st);
+  }
+  return out;
+}
+
+static const char* kNames[] = {"logit_var", "logit_max", "entropy", "entropy_norm",
+                               "max_weight", "saturated", "grad_q", "grad_k"};
+static const int kColumns = sizeof kNames / sizeof kNames[0];
+
+std::string attention_stats_header(int n_layer) {
+  std::string out;
+  for (int l = 0; l < n_layer; l++)
+    for (const char* n : kNames) out += ",L" + std::to_string(l) + "_" + n;
+  return out;
+}
+
+std::string attention_stats_cells(const std::vector<LayerAttentionStats>& stats) {
+  std::string out;
+  char cell[48];
+  for (const LayerAttentionStats& s : stats)
+    for (double v : {s.logit_var, s.logit_max, s.entropy, s.entropy_norm, s.max_weight, s.saturated, s.grad_q,
+                     s.grad_k})
+      std::snprintf(cell, sizeof cell, ",%.6g", v), out += cell;
+  return out;
+}
+
+std::vector<LayerAttentionStats> measure_attention(GPT& model, const int* x, const int* y, int B, int T) {
+  model.forward(x, y, B, T);
+  model.zero_grad();
+  model.backward();
+  std::vector<const float*> qkv;
+  for (int l = 0; l < model.config.n_layer; l++) qkv.push_back(model.layer_qkv(l));
+  std::vector<LayerAttentionStats> stats = attention_statistics(model, qkv, model.last_B(), model.last_T());
+  model.zero_grad();
+  return stats;
+}
+
+std::string attention_stats_empty_cells(int n_layer) { return std::string((size_t)n_layer * kColumns, ','); }

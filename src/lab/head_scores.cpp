@@ -1,0 +1,258 @@
+#include "lab/head_scores.h"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "model/model.h"
+#include "base/rng.h"
+
+extern "C" void dgeev_(const char* jobvl, const char* jobvr, const int* n, double* a, const int* lda, double* wr,
+                       double* wi, double* vl, const int* ldvl, double* vr, const int* ldvr, double* work,
+                       const int* lwork, int* info);
+
+void score_pattern(HeadScores& s, const float* P, const int* tokens, int T, const AttentionMask& mask) {
+  for (int i = 0; i < T; i++) {
+    const float* row = P + (size_t)i * T;
+    const KeyRange K = mask.keys_for(i, T);
+    const int visible = K.end - K.begin;
+    if (i >= 1 && mask.allows(i, i - 1, T)) s.previous_token.add(row[i - 1]);
+    if (tokens) {
+      double dup = 0, ind = 0;
+      bool has_dup = false, has_ind = false;
+      for (int j = std::max(0, K.begin); j < std::min(i, K.end); j++) {
+        if (tokens[j] == tokens[i]) dup += row[j], has_dup = true;
+        if (j >= 1 && tokens[j - 1] == tokens[i]) ind += row[j], has_ind = true;
+      }
+      if (has_dup) s.duplicate_token.add(dup);
+      if (has_ind) s.induction.add(ind);
+    }
+    if (visible < 2) continue;
+    double distance = 0, entropy = 0, best = 0;
+    for (int j = K.begin; j < K.end; j++) {
+      const double p = row[j];
+      distance += p * std::abs(i - j);
+      if (p > 0) entropy -= p * std::log(p);
+      best = std::max(best, p);
+    }
+    s.sink.add(K.begin == 0 ? row[0] : 0.0);
+    s.distance.add(distance);
+    s.entropy.add(entropy);
+    s.entropy_norm.add(entropy / std::log((double)visible));
+    s.confidence.add(best);
+  }
+}
+
+double previous_token_score(const float* P, int T, const AttentionMask& mask) {
+  HeadScores s;
+  score_pattern(s, P, nullptr, T, mask);
+  return s.previous_token.value();
+}
+double duplicate_token_score(const float* P, const int* tokens, int T, const AttentionMask& mask) {
+  HeadScores s;
+  score_pattern(s, P, tokens, T, mask);
+  return s.duplicate_token.value();
+}
+double induction_score(const float* P, const int* tokens, int T, const AttentionMask& mask) {
+  HeadScores s;
+  score_pattern(s, P, tokens, T, mask);
+  return s.induction.value();
+}
+
+std::vector<int> repeated_random_sequences(int B, int n, int vocab, Rng& rng) {
+  if (n < 1 || n > vocab) throw std::runtime_error("repeated_random_sequences: need 1 ≤ n ≤ vocab");
+  std::vector<int> out((size_t)B * 2 * n), ids(vocab);
+  for (int b = 0; b < B; b++) {
+    for (int v = 0; v < vocab; v++) ids[v] = v;
+    for (int k = 0; k < n; k++) std::swap(ids[k], ids[k + rng.below(vocab - k)]);  // partial Fisher–Yates
+    for (int k = 0; k < n; k++) out[(size_t)b * 2 * n + k] = out[(size_t)b * 2 * n + n + k] = ids[k];
+  }
+  return out;
+}
+
+double ov_copying_score(const GPT& model, int layer, int head) {
+  const int C = model.config.n_embd, HS = model.config.head_size(), V = model.config.vocab_size;
+  const BlockParams& p = model.params.h[layer];
+  // G = diag(γ_f)·W_Eᵀ·W_E·diag(γ₁)  (C × C)
+  std::vector<double> gram((size_t)C * C, 0.0);
+  for (int v = 0; v < V; v++) {
+    const float* e = model.params.wte + (size_t)v * C;
+    for (int a = 0; a < C; a++)
+      for (int b = 0; b < C; b++) gram[(size_t)a * C + b] += (double)e[a] * e[b];
+  }
+  for (int a = 0; a < C; a++)
+    for (int b = 0; b < C; b++) gram[(size_t)a * C + b] *= (double)model.params.ln_f_w[a] * p.ln_1_w[b];
+  // A = W_O^h (HS × C) · G · W_V^h (C × HS); W_V^h = qkv_w[:, 2C + h·HS …], W_O^h = proj_w[h·HS …, :].
+  std::vector<double> GV((size_t)C * HS, 0.0), A((size_t)HS * HS, 0.0);
+  for (int a = 0; a < C; a++)
+    for (int c = 0; c < C; c++) {
+      const double g = gram[(size_t)a * C + c];
+      const float* wv = p.attn_qkv_w + (size_t)c * 3 * C + 2 * C + head * HS;
+      for (int d = 0; d < HS; d++) GV[(size_t)a * HS + d] += g * wv[d];
+    }
+  for (int r = 0; r < HS; r++) {
+    const float* wo = p.attn_proj_w + (size_t)(head * HS + r) * C;
+    for (int a = 0; a < C; a++)
+      for (int d = 0; d < HS; d++) A[(size_t)r * HS + d] += (double)wo[a] * GV[(size_t)a * HS + d];
+  }
+  // Eigenvalues of A (LAPACK is column-major: it sees Aᵀ, which has the same eigenvalues).
+  std::vector<double> wr(HS), wi(HS), work(8 * HS + 64);
+  int n = HS, lda = HS, one = 1, lwork = (int)work.size(), info = 0;
+  double dummy = 0;
+  dgeev_("N", "N", &n, A.data(), &lda, wr.data(), wi.data(), &dummy, &one, &dummy, &one, work.data(), &lwork, &info);
+  if (info != 0) return std::nan("");
+  double re = 0, mag = 0;
+  for (int k = 0; k < HS; k++) re += wr[k], mag += std::abs(std::complex<double>(wr[k], wi[k]));
+  return mag > 0 ? re / mag : 0.0;
+}
+
+std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed) {
+  const int L = model.config.n_layer, NH = model.config.n_head;
+  const int n = std::min(model.config.block_size, 2 * vocab) / 2;
+  if (n < 2) throw std::runtime_error("score_heads: need block_size ≥ 4 and at least 2 characters");
+  const int T = 2 * n;
+  Rng rng(seed);
+  std::vector<int> x = repeated_random_sequences(B, n, vocab, rng);
+  model.forward(x.data(), nullptr, B, T);
+  std::vector<HeadScores> scores((size_t)L * NH);
+  for (int l = 0; l < L; l++) {
+    const float* probs = model.attention_probs(l);
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        score_pattern(scores[(size_t)l * NH + h], probs + ((size_t)b * NH + h) * T * T, &x[(size_t)b * T], T,
+                      model.masks[l]);
+  }
+  for (int l = 0; l < L; l++)
+    for (int h = 0; h < NH; h++) scores[(size_t)l * NH + h].ov_copying = ov_copying_score(model, l, h);
+  return scores;
+}
+
+std::vector<PronounNote> read_pronoun_notes(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open the pronoun table");
+  std::vector<PronounNote> notes;
+  std::string line;
+  std::getline(in, line);  // header
+  for (int line_no = 2; std::getline(in, line); line_no++) {
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::stringstream s(line);
+    for (std::string cell; std::getline(s, cell, '\t');) cells.push_back(cell);
+    try {
+      if (cells.size() != 6) throw std::runtime_error("expected 6 tab-separated cells");
+      notes.push_back({std::stol(cells[0]), std::stol(cells[1]), std::stol(cells[3]), std::stol(cells[4]), cells[2],
+                       cells[5]});
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
+    }
+  }
+  return notes;
+}
+
+int score_pronouns(GPT& model, const std::vector<int>& text, const std::vector<PronounNote>& notes,
+                   std::vector<HeadScores>& scores, int max_notes) {
+  const int T = model.config.block_size, L = model.config.n_layer, NH = model.config.n_head;
+  // Usable notes: the antecedent fits in the window that ends at the pronoun's last character.
+  std::vector<const PronounNote*> usable;
+  for (const PronounNote& n : notes) {
+    const long query = n.pronoun_offset + n.pronoun_length - 1;
+    if (query >= (long)text.size() || n.antecedent_offset < std::max(0L, query - T + 1)) continue;
+    usable.push_back(&n);
+    if ((int)usable.size() >= max_notes) break;
+  }
+  // Names seen by the windows: every annotated antecedent span (sorted by offset for the range scan below).
+  std::vector<const PronounNote*> names;
+  for (const PronounNote& n : notes) names.push_back(&n);
+  std::sort(names.begin(), names.end(), [](auto a, auto b) { return a->antecedent_offset < b->antecedent_offset; });
+  const int B = 16;
+  std::vector<int> x((size_t)B * T);
+  for (size_t first = 0; first < usable.size(); first += B) {
+    const int nb = (int)std::min<size_t>(B, usable.size() - first);
+    std::vector<long> starts(nb);
+    for (int b = 0; b < nb; b++) {
+      const PronounNote& n = *usable[first + b];
+      const long query = n.pronoun_offset + n.pronoun_length - 1;
+      starts[b] = std::max(0L, std::min(query - T + 1, (long)text.size() - T));
+      std::copy(text.begin() + starts[b], text.begin() + starts[b] + T, x.begin() + (size_t)b * T);
+    }
+    model.forward(x.data(), nullptr, nb, T);
+    for (int l = 0; l < L; l++) {
+      const float* probs = model.attention_probs(l);
+      for (int b = 0; b < nb; b++) {
+        const PronounNote& n = *usable[first + b];
+        const long start = starts[b];
+        const int q = (int)(n.pronoun_offset + n.pronoun_length - 1 - start);
+        // Other names: distinct spans, other text, wholly before the query.
+        std::vector<std::pair<long, long>> others;
+        auto it = std::lower_bound(names.begin(), names.end(), start,
+                                   [](const PronounNote* a, long s) { return a->antecedent_offset < s; });
+        for (; it != names.end() && (*it)->antecedent_offset + (*it)->antecedent_length <= start + q; ++it) {
+          if ((*it)->antecedent == n.antecedent) continue;
+          std::pair<long, long> span{(*it)->antecedent_offset, (*it)->antecedent_length};
+          if (std::find(others.begin(), others.end(), span) == others.end()) others.push_back(span);
+        }
+        for (int h = 0; h < NH; h++) {
+          const float* row = probs + (((size_t)b * NH + h) * T + q) * T;
+          auto mass = [&](long offset, long length) {
+            double m = 0;
+            for (long k = offset; k < offset + length; k++) m += row[k - start];
+            return m;
+          };
+          HeadScores& s = scores[(size_t)l * NH + h];
+          s.pronoun.add(mass(n.antecedent_offset, n.antecedent_length));
+          if (!others.empty()) {
+            double m = 0;
+            for (auto& [o, len] : others) m += mass(o, len);
+            s.pronoun_baseline.add(m / others.size());
+          }
+        }
+      }
+    }
+  }
+  return (int)usable.size();
+}
+
+static const char* kColumns[] = {"layer", "head",     "prev_token", "duplicate", "induction", "sink",
+                                 "distance", "entropy", "entropy_norm", "confidence", "ov_copying",
+                                 "pronoun", "pronoun_baseline"};
+
+static std::vector<double> row_values(const HeadScores& s) {
+  return {s.previous_token.value(), s.duplicate_token.value(), s.induction.value(), s.sink.value(),
+          s.distance.value(), s.entropy.value(), s.entropy_norm.value(), s.confidence.value(), s.ov_copying,
+          s.pronoun.count ? s.pronoun.value() : std::nan(""),
+          s.pronoun_baseline.count ? s.pronoun_baseline.value() : std::nan("")};
+}
+
+std::string heads_csv(const std::vector<HeadScores>& scores, int NH) {
+  std::string out;
+  for (const char* c : kColumns) out += std::string(out.empty() ? "" : ",") + c;
+  out += "\n";
+  char cell[64];
+  for (size_t i = 0; i < scores.size(); i++) {
+    out += std::to_string(i / NH) + "," + std::to_string(i % NH);
+    for (double v : row_values(scores[i])) {
+      if (std::isnan(v)) out += ",";
+      else std::snprintf(cell, sizeof cell, ",%.6g", v), out += cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string heads_table(const std::vector<HeadScores>& scores, int NH) {
+  std::string out = "head   prev   dup    induct sink   dist   entropy (norm) conf   ov_copy pronoun (base)\n";
+  char line[256];
+  for (size_t i = 0; i < scores.size(); i++) {
+    std::vector<double> v = row_values(scores[i]);
+    std::snprintf(line, sizeof line, "L%zuH%-3zu %.3f  %.3f  %.3f  %.3f  %5.2f  %.3f  (%.2f) %.3f  %+.3f  ", i / NH,
+                  i % NH, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
+    out += line;
+    if (std::isnan(v[9])) out += "  -\n";
+    else std::snprintf(line, sizeof line, "%.3f (%.3f)\n", v[9], v[10]), out += line;
+  }
+  return out;
+}

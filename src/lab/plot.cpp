@@ -1,0 +1,92 @@
+#include "lab/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+static std::string escape_xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+static std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// "Nice" tick step: 1, 2 or 5 times a power of ten, giving about `count` ticks over `span`.
+static double tick_step(double span, int count) {
+  const double raw = span / count, power = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (raw <= m * power) return m * power;
+  return 10 * power;
+}
+
+std::string render_svg(const Chart& chart) {
+  const double W = 720, H = 440, left = 70, right = 180, top = 40, bottom = 55;
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const Series& s : chart.series)
+    for (size_t i = 0; i < s.x.size(); i++)
+      if (std::isfinite(s.y[i])) {
+        x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
+        y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
+      }
+  if (!(x0 < x1)) x0 = x0 - 1, x1 = x0 + 2;
+  if (!(y0 < y1)) y0 = y0 - 1, y1 = y0 + 2;
+  const double pad = 0.05 * (y1 - y0);
+  y0 -= pad, y1 += pad;
+  auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (W - left - right); };
+  auto py = [&](double y) { return H - bottom - (y - y0) / (y1 - y0) * (H - top - bottom); };
+
+  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + number(W) + "\" height=\"" + number(H) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+                    "fill=\"white\"/>\n";
+  svg += "<text x=\"" + number(W / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" +
+         escape_xml(chart.title) + "</text>\n";
+  // Axes with grid lines at nice ticks.
+  const double xs = tick_step(x1 - x0, 6), ys = tick_step(y1 - y0, 6);
+  for (double t = std::ceil(x0 / xs) * xs; t <= x1 + 1e-9 * xs; t += xs)
+    svg += "<line x1=\"" + number(px(t)) + "\" y1=\"" + number(top) + "\" x2=\"" + number(px(t)) + "\" y2=\"" +
+           number(H - bottom) + "\" stroke=\"#eee\"/><text x=\"" + number(px(t)) + "\" y=\"" + number(H - bottom + 16) +
+           "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
+  for (double t = std::ceil(y0 / ys) * ys; t <= y1 + 1e-9 * ys; t += ys)
+    svg += "<line x1=\"" + number(left) + "\" y1=\"" + number(py(t)) + "\" x2=\"" + number(W - right) + "\" y2=\"" +
+           number(py(t)) + "\" stroke=\"#eee\"/><text x=\"" + number(left - 6) + "\" y=\"" + number(py(t) + 4) +
+           "\" text-anchor=\"end\">" + number(t) + "</text>\n";
+  svg += "<rect x=\"" + number(left) + "\" y=\"" + number(top) + "\" width=\"" + number(W - left - right) +
+         "\" height=\"" + number(H - top - bottom) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+  svg += "<text x=\"" + number((left + W - right) / 2) + "\" y=\"" + number(H - 12) + "\" text-anchor=\"middle\">" +
+         escape_xml(chart.x_label) + "</text>\n";
+  svg += "<text transform=\"translate(18," + number((top + H - bottom) / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + escape_xml(chart.y_label) + "</text>\n";
+  for (size_t k = 0; k < chart.series.size(); k++) {
+    const Series& s = chart.series[k];
+    const std::string colour = colours[k % 8];
+    std::string points;
+    for (size_t i = 0; i < s.x.size(); i++) {
+      if (!std::isfinite(s.y[i])) {  // a gap: close the current line
+        if (!points.empty())
+          svg += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
+        points.clear();
+        continue;
+      }
+      points += number(px(s.x[i])) + "," + number(py(s.y[i])) + " ";
+    }
+    if (!points.empty())
+      svg += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
+    const double ly = top + 10 + 20 * k;
+    svg += "<line x1=\"" + number(W - right + 12) + "\" y1=\"" + number(ly) + "\" x2=\"" + number(W - right + 36) +
+           "\" y2=\"" + number(ly) + "\" stroke=\"" + colour + "\" stroke-width=\"3\"/><text x=\"" +
+           number(W - right + 42) + "\" y=\"" + number(ly + 4) + "\">" + escape_xml(s.label) + "</text>\n";
+  }
+  return svg + "</svg>\n";
+}

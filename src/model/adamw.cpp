@@ -1,0 +1,60 @@
+#include "model/adamw.h"
+
+#include <cmath>
+
+#include "model/model.h"
+#include "base/threads.h"
+
+float learning_rate(const AdamWConfig& cfg, int step, int total_steps) {
+  if (step < cfg.warmup_steps) return cfg.lr * (step + 1) / (cfg.warmup_steps + 1);
+  if (step >= total_steps) return cfg.min_lr;
+  double progress = (double)(step - cfg.warmup_steps) / std::max(1, total_steps - cfg.warmup_steps);
+  double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));  // 1 → 0
+  return (float)(cfg.min_lr + cosine * (cfg.lr - cfg.min_lr));
+}
+
+double global_norm(const std::vector<float>& grads) {
+  double sum = 0;
+  const size_t n = grads.size();
+#pragma omp parallel for schedule(static) reduction(+ : sum) if (worth_threads(n))
+  for (size_t i = 0; i < n; i++) sum += (double)grads[i] * grads[i];
+  return std::sqrt(sum);
+}
+
+double clip_global_norm(std::vector<float>& grads, float max_norm) {
+  double norm = global_norm(grads);
+  if (max_norm > 0 && norm > max_norm) {
+    const float scale = (float)(max_norm / norm);
+    const size_t n = grads.size();
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+    for (size_t i = 0; i < n; i++) grads[i] *= scale;
+  }
+  return norm;
+}
+
+void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr) {
+  if (m.size() != model.params_memory.size()) {
+    m.assign(model.params_memory.size(), 0.0f);
+    v.assign(model.params_memory.size(), 0.0f);
+  }
+  t += 1;
+  const float correction1 = 1.0f - std::pow(cfg.beta1, (float)t);
+  const float correction2 = 1.0f - std::pow(cfg.beta2, (float)t);
+  // One parallel region for the whole table (tensors differ only in their weight decay); `nowait` lets a thread
+  // go on to the next tensor without waiting for the others, since tensors are independent.
+#pragma omp parallel if (worth_threads(model.params_memory.size()))
+  for (const TensorSpec& tensor : model.table) {
+    const float decay = tensor.weight_decay ? cfg.weight_decay : 0.0f;
+    float* theta = model.params_memory.data() + tensor.offset;
+    const float* g = model.grads_memory.data() + tensor.offset;
+    float* mt = m.data() + tensor.offset;
+    float* vt = v.data() + tensor.offset;
+#pragma omp for schedule(static) nowait
+    for (size_t i = 0; i < tensor.numel; i++) {
+      mt[i] = cfg.beta1 * mt[i] + (1.0f - cfg.beta1) * g[i];
+      vt[i] = cfg.beta2 * vt[i] + (1.0f - cfg.beta2) * g[i] * g[i];
+      float m_hat = mt[i] / correction1, v_hat = vt[i] / correction2;
+      theta[i] -= lr * (m_hat / (std::sqrt(v_hat) + cfg.eps) + decay * theta[i]);
+    }
+  }
+}

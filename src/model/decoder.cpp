@@ -1,0 +1,101 @@
+#include "model/decoder.h"
+
+#include <algorithm>
+
+#include "ops/attention.h"
+#include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+
+Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_token) {
+  const ModelConfig& c = model.config;
+  use_cache_ = mask_token < 0 && std::none_of(model.masks.begin(), model.masks.end(), [&](const AttentionMask& m) {
+                 return m.sees_future(c.block_size);
+               });
+  const size_t C = c.n_embd;
+  k_cache_.assign((size_t)c.n_layer * c.block_size * C, 0.0f);
+  v_cache_.assign(k_cache_.size(), 0.0f);
+  x_.resize(C), ln_.resize(C), qkv_.resize(3 * C), att_.resize(C), proj_.resize(C);
+  fc_.resize(4 * C), fc_gelu_.resize(4 * C), logits_.resize(c.vocab_size), probs_.resize(c.block_size);
+}
+
+void Decoder::reset() { context_.clear(); }
+
+const float* Decoder::push(int token) {
+  const int block = model_.config.block_size - (mask_token_ >= 0);  // an MLM model needs a slot for [MASK]
+  if ((int)context_.size() == block) {
+    // Slide: keep the newest half. Their positions change, so their cached keys and values are stale.
+    context_.erase(context_.begin(), context_.end() - block / 2);
+    if (use_cache_) refill_cache();
+  }
+  context_.push_back(token);
+  return use_cache_ ? step_cached(token, (int)context_.size() - 1) : step_full_recompute();
+}
+
+// Re-encodes the whole context in one batched forward (B = 1, T = its length) and copies each layer's keys and
+// values out of that forward's qkv activations. Pushing the kept tokens one at a time would give the same cache
+// (up to float rounding) but through T one-row products instead of one T-row sgemm per layer: after every slide
+// that was as many extra single-token steps as the tokens generated since, doubling the work of a long sample.
+void Decoder::refill_cache() {
+  const ModelConfig& c = model_.config;
+  const int T = (int)context_.size(), C = c.n_embd;
+  if (T == 0) return;
+  model_.forward(context_.data(), nullptr, 1, T);
+  for (int l = 0; l < c.n_layer; l++) {
+    const float* qkv = model_.layer_qkv(l);  // (1, T, 3C); row t is [q | k | v]
+    float* keys = k_cache_.data() + (size_t)l * c.block_size * C;
+    float* values = v_cache_.data() + (size_t)l * c.block_size * C;
+    for (int t = 0; t < T; t++) {
+      const float* row = qkv + (size_t)t * 3 * C;
+      std::copy(row + C, row + 2 * C, keys + (size_t)t * C);
+      std::copy(row + 2 * C, row + 3 * C, values + (size_t)t * C);
+    }
+  }
+}
+
+const float* Decoder::step_full_recompute() {
+  input_ = context_;
+  if (mask_token_ >= 0) input_.push_back(mask_token_);
+  const int T = (int)input_.size(), V = model_.config.vocab_size;
+  model_.forward(input_.data(), nullptr, 1, T);
+  std::copy(model_.logits() + (size_t)(T - 1) * V, model_.logits() + (size_t)T * V, logits_.begin());
+  return logits_.data();
+}
+
+// The forward pass of GPT::forward for one position (B = T = 1), with attention over the cache. Every product
+// is a matrix-vector product (matvec): for one row, sgemm's repacking of the weights costs more than the math.
+const float* Decoder::step_cached(int token, int pos) {
+  const ModelConfig& c = model_.config;
+  const int C = c.n_embd, NH = c.n_head, HS = c.head_size();
+  const GPTParams& p = model_.params;
+  // A one-token "sequence" whose position-0 row is wpe row `pos`.
+  embedding_forward(x_.data(), &token, p.wte, p.wpe + (size_t)pos * C, 1, 1, C);
+  for (int l = 0; l < c.n_layer; l++) {
+    const BlockParams& b = p.h[l];
+    float* keys = k_cache_.data() + (size_t)l * c.block_size * C;
+    float* values = v_cache_.data() + (size_t)l * c.block_size * C;
+    layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_1_w, b.ln_1_b, 1, C);
+    matvec(qkv_.data(), ln_.data(), b.attn_qkv_w, b.attn_qkv_b, C, 3 * C);
+    std::copy(qkv_.begin() + C, qkv_.begin() + 2 * C, keys + (size_t)pos * C);
+    std::copy(qkv_.begin() + 2 * C, qkv_.end(), values + (size_t)pos * C);
+    KeyRange range = model_.masks[l].keys_for(pos, pos + 1);
+    for (int h = 0; h < NH; h++)
+      attend_one_query(att_.data() + h * HS, probs_.data(), qkv_.data() + h * HS, keys + h * HS, values + h * HS, C,
+                       range, model_.attn_scale, HS);
+    if (!model_.head_gates.empty())
+      for (int h = 0; h < NH; h++)
+        for (int d = 0; d < HS; d++) att_[h * HS + d] *= model_.head_gates[(size_t)l * NH + h];
+    matvec(proj_.data(), att_.data(), b.attn_proj_w, b.attn_proj_b, C, C);
+    for (int i = 0; i < C; i++) x_[i] += proj_[i];
+    if (c.attn_only) continue;
+    layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_2_w, b.ln_2_b, 1, C);
+    matvec(fc_.data(), ln_.data(), b.mlp_fc_w, b.mlp_fc_b, C, 4 * C);
+    gelu_forward(fc_gelu_.data(), fc_.data(), fc_.size());
+    matvec(proj_.data(), fc_gelu_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C);
+    for (int i = 0; i < C; i++) x_[i] += proj_[i];
+  }
+  layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), p.ln_f_w, p.ln_f_b, 1, C);
+  lm_head_matvec(logits_.data(), ln_.data(), p.wte, C, c.vocab_size);
+  return logits_.data();
+}

@@ -1,0 +1,252 @@
+#include "model/model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/head_gate.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "base/rng.h"
+#include "base/threads.h"
+
+// Lays out every activation buffer in one arena. With base == nullptr it only counts, so the memory estimate
+// and the allocation can never disagree.
+static size_t layout_activations(Activations& a, const ModelConfig& c, int B, int T, bool gated, float* base) {
+  const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size, NH = c.n_head;
+  size_t used = 0;
+  auto take = [&](float*& slot, size_t n) {
+    slot = base ? base + used : nullptr;
+    used += n;
+  };
+  a.layers.resize(c.n_layer);
+  take(a.encoded, BT * C);
+  for (LayerActivations& l : a.layers) {
+    take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
+    take(l.qkv, BT * 3 * C);
+    take(l.att_lse, BT * NH);
+    take(l.att_out, BT * C), take(l.att_gated, gated ? BT * C : 0);
+    take(l.residual2, BT * C);
+    take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
+    take(l.fc, BT * 4 * C);
+    take(l.residual3, BT * C);
+  }
+  take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
+  take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
+  take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
+  take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.d_att_out, BT * C), take(a.d_qkv, BT * 3 * C);
+  take(a.d_mlp, c.attn_only ? 0 : BT * 4 * C), take(a.d_logits, BT * V);
+  return used;
+}
+
+size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
+  Activations scratch;
+  return layout_activations(scratch, config, B, T, gated, nullptr);
+}
+
+// Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
+// size that would overflow 64 bits must be refused, not wrapped around to a small number.
+static long double training_bytes(const ModelConfig& config, int B) {
+  const long double params = total_floats(gpt_tensor_table(config));
+  const long double per_sequence = activation_floats(config, 1, config.block_size) + 2.0L * config.block_size;
+  return sizeof(float) * (4 * params + (long double)B * per_sequence);
+}
+
+size_t estimate_training_bytes(const ModelConfig& config, int B) {
+  const long double bytes = training_bytes(config, B);
+  return bytes >= (long double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
+}
+
+void check_fits_in_memory(const ModelConfig& config, int B) {
+  const long double need = training_bytes(config, B);
+  const long double have = (long double)sysconf(_SC_PHYS_PAGES) * (long double)sysconf(_SC_PAGESIZE);
+  char need_text[64];
+  std::snprintf(need_text, sizeof need_text, "%.0Lf", need);
+  if (have > 0 && need > have)
+    throw std::runtime_error("this model needs about " + std::string(need_text) + " bytes to train with batch " +
+                             std::to_string(B) + ", more than this machine's " + std::to_string((size_t)have) +
+                             " bytes of memory; reduce --batch, --block, --n-embd or --n-layer");
+}
+
+GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks) : config(cfg), masks(std::move(layer_masks)) {
+  validate(config);
+  if (masks.empty()) masks.assign(config.n_layer, AttentionMask{});
+  if ((int)masks.size() != config.n_layer)
+    throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
+                             std::to_string(masks.size()));
+  attn_scale = attention_scale(config);
+  table = gpt_tensor_table(config);
+  params_memory.assign(total_floats(table), 0.0f);
+  grads_memory.assign(params_memory.size(), 0.0f);
+  params = bind_params(table, params_memory.data(), config.n_layer);
+  grads = bind_params(table, grads_memory.data(), config.n_layer);
+}
+
+void GPT::init_weights(uint64_t seed) {
+  Rng rng(seed);
+  init_params(table, params_memory.data(), config.n_layer, rng);
+}
+
+void GPT::zero_grad() {
+  std::fill(grads_memory.begin(), grads_memory.end(), 0.0f);
+  std::fill(head_gate_grads.begin(), head_gate_grads.end(), 0.0f);
+}
+
+void GPT::enable_head_gates() {
+  head_gates.assign((size_t)config.n_layer * config.n_head, 1.0f);
+  head_gate_grads.assign(head_gates.size(), 0.0f);
+  capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, with att_gated
+}
+
+const float* GPT::attention_probs(int layer) const {
+  if (B_ == 0) throw std::runtime_error("attention_probs: no forward pass yet");
+  const size_t per_layer = (size_t)B_ * config.n_head * T_ * T_;
+  if (probs_memory_.size() < per_layer * config.n_layer) probs_memory_.resize(per_layer * config.n_layer);
+  float* P = probs_memory_.data() + per_layer * layer;
+  if (!probs_ready_[layer]) {
+    const LayerActivations& la = acts_.layers[layer];
+    ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
+    probs_ready_[layer] = 1;
+  }
+  return P;
+}
+
+void GPT::reserve_activations(int B, int T) {
+  if (B <= capacity_B_ && T <= capacity_T_) {
+    Activations fresh;  // same arena, re-carved for this (B, T) so every buffer is contiguous
+    layout_activations(fresh, config, B, T, gated(), acts_memory_.data());
+    acts_ = fresh;
+    return;
+  }
+  capacity_B_ = std::max(B, capacity_B_);
+  capacity_T_ = std::max(T, capacity_T_);
+  acts_memory_.assign(layout_activations(acts_, config, capacity_B_, capacity_T_, gated(), nullptr), 0.0f);
+  layout_activations(acts_, config, B, T, gated(), acts_memory_.data());
+  inputs_.resize((size_t)capacity_B_ * capacity_T_);
+  targets_.resize(inputs_.size());
+}
+
+// Zeroes one of the step's big buffers, split between the threads like every other op.
+static void zero(float* p, size_t n) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (size_t i = 0; i < n; i++) p[i] = 0.0f;
+}
+
+float GPT::forward(const int* inputs, const int* targets, int B, int T) {
+  const int C = config.n_embd, NH = config.n_head, V = config.vocab_size;
+  if (B <= 0 || T <= 0 || T > config.block_size)
+    throw std::runtime_error("forward: need B ≥ 1 and 1 ≤ T ≤ block_size (" + std::to_string(config.block_size) +
+                             "), got B=" + std::to_string(B) + " T=" + std::to_string(T));
+  for (size_t i = 0; i < (size_t)B * T; i++)
+    if (inputs[i] < 0 || inputs[i] >= V || (targets && targets[i] != kNoTarget && (targets[i] < 0 || targets[i] >= V)))
+      throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
+                               std::to_string(i));
+  if (B != B_ || T != T_) reserve_activations(B, T);
+  B_ = B, T_ = T, last_masks_ = masks;
+  probs_ready_.assign(config.n_layer, 0);  // attention_probs() rebuilds from this forward on request
+  const int BT = B * T;
+  std::copy(inputs, inputs + BT, inputs_.begin());
+  has_targets_ = targets != nullptr;
+  if (targets) std::copy(targets, targets + BT, targets_.begin());
+
+  Activations& a = acts_;
+  embedding_forward(a.encoded, inputs, params.wte, params.wpe, B, T, C);
+  const float* residual = a.encoded;
+  for (int l = 0; l < config.n_layer; l++) {
+    const BlockParams& p = params.h[l];
+    LayerActivations& la = a.layers[l];
+    // x ← x + attn_proj(attention(qkv(ln_1(x))))
+    layernorm_forward(a.ln, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
+    linear_forward(la.qkv, a.ln, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
+    attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], attn_scale, B, T, C, NH);
+    const float* heads = la.att_out;
+    if (!head_gates.empty()) {
+      head_gate_forward(la.att_gated, la.att_out, &head_gates[(size_t)l * NH], BT, NH, C / NH);
+      heads = la.att_gated;
+    }
+    linear_forward(la.residual2, heads, p.attn_proj_w, p.attn_proj_b, BT, C, C, residual);
+    if (config.attn_only) {  // no MLP: the block's output is the attention residual
+      std::copy(la.residual2, la.residual2 + (size_t)BT * C, la.residual3);
+      residual = la.residual3;
+      continue;
+    }
+    // x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
+    layernorm_forward(a.ln, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
+    linear_forward(la.fc, a.ln, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
+    gelu_forward(a.fc_gelu, la.fc, (size_t)BT * 4 * C);
+    linear_forward(la.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C, la.residual2);
+    residual = la.residual3;
+  }
+  layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params.ln_f_w, params.ln_f_b, BT, C);
+  lm_head_forward(a.logits, a.lnf, params.wte, BT, C, V);
+  if (!targets) return 0.0f;
+  LossSum loss = cross_entropy_forward(a.probs, a.losses, a.logits, targets, BT, V);
+  loss_count_ = loss.count;
+  return (float)loss.mean();
+}
+
+void GPT::backward() {
+  if (!has_targets_) throw std::runtime_error("backward: the last forward had no targets");
+  const int B = B_, T = T_, BT = B * T, C = config.n_embd, NH = config.n_head, V = config.vocab_size;
+  Activations& a = acts_;
+  const size_t BTC = (size_t)BT * C;
+
+  // Each op's backward writes the gradient of its input into a scratch buffer, except LayerNorm's, which adds into
+  // d_residual: the residual stream's gradient sums over the branches that read the stream. It starts at zero.
+  // loss → logits → final LayerNorm
+  cross_entropy_backward(a.d_logits, a.probs, targets_.data(), loss_count_, BT, V);
+  lm_head_backward(a.d_ln, grads.wte, a.d_logits, a.lnf, params.wte, BT, C, V);
+  const float* top = config.n_layer ? a.layers.back().residual3 : a.encoded;
+  zero(a.d_residual, BTC);
+  layernorm_backward(a.d_residual, grads.ln_f_w, grads.ln_f_b, a.d_ln, top, params.ln_f_w, a.lnf_mean, a.lnf_rstd,
+                     BT, C);
+
+  // d_residual holds ∂loss/∂(block output). A residual add passes its gradient through unchanged, so each
+  // branch's backward only adds its own contribution into d_residual on the way down.
+  for (int l = config.n_layer - 1; l >= 0; l--) {
+    const BlockParams& p = params.h[l];
+    BlockParams& g = grads.h[l];
+    LayerActivations& la = a.layers[l];
+    const float* block_input = l == 0 ? a.encoded : a.layers[l - 1].residual3;
+
+    // MLP branch: residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2)))); attention-only blocks have
+    // residual3 = residual2, and d_residual passes through unchanged.
+    if (!config.attn_only) {
+      gelu_forward(a.fc_gelu, la.fc, 4 * BTC);  // recomputed, not kept (see Activations::fc_gelu)
+      linear_backward(a.d_mlp, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
+      gelu_backward(a.d_mlp, la.fc, a.d_mlp, 4 * BTC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
+      layernorm_recompute(a.ln, la.residual2, p.ln_2_w, p.ln_2_b, la.ln2_mean, la.ln2_rstd, BT, C);
+      linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_mlp, a.ln, p.mlp_fc_w, BT, C, 4 * C);
+      layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
+                         BT, C);
+    }
+
+    // Attention branch: residual2 = block_input + attn_proj(attention(qkv(ln_1(block_input))))
+    if (head_gates.empty()) {
+      linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
+    } else {  // through the gates: d(gated) lands in d_ln, free until the qkv backward below
+      linear_backward(a.d_ln, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_gated, p.attn_proj_w, BT, C, C);
+      head_gate_backward(a.d_att_out, &head_gate_grads[(size_t)l * NH], a.d_ln, la.att_out,
+                         &head_gates[(size_t)l * NH], BT, NH, C / NH);
+    }
+    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
+    layernorm_recompute(a.ln, block_input, p.ln_1_w, p.ln_1_b, la.ln1_mean, la.ln1_rstd, BT, C);
+    linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
+    layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
+                       BT, C);
+  }
+  embedding_backward(grads.wte, grads.wpe, a.d_residual, inputs_.data(), B, T, C);
+}
+
+void GPT::set_prefix_length(int N) {
+  for (AttentionMask& m : masks)
+    if (m.kind == AttentionMask::Prefix) m.size = N;
+}

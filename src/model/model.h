@@ -1,0 +1,105 @@
+// The GPT: parameters, gradients and activations in flat arenas, a forward pass that computes the loss and a
+// backward pass that accumulates every parameter's gradient, each written out op by op (no autograd).
+//
+// Shapes used in comments throughout src/:
+//   B batch size, T sequence length (≤ block_size), C = n_embd, NH = n_head, HS = C/NH head size,
+//   V vocabulary size, L = n_layer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "ops/mask.h"
+#include "model/params.h"
+
+// What the forward pass keeps for the backward pass, per block (all (B, T, ·) unless said).
+struct LayerActivations {
+  float *ln1_mean, *ln1_rstd;        // (B,T) (B,T)           LayerNorm 1's statistics (its output is recomputed)
+  float* qkv;                        // (B,T,3C)
+  float* att_lse;                    // (B,NH,T)              log-normaliser of each softmax row: P is
+                                     //                       rebuilt from it in the backward (attention.h)
+  float* att_out;                    // (B,T,C)               O, heads side by side
+  float* att_gated;                  // (B,T,C)               ξ_h·O per head; only when head gates are on
+  float* residual2;                  // (B,T,C)               x + attn(ln1(x))
+  float *ln2_mean, *ln2_rstd;        // (B,T) (B,T)
+  float* fc;                         // (B,T,4C)              before GELU (GELU's output is recomputed)
+  float* residual3;                  // (B,T,C)               the block's output
+};
+
+struct Activations {
+  float* encoded;  // (B,T,C) token + position embedding
+  std::vector<LayerActivations> layers;
+  float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
+  float *logits, *probs, *losses;    // (B,T,V) (B,T,V) (B,T)
+  // Outputs that are cheaper to recompute than to keep for every layer: one buffer each, for the layer at hand.
+  // The forward writes them just before the next product reads them; the backward recomputes them from what the
+  // layer keeps (LayerNorm from its input and statistics, GELU from fc), saving 2·(B,T,C) + (B,T,4C) per layer.
+  float* ln;       // (B,T,C)   LayerNorm 1 or 2's output
+  float* fc_gelu;  // (B,T,4C)  gelu(fc)
+  // Gradient scratch for the backward pass, reused by every layer.
+  float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
+  float *d_ln, *d_att_out, *d_qkv, *d_logits;
+  float* d_mlp;  // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
+};
+
+class GPT {
+ public:
+  // masks: one per layer (empty = causal everywhere). Parameters start at zero; call init_weights or load them.
+  explicit GPT(const ModelConfig& config, std::vector<AttentionMask> masks = {});
+  GPT(const GPT&) = delete;  // the views point into this object's arenas
+  GPT& operator=(const GPT&) = delete;
+
+  void init_weights(uint64_t seed);
+
+  // inputs, targets: (B, T) token ids; targets may be null (logits only) and may hold kNoTarget.
+  // Returns the mean cross-entropy over positions with a target.
+  float forward(const int* inputs, const int* targets, int B, int T);
+  // Gradients of the last forward's mean loss, accumulated into grads (call zero_grad first).
+  void backward();
+  void zero_grad();
+
+  const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
+  // P of the last forward, (B, NH, T, T), 0 where the mask forbids. Not kept by training: rebuilt on request.
+  const float* attention_probs(int layer) const;
+  const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
+  int last_B() const { return B_; }
+  int last_T() const { return T_; }
+  size_t num_params() const { return params_memory.size(); }
+
+  ModelConfig config;
+  std::vector<AttentionMask> masks;  // per layer; may change between forwards (prefix-LM draws N every step)
+  void set_prefix_length(int N);     // N of every prefix mask (prefix-LM draws a new N per batch)
+  float attn_scale;  // multiplies q·k: attention_scale(config), 1/√HS by default
+
+  // Head gates ξ (L × NH), off (empty) unless enable_head_gates() is called; see head_gate.h.
+  std::vector<float> head_gates, head_gate_grads;
+  void enable_head_gates();  // every ξ = 1, their gradients 0; backward() then accumulates ∂L/∂ξ
+  bool gated() const { return !head_gates.empty(); }
+  std::vector<TensorSpec> table;
+  // The arenas. Write into them (std::copy, data()), never assign or resize them: `params` and `grads` point
+  // into their storage.
+  std::vector<float> params_memory, grads_memory;
+  GPTParams params, grads;
+
+ private:
+  void reserve_activations(int B, int T);
+
+  Activations acts_{};
+  std::vector<float> acts_memory_;
+  int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
+  int B_ = 0, T_ = 0;                    // the last forward's shape
+  std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
+  mutable std::vector<float> probs_memory_;  // attention_probs() rebuilds layer l into slice l on first request
+  mutable std::vector<char> probs_ready_;    // per layer, since the last forward
+  std::vector<int> inputs_, targets_;
+  int loss_count_ = 0;
+  bool has_targets_ = false;
+};
+
+// Floats of activations and gradient scratch that a forward + backward with (B, T) uses (gated: head gates on).
+size_t activation_floats(const ModelConfig& config, int B, int T, bool gated = false);
+// Parameters, gradients, AdamW m and v, and activations for training with batch size B at full block_size.
+size_t estimate_training_bytes(const ModelConfig& config, int B);
+// Throws, with the estimate in bytes, if training would need more than the machine's physical memory.
+void check_fits_in_memory(const ModelConfig& config, int B);

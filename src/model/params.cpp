@@ -1,0 +1,77 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "base/rng.h"
+
+std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) {
+  const int64_t C = c.n_embd, V = c.vocab_size, maxT = c.block_size;
+  std::vector<TensorSpec> table;
+  size_t offset = 0;
+  auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay, int layer,
+                 float* GPTParams::*model_slot, float* BlockParams::*block_slot) {
+    size_t numel = 1;
+    for (int64_t d : shape) numel *= (size_t)d;
+    table.push_back({std::move(name), std::move(shape), init, decay, offset, numel, model_slot, block_slot, layer});
+    offset += numel;
+  };
+  auto model = [&](const char* name, std::vector<int64_t> shape, Init init, bool decay, float* GPTParams::*slot) {
+    add(name, std::move(shape), init, decay, -1, slot, nullptr);
+  };
+  auto block = [&](int l, const char* name, std::vector<int64_t> shape, Init init, bool decay,
+                   float* BlockParams::*slot) {
+    add("h." + std::to_string(l) + "." + name, std::move(shape), init, decay, l, nullptr, slot);
+  };
+  //    name                    shape        init                 decay  view
+  model("wte.weight",           {V, C},      Init::Normal,        true,  &GPTParams::wte);
+  model("wpe.weight",           {maxT, C},   Init::Normal,        true,  &GPTParams::wpe);
+  for (int l = 0; l < c.n_layer; l++) {
+    block(l, "ln_1.weight",        {C},         Init::Ones,          false, &BlockParams::ln_1_w);
+    block(l, "ln_1.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_1_b);
+    block(l, "attn.c_attn.weight", {C, 3 * C},  Init::Normal,        true,  &BlockParams::attn_qkv_w);
+    block(l, "attn.c_attn.bias",   {3 * C},     Init::Zeros,         false, &BlockParams::attn_qkv_b);
+    block(l, "attn.c_proj.weight", {C, C},      Init::ResidualNormal, true, &BlockParams::attn_proj_w);
+    block(l, "attn.c_proj.bias",   {C},         Init::Zeros,         false, &BlockParams::attn_proj_b);
+    if (c.attn_only) continue;
+    block(l, "ln_2.weight",        {C},         Init::Ones,          false, &BlockParams::ln_2_w);
+    block(l, "ln_2.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_2_b);
+    block(l, "mlp.c_fc.weight",    {C, 4 * C},  Init::Normal,        true,  &BlockParams::mlp_fc_w);
+    block(l, "mlp.c_fc.bias",      {4 * C},     Init::Zeros,         false, &BlockParams::mlp_fc_b);
+    block(l, "mlp.c_proj.weight",  {4 * C, C},  Init::ResidualNormal, true, &BlockParams::mlp_proj_w);
+    block(l, "mlp.c_proj.bias",    {C},         Init::Zeros,         false, &BlockParams::mlp_proj_b);
+  }
+  model("ln_f.weight",          {C},         Init::Ones,          false, &GPTParams::ln_f_w);
+  model("ln_f.bias",            {C},         Init::Zeros,         false, &GPTParams::ln_f_b);
+  return table;
+}
+
+size_t total_floats(const std::vector<TensorSpec>& table) {
+  return table.empty() ? 0 : table.back().offset + table.back().numel;
+}
+
+GPTParams bind_params(const std::vector<TensorSpec>& table, float* arena, int n_layer) {
+  GPTParams views{};
+  views.h.resize(n_layer);
+  for (const TensorSpec& t : table) {
+    if (t.layer < 0)
+      views.*t.model_slot = arena + t.offset;
+    else
+      views.h[t.layer].*t.block_slot = arena + t.offset;
+  }
+  return views;
+}
+
+void init_params(const std::vector<TensorSpec>& table, float* arena, int n_layer, Rng& rng) {
+  const double residual_std = 0.02 / std::sqrt(2.0 * n_layer);
+  for (const TensorSpec& t : table) {
+    float* p = arena + t.offset;
+    for (size_t i = 0; i < t.numel; i++) {
+      switch (t.init) {
+        case Init::Normal: p[i] = (float)(0.02 * rng.normal()); break;
+        case Init::ResidualNormal: p[i] = (float)(residual_std * rng.normal()); break;
+        case Init::Zeros: p[i] = 0.0f; break;
+        case Init::Ones: p[i] = 1.0f; break;
+      }
+    }
+  }
+}

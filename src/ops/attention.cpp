@@ -1,0 +1,198 @@
+#include "ops/attention.h"
+
+#include "base/fast_exp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "base/blas.h"
+#include "base/threads.h"
+
+// `omp simd` lets the compiler reorder this one sum into vector lanes (it may not otherwise: float addition is
+// not associative), which is most of attention's speed at head sizes like 32.
+static float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+void attend_one_query(float* o, float* p, const float* q, const float* keys, const float* values, int stride,
+                      KeyRange range, float scale, int HS) {
+  float max_s = -INFINITY;
+  for (int j = range.begin; j < range.end; j++) p[j] = scale * dot(q, keys + (size_t)j * stride, HS);
+#pragma omp simd reduction(max : max_s)
+  for (int j = range.begin; j < range.end; j++) max_s = p[j] > max_s ? p[j] : max_s;
+  for (int j = range.begin; j < range.end; j++) p[j] = fast_exp(p[j] - max_s);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = range.begin; j < range.end; j++) sum += p[j];
+  const float inv_sum = 1.0f / sum;
+  for (int d = 0; d < HS; d++) o[d] = 0.0f;
+  for (int j = range.begin; j < range.end; j++) {
+    p[j] *= inv_sum;
+    const float* v = values + (size_t)j * stride;
+    for (int d = 0; d < HS; d++) o[d] += p[j] * v[d];
+  }
+}
+
+// Queries are processed in blocks of this many rows. Each block is a handful of small sgemm calls over the
+// union of its rows' key ranges, so a mask skips the blocks of keys no row of the block can see: causal does a
+// little over half of bidirectional's work, window:W does O(T·W).
+constexpr int kQueryBlock = 16;
+
+// Keys that some query in [i0, i1) may see. For every mask in mask.h a row's range only moves right as i grows,
+// so the union is [first row's begin, last row's end).
+static KeyRange block_keys(const AttentionMask& mask, int i0, int i1, int T) {
+  return {mask.keys_for(i0, T).begin, mask.keys_for(i1 - 1, T).end};
+}
+
+// One (b, h) pair's slice of the fused qkv: row t of Q is Q + t·C3, and K, V sit C and 2C columns to the right.
+struct Head {
+  const float *Q, *K, *V;
+  const float* lse;  // (T) this head's log-normalisers
+};
+static Head head_of(const float* qkv, const float* lse, int b, int h, int T, int C, int NH) {
+  const float* Q = qkv + (size_t)b * T * 3 * C + (size_t)h * (C / NH);
+  return {Q, Q + C, Q + 2 * C, lse + ((size_t)b * NH + h) * T};
+}
+
+// A block's scores, S = scale · Q[i0, i0+rows)·K[keys]ᵀ, into s (rows × nk, row stride nk).
+static void block_scores(float* s, const Head& hd, int i0, int rows, KeyRange keys, float scale, int HS, int C3) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys.end - keys.begin, HS, scale,
+              hd.Q + (size_t)i0 * C3, C3, hd.K + (size_t)keys.begin * C3, C3, 0.0f, s, keys.end - keys.begin);
+}
+
+// Softmax of one row of a block in place over its own keys, columns [begin, end) of the n the block spans, and
+// exactly 0 on the rest. Returns lse = log Σ_j exp(s_j); subtracting the max first keeps exp from overflowing.
+static float softmax_row(float* s, int n, int begin, int end) {
+  float max_s = -INFINITY;
+#pragma omp simd reduction(max : max_s)
+  for (int j = begin; j < end; j++) max_s = s[j] > max_s ? s[j] : max_s;
+  for (int j = begin; j < end; j++) s[j] = fast_exp(s[j] - max_s);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = begin; j < end; j++) sum += s[j];
+  const float inv_sum = 1.0f / sum;
+  for (int j = begin; j < end; j++) s[j] *= inv_sum;
+  for (int j = 0; j < begin; j++) s[j] = 0.0f;
+  for (int j = end; j < n; j++) s[j] = 0.0f;
+  return max_s + std::log(sum);
+}
+
+// The forward's P for queries [i0, i1), rebuilt into p (rows × nk): P_ij = exp(S_ij − lse_i) inside the mask, 0
+// outside it.
+static void rebuild_block_probs(float* p, const Head& hd, const AttentionMask& mask, int i0, int i1, KeyRange keys,
+                                float scale, int T, int HS, int C3) {
+  const int nk = keys.end - keys.begin;
+  block_scores(p, hd, i0, i1 - i0, keys, scale, HS, C3);
+  for (int i = i0; i < i1; i++) {
+    float* row = p + (size_t)(i - i0) * nk;
+    const KeyRange k = mask.keys_for(i, T);
+    const int begin = k.begin - keys.begin, end = k.end - keys.begin;
+    const float lse = hd.lse[i];
+    for (int j = 0; j < begin; j++) row[j] = 0.0f;
+    for (int j = begin; j < end; j++) row[j] = fast_exp(row[j] - lse);
+    for (int j = end; j < nk; j++) row[j] = 0.0f;
+  }
+}
+
+// Scratch for one block of queries (kQueryBlock × T), grown once per thread, then reused: no allocation in a step.
+static float* block_scratch(std::vector<float>& buffer, int T) {
+  buffer.resize((size_t)kQueryBlock * T);
+  return buffer.data();
+}
+
+void attention_forward(float* out, float* lse, const float* qkv, const AttentionMask& mask, float scale, int B,
+                       int T, int C, int NH) {
+  const int HS = C / NH, C3 = 3 * C;
+#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      thread_local std::vector<float> p_buffer;
+      float* P = block_scratch(p_buffer, T);
+      const Head hd = head_of(qkv, lse, b, h, T, C, NH);
+      float* row_lse = lse + ((size_t)b * NH + h) * T;
+      float* O = out + (size_t)b * T * C + h * HS;
+      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+        const int i1 = std::min(T, i0 + kQueryBlock), rows = i1 - i0;
+        const KeyRange kr = block_keys(mask, i0, i1, T);
+        const int nk = kr.end - kr.begin;
+        block_scores(P, hd, i0, rows, kr, scale, HS, C3);
+        for (int i = i0; i < i1; i++) {
+          const KeyRange k = mask.keys_for(i, T);
+          row_lse[i] = softmax_row(P + (size_t)(i - i0) * nk, nk, k.begin - kr.begin, k.end - kr.begin);
+        }
+        // O = P·V
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, HS, nk, 1.0f, P, nk,
+                    hd.V + (size_t)kr.begin * C3, C3, 0.0f, O + (size_t)i0 * C, C);
+      }
+    }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* out,
+                        const AttentionMask& mask, float scale, int B, int T, int C, int NH) {
+  const int HS = C / NH, C3 = 3 * C;
+  // Each (b, h) writes only its own head's columns of dqkv, so the pairs run in parallel without races.
+#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      thread_local std::vector<float> p_buffer, ds_buffer;
+      float *P = block_scratch(p_buffer, T), *dS = block_scratch(ds_buffer, T);
+      const Head hd = head_of(qkv, lse, b, h, T, C, NH);
+      float* dQ = dqkv + (size_t)b * T * C3 + h * HS;
+      float *dK = dQ + C, *dV = dQ + 2 * C;
+      const float* dO = dout + (size_t)b * T * C + h * HS;
+      const float* O = out + (size_t)b * T * C + h * HS;
+      // This head's dQ, dK, dV start at 0: the blocks below add into them (a key is seen by several blocks).
+      for (int t = 0; t < T; t++)
+        for (int part = 0; part < 3; part++) std::fill_n(dQ + (size_t)t * C3 + part * C, HS, 0.0f);
+      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+        const int i1 = std::min(T, i0 + kQueryBlock), rows = i1 - i0;
+        const KeyRange kr = block_keys(mask, i0, i1, T);
+        const int nk = kr.end - kr.begin;
+        rebuild_block_probs(P, hd, mask, i0, i1, kr, scale, T, HS, C3);
+        // dP = dO·Vᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, HS, 1.0f, dO + (size_t)i0 * C, C,
+                    hd.V + (size_t)kr.begin * C3, C3, 0.0f, dS, nk);
+        // dS = P ⊙ (dP − rowsum(dP ⊙ P)), with rowsum(dP ⊙ P)_i = dO_i·O_i; P is 0 off the mask, so is dS
+        for (int r = 0; r < rows; r++) {
+          const float row_dot = dot(dO + (size_t)(i0 + r) * C, O + (size_t)(i0 + r) * C, HS);
+          float* ds = dS + (size_t)r * nk;
+          const float* p = P + (size_t)r * nk;
+          for (int j = 0; j < nk; j++) ds[j] = p[j] * (ds[j] - row_dot);
+        }
+        // dQ += scale · dS·K      dK += scale · dSᵀ·Q      dV += Pᵀ·dO
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, HS, nk, scale, dS, nk,
+                    hd.K + (size_t)kr.begin * C3, C3, 1.0f, dQ + (size_t)i0 * C3, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HS, rows, scale, dS, nk, hd.Q + (size_t)i0 * C3, C3,
+                    1.0f, dK + (size_t)kr.begin * C3, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, HS, rows, 1.0f, P, nk, dO + (size_t)i0 * C, C, 1.0f,
+                    dV + (size_t)kr.begin * C3, C3);
+      }
+    }
+}
+
+void attention_probs(float* probs, const float* qkv, const float* lse, const AttentionMask& mask, float scale, int B,
+                     int T, int C, int NH) {
+  const int HS = C / NH, C3 = 3 * C;
+  std::vector<float> block((size_t)kQueryBlock * T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      const Head hd = head_of(qkv, lse, b, h, T, C, NH);
+      float* P = probs + ((size_t)b * NH + h) * T * T;
+      for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
+        const int i1 = std::min(T, i0 + kQueryBlock);
+        const KeyRange kr = block_keys(mask, i0, i1, T);
+        const int nk = kr.end - kr.begin;
+        rebuild_block_probs(block.data(), hd, mask, i0, i1, kr, scale, T, HS, C3);
+        for (int i = i0; i < i1; i++) {  // the block's columns, and 0 for keys outside them
+          float* row = P + (size_t)i * T;
+          std::fill(row, row + T, 0.0f);
+          std::copy_n(block.data() + (size_t)(i - i0) * nk, nk, row + kr.begin);
+        }
+      }
+    }
+}

@@ -1,0 +1,30 @@
+#include "ops/embedding.h"
+
+#include <cstddef>
+
+#include "base/threads.h"
+
+void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+#pragma omp parallel for collapse(2) if (worth_threads((size_t)B * T * C))
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      float* o = out + ((size_t)b * T + t) * C;
+      const float* token_row = wte + (size_t)tokens[b * T + t] * C;
+      const float* position_row = wpe + (size_t)t * C;
+      for (int c = 0; c < C; c++) o[c] = token_row[c] + position_row[c];
+    }
+}
+
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C) {
+  // Serial: different (b, t) may share a token row, so a parallel loop over rows would race on dwte.
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      const float* d = dout + ((size_t)b * T + t) * C;
+      float* token_row = dwte + (size_t)tokens[b * T + t] * C;
+      float* position_row = dwpe + (size_t)t * C;
+      for (int c = 0; c < C; c++) {
+        token_row[c] += d[c];
+        position_row[c] += d[c];
+      }
+    }
+}

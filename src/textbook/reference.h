@@ -1,0 +1,379 @@
+// The slow, obvious specification of every op in src/ and of the whole GPT, used only by the tests.
+// Header-only and templated on the float type F (the tests use double). Naive loops, no BLAS, no OpenMP, and no
+// call into any fast op: each function is the formula in its comment written out, so the fast code can be checked
+// against something that shares none of its tricks. Argument order, shapes and the accumulate (+=) convention of
+// every backward are the fast ops'. Indices are plain ints: meant for tiny shapes.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/config.h"         // ModelConfig
+#include "ops/cross_entropy.h"  // kNoTarget
+#include "ops/layernorm.h"      // kLayerNormEps
+#include "ops/mask.h"           // AttentionMask
+#include "model/params.h"         // gpt_tensor_table: the parameter arena layout
+
+// ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C), out (B,T,C).
+template <typename F>
+void ref_embedding_forward(F* out, const int* tokens, const F* wte, const F* wpe, int B, int T, int C) {
+  // out[b,t,c] = wte[tokens[b,t], c] + wpe[t, c]
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+      for (int c = 0; c < C; c++) out[(b * T + t) * C + c] = wte[tokens[b * T + t] * C + c] + wpe[t * C + c];
+}
+
+template <typename F>
+void ref_embedding_backward(F* dwte, F* dwpe, const F* dout, const int* tokens, int B, int T, int C) {
+  // dwte[tokens[b,t], c] += dout[b,t,c];  dwpe[t, c] += dout[b,t,c]
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+      for (int c = 0; c < C; c++) {
+        dwte[tokens[b * T + t] * C + c] += dout[(b * T + t) * C + c];
+        dwpe[t * C + c] += dout[(b * T + t) * C + c];
+      }
+}
+
+// ---- LayerNorm over the last dimension. inp, out (N,C); mean, rstd (N); weight, bias (C).
+template <typename F>
+void ref_layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weight, const F* bias, int N, int C) {
+  const F eps = F(kLayerNormEps);
+  for (int n = 0; n < N; n++) {
+    const F* x = inp + n * C;
+    F mu = 0, var = 0;
+    for (int c = 0; c < C; c++) mu += x[c] / C;                      // μ = Σx / C
+    for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu) / C;  // σ² = Σ(x − μ)² / C
+    const F r = 1 / std::sqrt(var + eps);                             // r = 1/√(σ² + ε)
+    for (int c = 0; c < C; c++) out[n * C + c] = (x[c] - mu) * r * weight[c] + bias[c];  // y = x̂·w + b
+    mean[n] = mu;
+    rstd[n] = r;
+  }
+}
+
+template <typename F>
+void ref_layernorm_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* inp, const F* weight,
+                            const F* mean, const F* rstd, int N, int C) {
+  // Through the full Jacobian: x̂_j = (x_j − μ)·r and ∂x̂_j/∂x_i = r·(δ_ij − 1/C − x̂_i·x̂_j/C), so
+  //   dx_i += Σ_j dy_j·w_j·∂x̂_j/∂x_i,   dw_j += Σ_rows dy_j·x̂_j,   db_j += Σ_rows dy_j
+  for (int n = 0; n < N; n++) {
+    const F* dy = dout + n * C;
+    std::vector<F> xhat(C);
+    for (int c = 0; c < C; c++) xhat[c] = (inp[n * C + c] - mean[n]) * rstd[n];
+    for (int i = 0; i < C; i++)
+      for (int j = 0; j < C; j++) {
+        const F dxhat_j_dx_i = rstd[n] * ((i == j ? F(1) : F(0)) - F(1) / C - xhat[i] * xhat[j] / C);
+        dinp[n * C + i] += dy[j] * weight[j] * dxhat_j_dx_i;
+      }
+    for (int c = 0; c < C; c++) {
+      dweight[c] += dy[c] * xhat[c];
+      dbias[c] += dy[c];
+    }
+  }
+}
+
+// ---- Linear layer, weight stored [in, out]. inp (N,IC), weight (IC,OC), bias (OC) or null, out (N,OC).
+template <typename F>
+void ref_linear_forward(F* out, const F* inp, const F* weight, const F* bias, int N, int IC, int OC) {
+  // out[n,o] = b[o] + Σ_i inp[n,i]·w[i,o]
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < OC; o++) {
+      F s = bias ? bias[o] : F(0);
+      for (int i = 0; i < IC; i++) s += inp[n * IC + i] * weight[i * OC + o];
+      out[n * OC + o] = s;
+    }
+}
+
+template <typename F>
+void ref_linear_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* inp, const F* weight, int N, int IC,
+                         int OC) {
+  // dinp[n,i] = Σ_o dout[n,o]·w[i,o];   dw[i,o] += Σ_n inp[n,i]·dout[n,o];   db[o] += Σ_n dout[n,o]
+  std::fill(dinp, dinp + (size_t)N * IC, F(0));
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < OC; o++) {
+      for (int i = 0; i < IC; i++) {
+        dinp[n * IC + i] += dout[n * OC + o] * weight[i * OC + o];
+        dweight[i * OC + o] += inp[n * IC + i] * dout[n * OC + o];
+      }
+      if (dbias) dbias[o] += dout[n * OC + o];
+    }
+}
+
+// ---- LM head tied to the token embedding wte (V,C). inp (N,C), logits (N,V).
+template <typename F>
+void ref_lm_head_forward(F* logits, const F* inp, const F* wte, int N, int C, int V) {
+  // logits[n,v] = Σ_c inp[n,c]·wte[v,c]
+  for (int n = 0; n < N; n++)
+    for (int v = 0; v < V; v++) {
+      F s = 0;
+      for (int c = 0; c < C; c++) s += inp[n * C + c] * wte[v * C + c];
+      logits[n * V + v] = s;
+    }
+}
+
+template <typename F>
+void ref_lm_head_backward(F* dinp, F* dwte, const F* dlogits, const F* inp, const F* wte, int N, int C, int V) {
+  // dinp[n,c] = Σ_v dlogits[n,v]·wte[v,c];   dwte[v,c] += Σ_n dlogits[n,v]·inp[n,c]
+  std::fill(dinp, dinp + (size_t)N * C, F(0));
+  for (int n = 0; n < N; n++)
+    for (int v = 0; v < V; v++)
+      for (int c = 0; c < C; c++) {
+        dinp[n * C + c] += dlogits[n * V + v] * wte[v * C + c];
+        dwte[v * C + c] += dlogits[n * V + v] * inp[n * C + c];
+      }
+}
+
+// ---- GELU, tanh approximation. N elements.
+template <typename F>
+void ref_gelu_forward(F* out, const F* inp, size_t N) {
+  const F k = std::sqrt(F(2) / F(M_PI)), a = F(0.044715);
+  // y = ½·x·(1 + tanh(u)),   u = √(2/π)·(x + 0.044715·x³)
+  for (size_t i = 0; i < N; i++) {
+    const F x = inp[i];
+    out[i] = F(0.5) * x * (1 + std::tanh(k * (x + a * x * x * x)));
+  }
+}
+
+template <typename F>
+void ref_gelu_backward(F* dinp, const F* inp, const F* dout, size_t N) {
+  const F k = std::sqrt(F(2) / F(M_PI)), a = F(0.044715);
+  // dy/dx = ½·(1 + tanh u) + ½·x·sech²(u)·du/dx,   du/dx = √(2/π)·(1 + 3·0.044715·x²);   dinp = dy/dx · dout
+  for (size_t i = 0; i < N; i++) {
+    const F x = inp[i], u = k * (x + a * x * x * x), cosh_u = std::cosh(u);
+    const F dy_dx = F(0.5) * (1 + std::tanh(u)) + F(0.5) * x / (cosh_u * cosh_u) * k * (1 + 3 * a * x * x);
+    dinp[i] = dy_dx * dout[i];
+  }
+}
+
+// ---- Multi-head attention on fused qkv (B,T,3C): row [q | k | v], head h owns columns h·HS … (h+1)·HS−1 of each
+// third. out (B,T,C), probs (B,NH,T,T). Each (b, h) is worked on as T×HS matrices Q, K, V.
+// Head h of batch b's queries, keys or values (which = 0, 1, 2) as a T×HS matrix.
+template <typename F>
+std::vector<F> ref_get_head(const F* qkv, int which, int b, int h, int T, int C, int NH) {
+  const int HS = C / NH;
+  std::vector<F> M(T * HS);
+  for (int t = 0; t < T; t++)
+    for (int d = 0; d < HS; d++) M[t * HS + d] = qkv[(b * T + t) * 3 * C + which * C + h * HS + d];
+  return M;
+}
+
+// P (T×T): S_ij = scale·q_i·k_j,  P_ij = softmax_j(S_ij) over the keys the mask allows, exactly 0 elsewhere.
+template <typename F>
+std::vector<F> ref_attention_probs(const std::vector<F>& Q, const std::vector<F>& K, const AttentionMask& mask,
+                                   F scale, int T, int HS) {
+  std::vector<F> P(T * T, F(0));
+  for (int i = 0; i < T; i++) {
+    std::vector<F> S(T, F(0));
+    F max_s = -INFINITY, sum = 0;
+    for (int j = 0; j < T; j++) {
+      if (!mask.allows(i, j, T)) continue;
+      for (int d = 0; d < HS; d++) S[j] += scale * Q[i * HS + d] * K[j * HS + d];
+      max_s = std::max(max_s, S[j]);
+    }
+    for (int j = 0; j < T; j++)
+      if (mask.allows(i, j, T)) sum += std::exp(S[j] - max_s);
+    for (int j = 0; j < T; j++)
+      if (mask.allows(i, j, T)) P[i * T + j] = std::exp(S[j] - max_s) / sum;
+  }
+  return P;
+}
+
+template <typename F>
+void ref_attention_forward(F* out, F* probs, const F* qkv, const AttentionMask& mask, F scale, int B, int T, int C,
+                           int NH) {
+  const int HS = C / NH;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH), K = ref_get_head(qkv, 1, b, h, T, C, NH),
+                           V = ref_get_head(qkv, 2, b, h, T, C, NH), P = ref_attention_probs(Q, K, mask, scale, T, HS);
+      for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) probs[((b * NH + h) * T + i) * T + j] = P[i * T + j];
+      for (int i = 0; i < T; i++)  // O = P·V
+        for (int d = 0; d < HS; d++) {
+          F o = 0;
+          for (int j = 0; j < T; j++) o += P[i * T + j] * V[j * HS + d];
+          out[(b * T + i) * C + h * HS + d] = o;
+        }
+    }
+}
+
+// The textbook backward from qkv alone: P is recomputed, so `probs` and `out` (kept for the fast op's signature)
+// are not read.
+template <typename F>
+void ref_attention_backward(F* dqkv, const F* dout, const F* qkv, const F* probs, const F* out,
+                            const AttentionMask& mask, F scale, int B, int T, int C, int NH) {
+  (void)probs, (void)out;
+  const int HS = C / NH;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH), K = ref_get_head(qkv, 1, b, h, T, C, NH),
+                           V = ref_get_head(qkv, 2, b, h, T, C, NH), P = ref_attention_probs(Q, K, mask, scale, T, HS);
+      std::vector<F> dO(T * HS), dP(T * T, F(0)), dS(T * T, F(0)), dQ(T * HS, F(0)), dK(T * HS, F(0)), dV(T * HS, F(0));
+      for (int i = 0; i < T; i++)
+        for (int d = 0; d < HS; d++) dO[i * HS + d] = dout[(b * T + i) * C + h * HS + d];
+      for (int i = 0; i < T; i++)  // dP = dO·Vᵀ
+        for (int j = 0; j < T; j++)
+          for (int d = 0; d < HS; d++) dP[i * T + j] += dO[i * HS + d] * V[j * HS + d];
+      for (int i = 0; i < T; i++) {  // dS = P ⊙ (dP − rowsum(dP ⊙ P))
+        F rowsum = 0;
+        for (int j = 0; j < T; j++) rowsum += dP[i * T + j] * P[i * T + j];
+        for (int j = 0; j < T; j++) dS[i * T + j] = P[i * T + j] * (dP[i * T + j] - rowsum);
+      }
+      for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++)
+          for (int d = 0; d < HS; d++) {
+            dQ[i * HS + d] += dS[i * T + j] * K[j * HS + d] * scale;  // dQ = dS·K·scale
+            dK[j * HS + d] += dS[i * T + j] * Q[i * HS + d] * scale;  // dK = dSᵀ·Q·scale
+            dV[j * HS + d] += P[i * T + j] * dO[i * HS + d];          // dV = Pᵀ·dO
+          }
+      for (int t = 0; t < T; t++)  // write dQ, dK, dV into this head's columns of dqkv
+        for (int d = 0; d < HS; d++) {
+          F* row = dqkv + (b * T + t) * 3 * C + h * HS + d;
+          row[0] = dQ[t * HS + d], row[C] = dK[t * HS + d], row[2 * C] = dV[t * HS + d];
+        }
+    }
+}
+
+// ---- Softmax + cross-entropy. logits, probs (N,V); losses, targets (N). Returns the mean loss over counted rows.
+template <typename F>
+F ref_cross_entropy_forward(F* probs, F* losses, const F* logits, const int* targets, int N, int V) {
+  F total = 0;
+  int count = 0;
+  for (int n = 0; n < N; n++) {
+    const F* z = logits + n * V;
+    F max_z = z[0], sum = 0;
+    for (int v = 0; v < V; v++) max_z = std::max(max_z, z[v]);
+    for (int v = 0; v < V; v++) sum += std::exp(z[v] - max_z);
+    for (int v = 0; v < V; v++) probs[n * V + v] = std::exp(z[v] - max_z) / sum;  // p = softmax(z)
+    const int y = targets[n];
+    losses[n] = y == kNoTarget ? F(0) : std::log(sum) - (z[y] - max_z);  // −log p_y = log Σ exp(z) − z_y
+    if (y != kNoTarget) total += losses[n], count++;
+  }
+  return count ? total / count : F(0);  // mean over rows with a target
+}
+
+template <typename F>
+void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, int count, int N, int V) {
+  // dz_n = (p_n − onehot(target_n)) / count for rows with a target, 0 for the others
+  for (int n = 0; n < N; n++)
+    for (int v = 0; v < V; v++)
+      dlogits[n * V + v] = targets[n] == kNoTarget ? F(0) : (probs[n * V + v] - (v == targets[n] ? F(1) : F(0))) / count;
+}
+
+// ---- The whole model, composed only from the ref_ ops above. Pre-LN blocks:
+//   x ← x + attn_proj(attention(qkv(ln_1(x))));   x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
+// then the final LayerNorm, the LM head tied to wte and the mean cross-entropy. Attention scale 1/√HS.
+template <typename F>
+struct ReferenceGPT {
+  struct Layer {  // what the forward keeps for the backward, zero-initialised for N = B·T rows and P = B·NH·T·T
+    std::vector<F> ln1, ln1_mean, ln1_rstd, qkv, probs, att, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
+    Layer(int N, int C, int P)
+        : ln1(N * C), ln1_mean(N), ln1_rstd(N), qkv(N * 3 * C), probs(P), att(N * C), res2(N * C), ln2(N * C),
+          ln2_mean(N), ln2_rstd(N), fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
+  };
+  ModelConfig config;
+  std::vector<AttentionMask> masks;  // one per layer
+  std::vector<TensorSpec> table;     // the arena layout
+  std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
+  // The last forward's inputs and activations.
+  int B = 0, T = 0;
+  std::vector<int> inputs, targets;
+  std::vector<F> encoded, lnf, lnf_mean, lnf_rstd, logits, probs, losses;
+  std::vector<Layer> layers;
+
+  explicit ReferenceGPT(const ModelConfig& c, std::vector<AttentionMask> layer_masks = {})
+      : config(c), masks(std::move(layer_masks)), table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
+    if (masks.empty()) masks.assign(c.n_layer, AttentionMask{});
+  }
+
+  // Where tensor `name` ("wte.weight", "h.0.mlp.c_fc.weight", ...) starts in an arena with this layout.
+  size_t offset(const std::string& name) const {
+    for (const TensorSpec& t : table)
+      if (t.name == name) return t.offset;
+    throw std::runtime_error("ReferenceGPT: no tensor named " + name);
+  }
+  const F* p(const std::string& name) const { return params.data() + offset(name); }
+  const F* p(int l, const std::string& name) const { return p("h." + std::to_string(l) + "." + name); }
+  const std::vector<F>& block_input(int l) const { return l == 0 ? encoded : layers[l - 1].res3; }
+
+  // inputs, targets (B·T); targets may be empty (logits only) and may hold kNoTarget. Returns the mean loss.
+  F forward(const std::vector<int>& in, const std::vector<int>& tg, int B_, int T_) {
+    B = B_, T = T_, inputs = in, targets = tg;
+    const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
+    if ((int)inputs.size() != N || (!targets.empty() && (int)targets.size() != N))
+      throw std::runtime_error("ReferenceGPT::forward: inputs and targets must hold B·T ids");
+    const F scale = 1 / std::sqrt(F(config.head_size()));
+    encoded.assign(N * C, F(0));
+    ref_embedding_forward(encoded.data(), inputs.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
+    layers.assign(config.n_layer, Layer(N, C, B * NH * T * T));
+    for (int l = 0; l < config.n_layer; l++) {
+      Layer& a = layers[l];
+      const std::vector<F>& x = block_input(l);
+      // res2 = x + attn_proj(attention(qkv(ln_1(x))))
+      ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x.data(), p(l, "ln_1.weight"),
+                            p(l, "ln_1.bias"), N, C);
+      ref_linear_forward(a.qkv.data(), a.ln1.data(), p(l, "attn.c_attn.weight"), p(l, "attn.c_attn.bias"), N, C, 3 * C);
+      ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], scale, B, T, C, NH);
+      ref_linear_forward(a.res2.data(), a.att.data(), p(l, "attn.c_proj.weight"), p(l, "attn.c_proj.bias"), N, C, C);
+      for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
+      // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))
+      ref_layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(l, "ln_2.weight"),
+                            p(l, "ln_2.bias"), N, C);
+      ref_linear_forward(a.fc.data(), a.ln2.data(), p(l, "mlp.c_fc.weight"), p(l, "mlp.c_fc.bias"), N, C, 4 * C);
+      ref_gelu_forward(a.fc_gelu.data(), a.fc.data(), (size_t)N * 4 * C);
+      ref_linear_forward(a.res3.data(), a.fc_gelu.data(), p(l, "mlp.c_proj.weight"), p(l, "mlp.c_proj.bias"), N, 4 * C,
+                         C);
+      for (int i = 0; i < N * C; i++) a.res3[i] += a.res2[i];
+    }
+    lnf.assign(N * C, F(0)), lnf_mean.assign(N, F(0)), lnf_rstd.assign(N, F(0)), logits.assign(N * V, F(0));
+    ref_layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), block_input(config.n_layer).data(),
+                          p("ln_f.weight"), p("ln_f.bias"), N, C);
+    ref_lm_head_forward(logits.data(), lnf.data(), p("wte.weight"), N, C, V);
+    if (targets.empty()) return F(0);
+    probs.assign(N * V, F(0)), losses.assign(N, F(0));
+    return ref_cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), N, V);
+  }
+
+  // Accumulates the gradient of the last forward's mean loss into grads (same layout as params).
+  void backward(std::vector<F>& grads) const {
+    if (targets.empty()) throw std::runtime_error("ReferenceGPT::backward: the last forward had no targets");
+    if (grads.size() != params.size()) throw std::runtime_error("ReferenceGPT::backward: grads has the wrong size");
+    const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
+    const F scale = 1 / std::sqrt(F(config.head_size()));
+    auto g = [&](const std::string& name) { return grads.data() + offset(name); };
+    auto gl = [&](int l, const std::string& name) { return g("h." + std::to_string(l) + "." + name); };
+    int count = 0;
+    for (int y : targets) count += y != kNoTarget;
+    std::vector<F> dlogits(N * V, F(0)), dlnf(N * C, F(0)), dx(N * C, F(0));  // dx: ∂loss/∂(residual stream)
+    ref_cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), count, N, V);
+    ref_lm_head_backward(dlnf.data(), g("wte.weight"), dlogits.data(), lnf.data(), p("wte.weight"), N, C, V);
+    ref_layernorm_backward(dx.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf.data(), block_input(config.n_layer).data(),
+                           p("ln_f.weight"), lnf_mean.data(), lnf_rstd.data(), N, C);
+    for (int l = config.n_layer - 1; l >= 0; l--) {
+      const Layer& a = layers[l];
+      // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2)))): d_res2 = dx + the MLP branch's gradient
+      std::vector<F> d_res2 = dx, d_fc_gelu(N * 4 * C, F(0)), d_fc(N * 4 * C, F(0)), d_ln2(N * C, F(0));
+      ref_linear_backward(d_fc_gelu.data(), gl(l, "mlp.c_proj.weight"), gl(l, "mlp.c_proj.bias"), dx.data(),
+                          a.fc_gelu.data(), p(l, "mlp.c_proj.weight"), N, 4 * C, C);
+      ref_gelu_backward(d_fc.data(), a.fc.data(), d_fc_gelu.data(), (size_t)N * 4 * C);
+      ref_linear_backward(d_ln2.data(), gl(l, "mlp.c_fc.weight"), gl(l, "mlp.c_fc.bias"), d_fc.data(), a.ln2.data(),
+                          p(l, "mlp.c_fc.weight"), N, C, 4 * C);
+      ref_layernorm_backward(d_res2.data(), gl(l, "ln_2.weight"), gl(l, "ln_2.bias"), d_ln2.data(), a.res2.data(),
+                             p(l, "ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+      // res2 = x + attn_proj(attention(qkv(ln_1(x)))): d_x = d_res2 + the attention branch's gradient
+      std::vector<F> d_x = d_res2, d_att(N * C, F(0)), d_qkv(N * 3 * C, F(0)), d_ln1(N * C, F(0));
+      ref_linear_backward(d_att.data(), gl(l, "attn.c_proj.weight"), gl(l, "attn.c_proj.bias"), d_res2.data(),
+                          a.att.data(), p(l, "attn.c_proj.weight"), N, C, C);
+      ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), masks[l], scale,
+                             B, T, C, NH);
+      ref_linear_backward(d_ln1.data(), gl(l, "attn.c_attn.weight"), gl(l, "attn.c_attn.bias"), d_qkv.data(),
+                          a.ln1.data(), p(l, "attn.c_attn.weight"), N, C, 3 * C);
+      ref_layernorm_backward(d_x.data(), gl(l, "ln_1.weight"), gl(l, "ln_1.bias"), d_ln1.data(), block_input(l).data(),
+                             p(l, "ln_1.weight"), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+      dx = d_x;
+    }
+    ref_embedding_backward(g("wte.weight"), g("wpe.weight"), dx.data(), inputs.data(), B, T, C);
+  }
+};

@@ -1,0 +1,148 @@
+#include "train/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "ops/cross_entropy.h"
+#include "data/dataset.h"
+#include "data/objective.h"
+#include "base/rng.h"
+
+double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
+                     Rng& rng) {
+  std::vector<int> x((size_t)B * T), y((size_t)B * T);
+  double total = 0;
+  for (int i = 0; i < iters; i++) {
+    const int prefix = batches.next(tokens, B, T, rng, x.data(), y.data());
+    if (prefix >= 0) model.set_prefix_length(prefix);
+    total += model.forward(x.data(), y.data(), B, T);
+  }
+  return total / iters;
+}
+
+TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch) {
+  const long n = (long)tokens.size();
+  if (n < 2) throw std::runtime_error("need at least 2 characters to score");
+  const int T = (int)std::min<long>(model.config.block_size, n - 1);
+  const int stride = std::max(1, T / 2);
+  // Window starts: every `stride`, and a last one flush with the end so that the final characters are covered.
+  std::vector<long> starts;
+  for (long s = 0; s + T < n; s += stride) starts.push_back(s);
+  if (starts.back() + T < n - 1) starts.push_back(n - 1 - T);
+
+  std::vector<int> x((size_t)batch * T), y((size_t)batch * T);
+  long scored_until = 0;  // predictions of inputs at positions < scored_until are done
+  double total = 0;
+  long count = 0;
+  for (size_t w0 = 0; w0 < starts.size(); w0 += batch) {
+    const int B = (int)std::min<size_t>(batch, starts.size() - w0);
+    int counted = 0;
+    for (int b = 0; b < B; b++) {
+      const long s = starts[w0 + b];
+      for (int t = 0; t < T; t++) {
+        x[b * T + t] = tokens[s + t];
+        y[b * T + t] = s + t >= scored_until ? tokens[s + t + 1] : kNoTarget;
+        counted += y[b * T + t] != kNoTarget;
+      }
+      scored_until = s + T;
+    }
+    if (counted) total += (double)model.forward(x.data(), y.data(), B, T) * counted;
+    count += counted;
+  }
+  TextScore score;
+  score.predictions = count;
+  score.nats_per_token = total / count;
+  score.bits_per_token = score.nats_per_token / std::log(2.0);
+  return score;
+}
+
+// Scores rows whose only target is the last position, in batches. Row r is tokens[end_r − n, end_r) with
+// n = T (or T − 1 followed by [MASK] for an MLM model), and the target is tokens[end_r].
+static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens, const std::vector<long>& ends,
+                                      int mask_token) {
+  const int T = model.config.block_size, V = model.config.vocab_size, batch = 32;
+  // Every input character is left context: let a prefix-LM see all of it, and put its masks back afterwards
+  // even if a forward pass throws.
+  struct RestoreMasks {
+    GPT& model;
+    std::vector<AttentionMask> saved;
+    ~RestoreMasks() { model.masks = saved; }
+  } restore{model, model.masks};
+  model.set_prefix_length(T);
+  std::vector<int> x((size_t)batch * T), y((size_t)batch * T, kNoTarget);
+  CharScore score;
+  double nats = 0;
+  long correct = 0;
+  for (size_t r0 = 0; r0 < ends.size(); r0 += batch) {
+    const int B = (int)std::min<size_t>(batch, ends.size() - r0);
+    for (int b = 0; b < B; b++) {
+      const long end = ends[r0 + b];
+      int* row = x.data() + (size_t)b * T;
+      if (mask_token >= 0) {  // MLM: T−1 characters of context, then [MASK] where the answer goes
+        for (int t = 0; t < T - 1; t++) row[t] = tokens[end - (T - 1) + t];
+        row[T - 1] = mask_token;
+        y[(size_t)b * T + T - 1] = tokens[end];
+      } else {  // next-token models predict tokens[end] at the position of tokens[end − 1]
+        for (int t = 0; t < T; t++) row[t] = tokens[end - T + t];
+        y[(size_t)b * T + T - 1] = tokens[end];
+      }
+    }
+    nats += (double)model.forward(x.data(), y.data(), B, T) * B;
+    const float* logits = model.logits();
+    for (int b = 0; b < B; b++) {
+      const float* z = logits + ((size_t)b * T + T - 1) * V;
+      correct += std::max_element(z, z + V) - z == tokens[ends[r0 + b]];
+    }
+  }
+  score.count = (long)ends.size();
+  score.bits = score.count ? nats / score.count / std::log(2.0) : 0;
+  score.accuracy = score.count ? (double)correct / score.count : 0;
+  return score;
+}
+
+CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token) {
+  const long T = model.config.block_size;
+  if ((long)tokens.size() <= T) throw std::runtime_error("the text is too short to score with a context of " +
+                                                         std::to_string(T) + " characters");
+  Rng rng(seed);
+  std::vector<long> ends(count);
+  for (long& end : ends) end = T + rng.below((int)(tokens.size() - T));  // any t with a full context before it
+  return score_last_positions(model, tokens, ends, mask_token);
+}
+
+CharScore masked_char_score(GPT& model, const std::vector<int>& tokens, int windows, float rate, uint64_t seed,
+                            int mask_token) {
+  const int T = model.config.block_size, V = model.config.vocab_size;
+  if ((long)tokens.size() < (long)T * (windows + 1))
+    throw std::runtime_error("the text is too short for " + std::to_string(windows) + " windows of " +
+                             std::to_string(T) + " characters");
+  // Window w covers tokens[(w+1)·T, (w+2)·T): a whole window of left context precedes it for the left-only case.
+  Rng rng(seed);
+  std::vector<std::vector<int>> chosen(windows);
+  std::vector<long> ends;
+  for (int w = 0; w < windows; w++)
+    for (int t = 0; t < T; t++)
+      if (rng.uniform() < rate) chosen[w].push_back(t), ends.push_back((long)(w + 1) * T + t);
+  if (mask_token < 0) return score_last_positions(model, tokens, ends, -1);
+
+  std::vector<int> x((size_t)T), y((size_t)T);
+  CharScore score;
+  double nats = 0;
+  long correct = 0;
+  for (int w = 0; w < windows; w++) {
+    if (chosen[w].empty()) continue;
+    const long start = (long)(w + 1) * T;
+    for (int t = 0; t < T; t++) x[t] = tokens[start + t], y[t] = kNoTarget;
+    for (int t : chosen[w]) y[t] = x[t], x[t] = mask_token;
+    nats += (double)model.forward(x.data(), y.data(), 1, T) * chosen[w].size();
+    for (int t : chosen[w]) {
+      const float* z = model.logits() + (size_t)t * V;
+      correct += std::max_element(z, z + V) - z == y[t];
+    }
+    score.count += (long)chosen[w].size();
+  }
+  score.bits = score.count ? nats / score.count / std::log(2.0) : 0;
+  score.accuracy = score.count ? (double)correct / score.count : 0;
+  return score;
+}

@@ -1,0 +1,42 @@
+// Measuring a model: mean next-token loss on a split (during training) and on a whole text (./sample --score).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+
+class Rng;
+
+class BatchMaker;
+
+// Mean training-objective loss over `iters` random batches of (B, T) drawn with `rng`.
+double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
+                     Rng& rng);
+
+struct TextScore {
+  double nats_per_token = 0;  // mean −ln p(next character)
+  double bits_per_token = 0;  // the same in bits: nats / ln 2
+  long predictions = 0;       // characters predicted (all but the first)
+};
+
+// Every character after the first is predicted once, from up to block_size characters of left context:
+// windows of block_size start every block_size/2 characters, and each scores only the predictions the previous
+// window did not make. Throws if `tokens` holds fewer than 2 tokens.
+TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch = 16);
+
+// Equal-terms evaluation of any checkpoint, whatever its mask and objective, in bits per character.
+struct CharScore {
+  double bits = 0;      // mean −log2 p(true character)
+  double accuracy = 0;  // fraction where the most likely character is the true one
+  long count = 0;
+};
+
+// (a) Next character from left context only: for each position t, the model is given only characters before t
+// (for an MLM model: those characters followed by [MASK] at t) and scored on character t. Prefix masks are
+// opened to the whole row (all of it is left context). `count` positions drawn with `seed`.
+CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token);
+
+// (b) Masked characters: a fixed, seeded `rate` of the positions of consecutive windows. An MLM model sees both
+// sides, with [MASK] at every chosen position; any other model sees only the left side of each.
+CharScore masked_char_score(GPT& model, const std::vector<int>& tokens, int windows, float rate, uint64_t seed,
+                            int mask_token);
