@@ -24,12 +24,6 @@
 #include "base/threads.h"
 #include "data/utf8.h"
 
-static std::string resolve_checkpoint(const std::string& path) {
-  struct stat st;
-  bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  return is_dir ? path + "/ckpt.safetensors" : path;
-}
-
 static void write_text(const std::string& path, const std::string& text) {
   write_file_atomically(path, {{text.data(), text.size()}});
 }

@@ -2,8 +2,6 @@
 //   ./sample --ckpt out/tiny/ckpt.safetensors --prompt "Once upon a time" -n 500
 //   ./sample --ckpt out/tiny/ckpt.safetensors --score data/stories.txt
 //   ./sample --ckpt out/bert --fill "The c_t sat on the m_t"      (a masked-LM checkpoint)
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cxxopts.hpp>
@@ -19,12 +17,6 @@
 #include "base/threads.h"
 #include "data/utf8.h"
 
-static std::string resolve_checkpoint(const std::string& path) {
-  struct stat st;
-  bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  return is_dir ? path + "/ckpt.safetensors" : path;
-}
-
 // The sliding-window score for models that predict the next character (their usual evaluation), then the two
 // equal-terms numbers that any checkpoint gets, GPT-style or BERT-style.
 static void score(Checkpoint& ckpt, const std::string& file) {
@@ -32,7 +24,7 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   std::vector<int> tokens = ckpt.tokenizer.encode(read_text_file(file), file);
   const int mask_token = ckpt.objective == Objective::MLM ? ckpt.tokenizer.special_id(kMaskToken) : -1;
   model.set_prefix_length(0);  // a prefix-LM scored left to right is a causal model
-  const bool next_token_model = mask_token < 0 && std::none_of(model.masks.begin(), model.masks.end(),
+  const bool next_token_model = mask_token < 0 && std::none_of(model.masks().begin(), model.masks().end(),
                                     [&](const AttentionMask& m) { return m.sees_future(model.config.block_size); });
   if (tokens.size() < 2) throw std::runtime_error(file + ": need at least 2 characters to score");
   if (next_token_model) {
@@ -89,29 +81,50 @@ static void generate_samples(Checkpoint& ckpt, const std::string& ckpt_file, con
   }
 }
 
+// ./sample's settings, one row each (base/settings.h); the sampling options are generate/sampling.h's table.
+struct SampleConfig {
+  std::string ckpt = "out/tiny";
+  std::string prompt;
+  int n = 500;
+  uint64_t seed = 1;
+  int num_samples = 1;
+  std::string score, fill;  // "" = off
+  std::string blank = "_";
+  int threads = 0;
+  std::string prune;        // "" = every head
+};
+
+#define FIELD(member) SETTING_FIELD(SampleConfig, member)
+static const std::vector<Setting<SampleConfig>>& sample_settings() {
+  using S = Scope;
+  // clang-format off
+  static const std::vector<Setting<SampleConfig>> table = {
+    {nullptr, "ckpt",        "checkpoint file or output directory",                     FIELD(ckpt),        any_value(),  S::Invocation},
+    {nullptr, "prompt",      "text to continue (every character must be in the model's vocabulary)",
+                                                                                              FIELD(prompt),      any_value(),  S::Invocation},
+    {nullptr, "n",           "characters to generate per sample",                       FIELD(n),           at_least(0),  S::Invocation},
+    {nullptr, "seed",        "random seed",                                             FIELD(seed),        any_value(),  S::Invocation},
+    {nullptr, "num-samples", "independent samples",                                     FIELD(num_samples), at_least(1),  S::Invocation},
+    {nullptr, "score",       "print the model's mean next-character loss on this text file instead of sampling",
+                                                                                              FIELD(score),       any_value(),  S::Invocation},
+    {nullptr, "fill",        "masked-LM models: fill the blanks of this text, most confident first",
+                                                                                              FIELD(fill),        any_value(),  S::Invocation},
+    {nullptr, "blank",       "the blank character for --fill",                          FIELD(blank),       any_value(),  S::Invocation},
+    {nullptr, "threads",     "threads (0 = all cores)",                                 FIELD(threads),     at_least(0),  S::Invocation},
+    {nullptr, "prune",       "run without these heads: L0H1,L2H3 or a file of such names (see ./inspect prune)",
+                                                                                              FIELD(prune),       any_value(),  S::Invocation},
+  };
+  // clang-format on
+  return table;
+}
+#undef FIELD
+
 int main(int argc, char** argv) {
   prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("sample", "Generate text from a plaingpt checkpoint, or score a text with it.");
-  // clang-format off
-  options.add_options()
-    ("ckpt", "checkpoint file or output directory", cxxopts::value<std::string>()->default_value("out/tiny"))
-    ("prompt", "text to continue (every character must be in the model's vocabulary)",
-     cxxopts::value<std::string>()->default_value(""))
-    ("n", "characters to generate per sample", cxxopts::value<int>()->default_value("500"))
-    ("temperature", "divide logits by this (0 = greedy)", cxxopts::value<float>()->default_value("0.8"))
-    ("top-k", "sample from the k most likely characters (0 = all)", cxxopts::value<int>()->default_value("40"))
-    ("top-p", "then from the smallest set with this much probability", cxxopts::value<float>()->default_value("0.95"))
-    ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
-    ("num-samples", "independent samples", cxxopts::value<int>()->default_value("1"))
-    ("score", "print the model's mean next-character loss on this text file instead of sampling",
-     cxxopts::value<std::string>())
-    ("fill", "masked-LM models: fill the blanks of this text, most confident first", cxxopts::value<std::string>())
-    ("blank", "the blank character for --fill", cxxopts::value<std::string>()->default_value("_"))
-    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
-    ("prune", "run without these heads: L0H1,L2H3 or a file of such names (see ./inspect prune)",
-     cxxopts::value<std::string>())
-    ("h,help", "show this help");
-  // clang-format on
+  add_flags(options, sample_settings(), SampleConfig{});
+  add_flags(options, sampling_settings(), SamplingOptions{});
+  options.add_options()("h,help", "show this help");
   try {
     cxxopts::ParseResult flags = options.parse(argc, argv);
     if (flags.count("help")) {
@@ -119,30 +132,29 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
-    const int threads = flags["threads"].as<int>();
-    set_threads(threads > 0 ? threads : default_threads());
-    const std::string ckpt_file = resolve_checkpoint(flags["ckpt"].as<std::string>());
+    SampleConfig config;
+    SamplingOptions sampling;
+    apply_flags(flags, sample_settings(), config);
+    apply_flags(flags, sampling_settings(), sampling);
+    check_ranges(sample_settings(), config);
+    validate(sampling);
+    set_threads(config.threads > 0 ? config.threads : default_threads());
+    const std::string ckpt_file = resolve_checkpoint(config.ckpt);
     Checkpoint ckpt = load_checkpoint(ckpt_file);
-    if (flags.count("prune")) {  // head gates ξ = 0 remove those heads from every forward (head_gate.h)
+    if (!config.prune.empty()) {  // head gates ξ = 0 remove those heads from every forward (head_gate.h)
       const ModelConfig& c = ckpt.model->config;
       ckpt.model->enable_head_gates();
-      ckpt.model->head_gates = parse_prune_spec(flags["prune"].as<std::string>(), c.n_layer, c.n_head);
+      ckpt.model->set_head_gates(parse_prune_spec(config.prune, c.n_layer, c.n_head));
     }
     if (flags.count("score")) {
-      score(ckpt, flags["score"].as<std::string>());
+      score(ckpt, config.score);
       return 0;
     }
     if (flags.count("fill")) {
-      fill(ckpt, flags["fill"].as<std::string>(), flags["blank"].as<std::string>());
+      fill(ckpt, config.fill, config.blank);
       return 0;
     }
-    SamplingOptions sampling{flags["temperature"].as<float>(), flags["top-k"].as<int>(), flags["top-p"].as<float>()};
-    validate(sampling);
-    const int n = flags["n"].as<int>(), num_samples = flags["num-samples"].as<int>();
-    if (n < 0) throw std::runtime_error("-n must be ≥ 0");
-    if (num_samples < 1) throw std::runtime_error("--num-samples must be ≥ 1");
-    generate_samples(ckpt, ckpt_file, flags["prompt"].as<std::string>(), n, sampling, flags["seed"].as<uint64_t>(),
-                     num_samples);
+    generate_samples(ckpt, ckpt_file, config.prompt, config.n, sampling, config.seed, config.num_samples);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sample: error: %s\n", e.what());

@@ -244,7 +244,7 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
     mark();
     model.backward();
     mark();
-    clip_global_norm(model.grads_memory, cfg.grad_clip);
+    clip_global_norm(model.grads_memory(), cfg.grad_clip);
     mark();
     opt.update(model, cfg, learning_rate(cfg, i, 2000));
     mark();
@@ -347,13 +347,13 @@ static std::vector<OpRow> op_breakdown(const ModelConfig& c, int B, int T, int t
   {  // the optimizer side: zero_grad, clip, AdamW (on a real model's arenas)
     GPT model(c);
     model.init_weights(5);
-    for (float& g : model.grads_memory) g = (float)(1e-3 * rng.normal());
+    for (float& g : model.grads_memory()) g = (float)(1e-3 * rng.normal());
     AdamW opt;
     AdamWConfig cfg;
     opt.update(model, cfg, 1e-4f);  // the first update allocates m and v: keep that out of the timings
     Timing z = timed([&] { model.zero_grad(); });
     rows.push_back({"zero_grad", 1, Timing{}, z});
-    Timing clip = timed([&] { clip_global_norm(model.grads_memory, cfg.grad_clip); });
+    Timing clip = timed([&] { clip_global_norm(model.grads_memory(), cfg.grad_clip); });
     rows.push_back({"grad clip (global norm)", 1, Timing{}, clip});
     Timing upd = timed([&] { opt.update(model, cfg, 1e-4f); });
     rows.push_back({"adamw update", 1, Timing{}, upd});

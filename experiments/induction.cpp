@@ -7,7 +7,7 @@
 //   shifted   periodic, but starting after a random number of random tokens.
 // The default is segment with --loss copies (train on the copied tokens only). On the periodic tasks a 2-layer
 // model learns to copy without an induction head: the right token recurs at every multiple of the period, so broad
-// offset heads already favour it (see the README).
+// offset heads already favour it (see docs/lab.md).
 // The copied tokens are found by an induction head: attend to the token after the previous occurrence of the
 // current token. That needs to know, at each key, which token came before it — a previous-token head in an
 // earlier layer — so one layer cannot build it. Every `--eval-every` steps we log
@@ -120,7 +120,7 @@ static std::vector<Row> train(int n_layer, const cxxopts::ParseResult& f, const 
     // so leaving them out keeps the gradient on what an induction head can learn.
     model.forward(b.x.data(), copies_only ? b.y_rep.data() : b.y_all.data(), B, T);
     model.backward();
-    clip_global_norm(model.grads_memory, acfg.grad_clip);
+    clip_global_norm(model.grads_memory(), acfg.grad_clip);
     opt.update(model, acfg, learning_rate(acfg, step, steps));
   }
   return rows;

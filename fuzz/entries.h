@@ -108,7 +108,7 @@ inline void checkpoint_entry(const uint8_t* data, size_t size) {
     FUZZ_CHECK(parsed);  // load_checkpoint accepted what parse_safetensors rejected?
     FUZZ_CHECK(ckpt.model != nullptr);
     FUZZ_CHECK(ckpt.model->config.vocab_size == ckpt.tokenizer.size());
-    FUZZ_CHECK((int)ckpt.model->masks.size() == ckpt.model->config.n_layer);
+    FUZZ_CHECK((int)ckpt.model->masks().size() == ckpt.model->config.n_layer);
     // What was loaded can be written back; this is what ./train --resume and sharing a model do.
     const std::string text = ckpt.tokenizer.vocab_utf8();
     FUZZ_CHECK(Tokenizer::from_vocab(text, ckpt.tokenizer.specials(), "fuzz").size() == ckpt.tokenizer.size());

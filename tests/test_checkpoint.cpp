@@ -55,7 +55,7 @@ struct Fixture {
     model->init_weights(42);
     // Ones and zeros are poor witnesses of a bit-exact copy: give every parameter a distinct awkward value.
     Rng rng(7);
-    for (float& p : model->params_memory) p += (float)(1e-3 * rng.normal());
+    for (float& p : model->params_memory()) p += (float)(1e-3 * rng.normal());
     state.step = 37;
     Rng batch_rng(99);
     for (int i = 0; i < 5; i++) batch_rng.next_u64();
@@ -148,13 +148,13 @@ TEST(CheckpointRoundTrip, ResumableCheckpointIsBitIdentical) {
   EXPECT_EQ(b.n_embd, a.n_embd);
   EXPECT_EQ(b.block_size, a.block_size);
   EXPECT_EQ(b.vocab_size, a.vocab_size);
-  ASSERT_EQ(c.model->params_memory.size(), f.model->params_memory.size());
-  EXPECT_EQ(0, std::memcmp(c.model->params_memory.data(), f.model->params_memory.data(),
-                           f.model->params_memory.size() * sizeof(float)));
-  ASSERT_EQ(c.model->masks.size(), 2u);
-  EXPECT_EQ(c.model->masks[0].kind, AttentionMask::Causal);
-  EXPECT_EQ(c.model->masks[1].kind, AttentionMask::Window);
-  EXPECT_EQ(c.model->masks[1].size, 3);
+  ASSERT_EQ(c.model->params_memory().size(), f.model->params_memory().size());
+  EXPECT_EQ(0, std::memcmp(c.model->params_memory().data(), f.model->params_memory().data(),
+                           f.model->params_memory().size() * sizeof(float)));
+  ASSERT_EQ(c.model->masks().size(), 2u);
+  EXPECT_EQ(c.model->masks()[0].kind, AttentionMask::Causal);
+  EXPECT_EQ(c.model->masks()[1].kind, AttentionMask::Window);
+  EXPECT_EQ(c.model->masks()[1].size, 3);
 
   // Vocabulary: same characters in the same order, the special token after them.
   EXPECT_EQ(c.tokenizer.vocab_utf8(), f.tokenizer.vocab_utf8());
@@ -206,8 +206,8 @@ TEST(CheckpointRoundTrip, WeightsOnlyCheckpointIsNotResumable) {
   save_checkpoint(path, *f.model, f.tokenizer, nullptr);
   Checkpoint c = load_checkpoint(path);
   EXPECT_FALSE(c.resumable);
-  EXPECT_EQ(0, std::memcmp(c.model->params_memory.data(), f.model->params_memory.data(),
-                           f.model->params_memory.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(c.model->params_memory().data(), f.model->params_memory().data(),
+                           f.model->params_memory().size() * sizeof(float)));
   EXPECT_EQ(c.tokenizer.vocab_utf8(), f.tokenizer.vocab_utf8());
   // No optimizer tensors in the file: it is half the size of the resumable one.
   RawFile raw = RawFile::read(path);
@@ -253,7 +253,7 @@ TEST(CheckpointFormat, PlainSafetensorsWithGpt2NamesAndShapes) {
     EXPECT_EQ(entry.at("shape").get<std::vector<int64_t>>(), shape);
   }
   // Every parameter tensor's bytes are the model's floats, in the model's layout.
-  for (const TensorSpec& t : f.model->table) {
+  for (const TensorSpec& t : f.model->table()) {
     SCOPED_TRACE(t.name);
     ASSERT_TRUE(header.contains(t.name));
     const auto offsets = header.at(t.name).at("data_offsets").get<std::vector<uint64_t>>();
@@ -262,7 +262,7 @@ TEST(CheckpointFormat, PlainSafetensorsWithGpt2NamesAndShapes) {
     ASSERT_LE(data_start + offsets[1], bytes.size());
     EXPECT_EQ(header.at(t.name).at("shape").get<std::vector<int64_t>>(), t.shape);
     // The host is little-endian (x86/ARM), as is the file.
-    EXPECT_EQ(0, std::memcmp(bytes.data() + data_start + offsets[0], f.model->params_memory.data() + t.offset,
+    EXPECT_EQ(0, std::memcmp(bytes.data() + data_start + offsets[0], f.model->params_memory().data() + t.offset,
                              t.numel * sizeof(float)));
     const std::string m = "optimizer.m." + t.name;
     ASSERT_TRUE(header.contains(m));
@@ -279,7 +279,7 @@ TEST(CheckpointFormat, PlainSafetensorsWithGpt2NamesAndShapes) {
   EXPECT_EQ(meta.at("step"), "37");
   EXPECT_EQ(meta.at("vocab_size"), std::to_string(V));
   // Parameters and optimizer state, nothing more (plus the metadata).
-  EXPECT_EQ(header.size(), 1 + 3 * f.model->table.size());
+  EXPECT_EQ(header.size(), 1 + 3 * f.model->table().size());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ class CheckpointRejects : public ::testing::Test {
 TEST_F(CheckpointRejects, EditedButValidFileStillLoads) {
   // The editing machinery itself (re-serialised header, same data) must not break a good file.
   Checkpoint c = load_checkpoint(edited("same.safetensors", [](RawFile&) {}));
-  EXPECT_EQ(0, std::memcmp(c.model->params_memory.data(), f_.model->params_memory.data(),
+  EXPECT_EQ(0, std::memcmp(c.model->params_memory().data(), f_.model->params_memory().data(),
                            f_.model->num_params() * sizeof(float)));
 }
 
@@ -510,7 +510,7 @@ TEST(CheckpointAtomic, FailedOverwriteKeepsTheOldCheckpointByteIdentical) {
   // Now the path becomes unwritable for a new file: the file system refuses every file above 1 KB
   // (RLIMIT_FSIZE; root ignores permission bits, but not this). The writer must fail, and the old checkpoint
   // must be exactly as it was.
-  for (float& p : f.model->params_memory) p *= 2;
+  for (float& p : f.model->params_memory()) p *= 2;
   struct rlimit saved;
   ASSERT_EQ(0, getrlimit(RLIMIT_FSIZE, &saved));
   struct rlimit small = saved;
@@ -532,7 +532,7 @@ TEST(CheckpointAtomic, FailedOverwriteKeepsTheOldCheckpointByteIdentical) {
   EXPECT_EQ(entries, 1) << "a temporary file was left behind";
   // And the old file still loads, with the old weights.
   Checkpoint c = load_checkpoint(path);
-  EXPECT_EQ(c.model->params_memory[0] * 2, f.model->params_memory[0]);
+  EXPECT_EQ(c.model->params_memory()[0] * 2, f.model->params_memory()[0]);
 
   // Saving under a regular file (the parent "directory" is a file) fails the same way.
   const std::string under_file = path + "/ckpt.safetensors";

@@ -379,7 +379,7 @@ struct VersionWriter {
   }
   void write(const std::string& path, int version) {
     const float value = (float)version;
-    std::fill(model->params_memory.begin(), model->params_memory.end(), value);
+    std::fill(model->params_memory().begin(), model->params_memory().end(), value);
     std::fill(state.optimizer.m.begin(), state.optimizer.m.end(), value);
     std::fill(state.optimizer.v.begin(), state.optimizer.v.end(), value);
     state.step = version;
@@ -396,10 +396,11 @@ struct VersionWriter {
     if (version != 1 && version != 2) return ::testing::AssertionFailure() << "step " << version;
     if (c.resume.optimizer.t != version) return ::testing::AssertionFailure() << "adam_t " << c.resume.optimizer.t;
     const float value = (float)version;
-    for (const std::vector<float>* v : {&c.model->params_memory, &c.resume.optimizer.m, &c.resume.optimizer.v})
-      for (size_t i = 0; i < v->size(); i++)
-        if ((*v)[i] != value)
-          return ::testing::AssertionFailure() << "step " << version << " but element " << i << " is " << (*v)[i];
+    for (Span<const float> v : {Span<const float>(c.model->params_memory()), Span<const float>(c.resume.optimizer.m),
+                                Span<const float>(c.resume.optimizer.v)})
+      for (size_t i = 0; i < v.size(); i++)
+        if (v[i] != value)
+          return ::testing::AssertionFailure() << "step " << version << " but element " << i << " is " << v[i];
     return ::testing::AssertionSuccess();
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "does not load: " << e.what();
@@ -808,7 +809,7 @@ TEST_F(HardeningPrograms, SampleRefusesNonFinitePredictionsNamingTheCheckpoint) 
   }
   {
     Checkpoint c = load_checkpoint(out + "/ckpt.safetensors");
-    for (float& w : c.model->params_memory) w = w >= 0 ? 1e30f : -1e30f;
+    for (float& w : c.model->params_memory()) w = w >= 0 ? 1e30f : -1e30f;
     save_checkpoint(huge, *c.model, c.tokenizer, nullptr, c.objective);
     // The premise: it loads, and its predictions are not finite.
     Checkpoint loaded = load_checkpoint(huge);

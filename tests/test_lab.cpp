@@ -58,7 +58,7 @@ ModelConfig small_config(int L = 2, int NH = 2, int C = 8, int T = 8, int V = 7)
 void randomise(GPT& model, uint32_t seed, double a = 0.5) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-a, a);
-  for (float& p : model.params_memory) p = dist(rng);
+  for (float& p : model.params_memory()) p = dist(rng);
 }
 
 std::vector<int> random_tokens(int n, int V, uint32_t seed) {
@@ -139,8 +139,8 @@ TEST(LabScores, OvCopyingScoreOfIdentityAndNegatedCircuits) {
     GPT model(c);
     randomise(model, 5);
     const int C = c.n_embd;
-    BlockParams& p = model.params.h[0];
-    std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params.ln_f_w, model.params.ln_f_w + C, 1.0f);
+    const BlockParams& p = model.params().h[0];
+    std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params().ln_f_w, model.params().ln_f_w + C, 1.0f);
     for (int r = 0; r < C; r++)
       for (int k = 0; k < C; k++) {
         p.attn_qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
@@ -151,11 +151,11 @@ TEST(LabScores, OvCopyingScoreOfIdentityAndNegatedCircuits) {
   // A rotation by 90° in every plane: eigenvalues ±i·λ, real parts 0.
   GPT model(c);
   randomise(model, 5);
-  BlockParams& p = model.params.h[0];
+  const BlockParams& p = model.params().h[0];
   const int C = c.n_embd;
-  std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params.ln_f_w, model.params.ln_f_w + C, 1.0f);
-  std::fill(model.params.wte, model.params.wte + (size_t)c.vocab_size * C, 0.0f);
-  for (int k = 0; k < C; k++) model.params.wte[(size_t)k * C + k] = 1.0f;  // W_EᵀW_E = I
+  std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params().ln_f_w, model.params().ln_f_w + C, 1.0f);
+  std::fill(model.params().wte, model.params().wte + (size_t)c.vocab_size * C, 0.0f);
+  for (int k = 0; k < C; k++) model.params().wte[(size_t)k * C + k] = 1.0f;  // W_EᵀW_E = I
   for (int r = 0; r < C; r++)
     for (int k = 0; k < C; k++) {
       p.attn_qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
@@ -170,16 +170,16 @@ TEST(LabGates, GateGradientEqualsFiniteDifferences) {
   randomise(model, 7);
   model.enable_head_gates();
   std::mt19937 rng(9);
-  for (float& g : model.head_gates) g = 0.6f + 0.8f * (float)(rng() % 1000) / 1000.0f;
+  for (size_t i = 0; i < model.head_gates().size(); i++) model.set_head_gate(i, 0.6f + 0.8f * (float)(rng() % 1000) / 1000.0f);
   const int B = 2, T = 8;
   std::vector<int> x = random_tokens(B * T, c.vocab_size, 1), y = random_tokens(B * T, c.vocab_size, 2);
   model.zero_grad();
   model.forward(x.data(), y.data(), B, T);
   model.backward();
-  std::vector<double> analytic(model.head_gate_grads.begin(), model.head_gate_grads.end());
-  std::vector<double> gates(model.head_gates.begin(), model.head_gates.end());
+  std::vector<double> analytic(model.head_gate_grads().begin(), model.head_gate_grads().end());
+  std::vector<double> gates(model.head_gates().begin(), model.head_gates().end());
   auto loss = [&]() {
-    for (size_t i = 0; i < gates.size(); i++) model.head_gates[i] = (float)gates[i];
+    for (size_t i = 0; i < gates.size(); i++) model.set_head_gate(i, (float)gates[i]);
     return (double)model.forward(x.data(), y.data(), B, T);
   };
   std::vector<double> numeric = testutil::finite_differences(loss, gates.data(), gates.size(), 1e-2);
@@ -194,9 +194,9 @@ TEST(LabGates, ZeroGateEqualsDeletingTheHeadsOutputWeights) {
   GPT gated(c), cut(c), full(c);
   for (GPT* m : {&gated, &cut, &full}) randomise(*m, 11);
   gated.enable_head_gates();
-  gated.head_gates[1 * c.n_head + 0] = 0.0f;  // L1H0
+  gated.set_head_gate(1 * c.n_head + 0, 0.0f);  // L1H0
   for (int r = 0; r < HS; r++)  // rows of W_O that read head 0's output
-    std::fill(cut.params.h[1].attn_proj_w + (size_t)r * C, cut.params.h[1].attn_proj_w + (size_t)(r + 1) * C, 0.0f);
+    std::fill(cut.params().h[1].attn_proj_w + (size_t)r * C, cut.params().h[1].attn_proj_w + (size_t)(r + 1) * C, 0.0f);
   gated.forward(x.data(), nullptr, B, T);
   cut.forward(x.data(), nullptr, B, T);
   full.forward(x.data(), nullptr, B, T);
@@ -215,9 +215,9 @@ TEST(LabGates, AblationIncreaseIsTheLossDifference) {
   EvalBatches e = make_eval_batches(tokens, 2, 3, 8, 5);
   std::vector<double> d = ablation_increase(model, e);
   const double base = gated_loss(model, e);
-  model.head_gates[2] = 0;
+  model.set_head_gate(2, 0);
   EXPECT_NEAR(d[2], gated_loss(model, e) - base, 1e-6);
-  model.head_gates[2] = 1;
+  model.set_head_gate(2, 1);
   std::vector<double> I = head_importance(model, e, true);
   for (int l = 0; l < c.n_layer; l++)
     EXPECT_NEAR(I[l * 2] * I[l * 2] + I[l * 2 + 1] * I[l * 2 + 1], 1.0, 1e-9);  // unit norm per layer
@@ -239,9 +239,9 @@ TEST(LabPrune, PruneSpecAndCurve) {
     EXPECT_EQ(curve.back().removed, 7);
     EXPECT_NEAR(curve[0].loss, gated_loss(model, e), 1e-6);  // gates restored afterwards
     // The loss at the last step is the loss with exactly the listed heads removed.
-    model.head_gates = parse_prune_spec(curve.back().heads, 2, 4);
+    model.set_head_gates(parse_prune_spec(curve.back().heads, 2, 4));
     EXPECT_NEAR(gated_loss(model, e), curve.back().loss, 1e-6);
-    std::fill(model.head_gates.begin(), model.head_gates.end(), 1.0f);
+    model.set_head_gates(std::vector<float>(model.head_gates().size(), 1.0f));
   }
 }
 
@@ -303,8 +303,8 @@ TEST(LabScale, AttnScaleNoneChangesTheForwardExactlyAsTheMathSays) {
   const float r = 1.0f / std::sqrt(4.0f);
   for (int l = 0; l < 2; l++) {
     for (int row = 0; row < C; row++)
-      for (int col = 0; col < C; col++) b.params.h[l].attn_qkv_w[(size_t)row * 3 * C + col] *= r;
-    for (int col = 0; col < C; col++) b.params.h[l].attn_qkv_b[col] *= r;
+      for (int col = 0; col < C; col++) b.params().h[l].attn_qkv_w[(size_t)row * 3 * C + col] *= r;
+    for (int col = 0; col < C; col++) b.params().h[l].attn_qkv_b[col] *= r;
   }
   const int B = 2, T = 8;
   std::vector<int> x = random_tokens(B * T, 7, 8);
@@ -356,7 +356,7 @@ TEST(LabScale, MeasureAttentionOnZeroQueries) {
   const int C = 8, T = 8, B = 2;
   GPT model(small_config(2, 2, C, T, 7));
   randomise(model, 31);
-  BlockParams& p = model.params.h[1];
+  const BlockParams& p = model.params().h[1];
   for (int r = 0; r < C; r++) std::fill(p.attn_qkv_w + (size_t)r * 3 * C, p.attn_qkv_w + (size_t)r * 3 * C + C, 0.0f);
   std::fill(p.attn_qkv_b, p.attn_qkv_b + C, 0.0f);
   std::vector<int> x = random_tokens(B * T, 7, 3), y = random_tokens(B * T, 7, 4);
@@ -375,7 +375,7 @@ TEST(LabScale, MeasureAttentionOnZeroQueries) {
   EXPECT_GT(s[0].grad_k, 1e-4);  // layer 0 has real queries
   EXPECT_GT(s[0].logit_var, 0.0);
   // measure_attention leaves no gradient behind for the next training step.
-  EXPECT_TRUE(std::all_of(model.grads_memory.begin(), model.grads_memory.end(), [](float g) { return g == 0; }));
+  EXPECT_TRUE(std::all_of(model.grads_memory().begin(), model.grads_memory().end(), [](float g) { return g == 0; }));
 }
 
 // ./train's metrics.csv carries 8 columns per layer after step_ms, filled (finite) at every evaluation and empty
@@ -470,7 +470,7 @@ TEST(LabProgram, SamplePruneRunsTheModelWithoutThoseHeads) {
   // The in-process reference: the same model with L0H1 and L1H0 gated to 0, scored the same way.
   std::vector<int> ids = tok.encode(utf8_decode(text, "t"), "t");
   model.enable_head_gates();
-  model.head_gates = {1, 0, 0, 1};
+  model.set_head_gates({1, 0, 0, 1});
   char expected[64];
   std::snprintf(expected, sizeof expected, "%.4f nats/char", score_text(model, ids).nats_per_token);
   auto run = [&](const std::string& extra) {

@@ -73,8 +73,8 @@ ModelConfig make_config(int n_layer, int n_head, int n_embd, int block_size, int
 
 // Writes into the model's arena in place (GPT's views point into it; it must never be reassigned).
 void load_params(GPT& model, const std::vector<double>& values) {
-  ASSERT_EQ(model.params_memory.size(), values.size());
-  std::copy(values.begin(), values.end(), model.params_memory.begin());
+  ASSERT_EQ(model.params_memory().size(), values.size());
+  std::copy(values.begin(), values.end(), model.params_memory().begin());
 }
 
 
@@ -336,16 +336,16 @@ TEST(MaskReceptiveField, GradientIsExactlyZeroOutsideTheComposedMasks) {
       model.zero_grad();
       model.forward(x.data(), y.data(), B, T);
       model.backward();
-      const std::vector<bool> reached = reachable_from(model.masks, i, T);
+      const std::vector<bool> reached = reachable_from(model.masks(), i, T);
       for (int j = 0; j < T; j++) {
         double row = 0;
-        for (int k = 0; k < c.n_embd; k++) row += std::fabs(model.grads.wpe[j * c.n_embd + k]);
+        for (int k = 0; k < c.n_embd; k++) row += std::fabs(model.grads().wpe[j * c.n_embd + k]);
         if (reached[j]) {
           EXPECT_GT(row, 0.0) << "position " << j << " is connected to " << i << " but gets no gradient";
         } else {
           hidden_total++;
           for (int k = 0; k < c.n_embd; k++)
-            ASSERT_EQ(model.grads.wpe[j * c.n_embd + k], 0.0f) << "position " << j << " is hidden from " << i;
+            ASSERT_EQ(model.grads().wpe[j * c.n_embd + k], 0.0f) << "position " << j << " is hidden from " << i;
         }
       }
     }
@@ -413,7 +413,7 @@ void expect_fast_matches_reference(const ModelConfig& c, const std::vector<Atten
   GPT fast(c, masks);
   load_params(fast, testutil::random_params(c, 202));
   ReferenceGPT<double> ref(c, masks);
-  ref.params = to_double(fast.params_memory);
+  ref.params = to_double(fast.params_memory());
   std::vector<double> grads(ref.params.size(), 0.0);
   const double loss = ref.forward(x, y, B, T);
   ref.backward(grads);
@@ -426,7 +426,7 @@ void expect_fast_matches_reference(const ModelConfig& c, const std::vector<Atten
     EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
                                    kFastTol, "layer " + std::to_string(l) + " P"));
   for (const TensorSpec& t : ref.table)
-    EXPECT_TRUE(close_to_reference(fast.grads_memory.data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
+    EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
                                    "gradient of " + t.name));
 }
 
@@ -494,11 +494,11 @@ void expect_probs_follow_masks(const GPT& model, int B, int T, const std::string
         double sum = 0;
         for (int j = 0; j < T; j++) {
           const float p = P[((size_t)bh * T + i) * T + j];
-          if (defined_allows(model.masks[l], i, j, T)) {
+          if (defined_allows(model.masks()[l], i, j, T)) {
             ASSERT_GT(p, 0.0f) << what << ": layer " << l << " row " << i << " allowed key " << j;
             sum += p;
           } else {
-            ASSERT_EQ(p, 0.0f) << what << ": layer " << l << " (" << model.masks[l].to_string() << ") row " << i
+            ASSERT_EQ(p, 0.0f) << what << ": layer " << l << " (" << model.masks()[l].to_string() << ") row " << i
                                << " forbidden key " << j;
           }
         }
@@ -539,12 +539,12 @@ TEST(MaskAttentionProbs, NoStaleValuesAfterTheMasksChange) {
           mid, small, std::string("window:3"), std::string("bidirectional"), std::string("prefix:0"),
           std::string("bidirectional"), std::string("window:2,bidirectional"), std::string("bidirectional,window:1"),
           std::string("window:1")}) {
-      model.masks = stack_of(text, 2);
+      model.set_masks(stack_of(text, 2));
       model.forward(x.data(), nullptr, B, T);
       expect_probs_follow_masks(model, B, T, "after switching to " + text);
     }
     // prefix-LM changes N in place between steps.
-    model.masks = stack_of("prefix:" + std::to_string(T - 1), 2);
+    model.set_masks(stack_of("prefix:" + std::to_string(T - 1), 2));
     model.forward(x.data(), nullptr, B, T);
     expect_probs_follow_masks(model, B, T, "prefix:T-1");
     for (int N : {1, T / 2 + 1, 0, T, 3}) {
@@ -553,14 +553,14 @@ TEST(MaskAttentionProbs, NoStaleValuesAfterTheMasksChange) {
       expect_probs_follow_masks(model, B, T, "after set_prefix_length " + std::to_string(N));
     }
     // And shape changes interleaved with mask changes (the arena is re-carved for a smaller T, then grown back).
-    model.masks = stack_of("bidirectional", 2);
+    model.set_masks(stack_of("bidirectional", 2));
     model.forward(x.data(), nullptr, B, T);
-    model.masks = stack_of("window:1", 2);
+    model.set_masks(stack_of("window:1", 2));
     model.forward(x.data(), nullptr, 1, 5);
     expect_probs_follow_masks(model, 1, 5, "window:1 at B=1 T=5 after bidirectional at full T");
-    model.masks = stack_of("bidirectional", 2);
+    model.set_masks(stack_of("bidirectional", 2));
     model.forward(x.data(), nullptr, 1, 5);
-    model.masks = stack_of("causal", 2);
+    model.set_masks(stack_of("causal", 2));
     model.forward(x.data(), nullptr, B, T);
     expect_probs_follow_masks(model, B, T, "causal at full T after bidirectional at T=5");
   }
@@ -625,7 +625,7 @@ TEST(MaskWork, ModelFillsExactlyTheAllowedPairs) {
   model.init_weights(9);  // small weights: every allowed probability is far from underflowing
   const std::vector<int> x = testutil::random_ids(B * T, c.vocab_size, 501);
   for (const char* text : {"causal", "bidirectional", "window:4", "window:16", "prefix:10"}) {
-    model.masks = stack_of(text, 1);
+    model.set_masks(stack_of(text, 1));
     model.forward(x.data(), nullptr, B, T);
     long nonzero = 0;
     const float* P = model.attention_probs(0);

@@ -40,9 +40,8 @@ ModelConfig tiny_config() { return make_config(2, 2, 8, 8, 11); }
 std::vector<AttentionMask> masks_from(const std::string& text, int n_layer) { return parse_layer_masks(text, n_layer); }
 
 
-// Copies values into an existing arena in place: GPT's views (params, grads) point into these vectors, so they
-// must never be reassigned (a move would leave the views dangling).
-void set_arena(std::vector<float>& arena, const std::vector<double>& values) {
+// Copies values into one of GPT's arenas in place (a Span: its values can change, its size cannot).
+void set_arena(Span<float> arena, const std::vector<double>& values) {
   ASSERT_EQ(arena.size(), values.size());
   std::copy(values.begin(), values.end(), arena.begin());
 }
@@ -70,16 +69,20 @@ void expect_fast_matches_reference(GPT& fast, const std::vector<AttentionMask>& 
   SCOPED_TRACE("masks " + masks_to_string(masks) + " B=" + std::to_string(B) + " T=" + std::to_string(T));
   const ModelConfig& c = fast.config;
   ReferenceGPT<double> ref(c, masks);
-  ref.params = to_double(fast.params_memory);
+  ref.params = to_double(fast.params_memory());
+  if (fast.gated()) ref.head_gates = to_double(fast.head_gates());
   std::mt19937 rng(B * 100 + T);
   const std::vector<double> seed = float_exact(uniform(ref.params.size(), rng, -0.01, 0.01));
   std::vector<double> grads = seed;
   const double loss = ref.forward(batch.inputs, batch.targets, B, T);
   ref.backward(grads);
 
-  set_arena(fast.grads_memory, seed);
+  fast.zero_grad();  // the head gates' gradients start at 0; the parameters' are seeded below
+  set_arena(fast.grads_memory(), seed);
   const float loss_f = fast.forward(batch.inputs.data(), batch.targets.data(), B, T);
   fast.backward();
+  if (fast.gated())
+    EXPECT_TRUE(close_to_reference(fast.head_gate_grads(), ref.gate_grads, kModelTol, "head gate gradients"));
 
   EXPECT_NEAR(loss_f, loss, kModelTol * std::max(1.0, std::fabs(loss)));
   EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kModelTol, "logits"));
@@ -100,7 +103,7 @@ void expect_fast_matches_reference(GPT& fast, const std::vector<AttentionMask>& 
     std::vector<float> fast_g(t.numel);
     std::vector<double> ref_g(t.numel);
     for (size_t i = 0; i < t.numel; i++) {
-      fast_g[i] = (float)((double)fast.grads_memory[t.offset + i] - seed[t.offset + i]);
+      fast_g[i] = (float)((double)fast.grads_memory()[t.offset + i] - seed[t.offset + i]);
       ref_g[i] = grads[t.offset + i] - seed[t.offset + i];
     }
     EXPECT_TRUE(close_to_reference(fast_g, ref_g, kModelTol, "gradient of " + t.name));
@@ -154,8 +157,8 @@ TEST(ReferenceModel, BackwardMatchesFiniteDifferencesBidirectionalOddHeads) {
 TEST(FastModel, MatchesReferenceCausal) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, testutil::random_params(c, 11));
-  expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 4), 2, 8);
+  set_arena(fast.params_memory(), testutil::random_params(c, 11));
+  expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 8, c.vocab_size, 4), 2, 8);
 }
 
 // One model run at several shapes in turn (T < block_size, a smaller B, back to the full shape), so the activation
@@ -163,41 +166,41 @@ TEST(FastModel, MatchesReferenceCausal) {
 TEST(FastModel, MatchesReferenceAcrossShapes) {
   const ModelConfig c = tiny_config();
   GPT fast(c, masks_from("window:3", 2));
-  set_arena(fast.params_memory, testutil::random_params(c, 12));
+  set_arena(fast.params_memory(), testutil::random_params(c, 12));
   const int shapes[][2] = {{2, 8}, {2, 5}, {1, 8}, {3, 3}, {2, 8}};
   for (auto [B, T] : shapes)
-    expect_fast_matches_reference(fast, fast.masks, random_batch(B, T, c.vocab_size, B * 10 + T), B, T);
+    expect_fast_matches_reference(fast, fast.masks(), random_batch(B, T, c.vocab_size, B * 10 + T), B, T);
 }
 
 TEST(FastModel, MatchesReferenceMixedMasks) {
   const ModelConfig c = tiny_config();
   for (const char* masks : {"causal,window:2", "window:2,causal", "prefix:3,window:1"}) {
     GPT fast(c, masks_from(masks, 2));
-    set_arena(fast.params_memory, testutil::random_params(c, 13));
-    expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 5), 2, 8);
-    expect_fast_matches_reference(fast, fast.masks, random_batch(2, 6, c.vocab_size, 6), 2, 6);
+    set_arena(fast.params_memory(), testutil::random_params(c, 13));
+    expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 8, c.vocab_size, 5), 2, 8);
+    expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 6, c.vocab_size, 6), 2, 6);
   }
 }
 
 TEST(FastModel, MatchesReferenceBidirectionalWithIgnoredTargets) {
   const ModelConfig c = tiny_config();
   GPT fast(c, masks_from("bidirectional", 2));
-  set_arena(fast.params_memory, testutil::random_params(c, 14));
-  expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 7, 3), 2, 8);
+  set_arena(fast.params_memory(), testutil::random_params(c, 14));
+  expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 8, c.vocab_size, 7, 3), 2, 8);
 }
 
 TEST(FastModel, MatchesReferenceCausalWithIgnoredTargets) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, testutil::random_params(c, 15));
-  expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 8, 2), 2, 8);
+  set_arena(fast.params_memory(), testutil::random_params(c, 15));
+  expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 8, c.vocab_size, 8, 2), 2, 8);
 }
 
 TEST(FastModel, MatchesReferenceOddHeadsThreeLayers) {
   const ModelConfig c = make_config(3, 3, 9, 7, 5);  // head size 3
   GPT fast(c, masks_from("causal,bidirectional,window:3", 3));
-  set_arena(fast.params_memory, testutil::random_params(c, 16));
-  expect_fast_matches_reference(fast, fast.masks, random_batch(2, 7, c.vocab_size, 9, 4), 2, 7);
+  set_arena(fast.params_memory(), testutil::random_params(c, 16));
+  expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 7, c.vocab_size, 9, 4), 2, 7);
 }
 
 // Init-scale weights (what training starts from) rather than the large random ones above.
@@ -205,38 +208,96 @@ TEST(FastModel, MatchesReferenceAtInitialisation) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
   fast.init_weights(1234);
-  expect_fast_matches_reference(fast, fast.masks, random_batch(2, 8, c.vocab_size, 10), 2, 8);
+  expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 8, c.vocab_size, 10), 2, 8);
+}
+
+// Every option of the fast model against the textbook (src/textbook/reference.h), under every kind of mask:
+// the attention scale (sqrt, inv, none, a number), attention-only blocks and head gates (ξ ≠ 1, one ξ = 0).
+TEST(FastModel, MatchesReferenceUnderEveryOption) {
+  struct Option {
+    const char* name;
+    const char* attn_scale;
+    bool attn_only, gates;
+  };
+  const Option options[] = {{"scale inv", "inv", false, false},     {"scale none", "none", false, false},
+                            {"scale 0.7", "0.7", false, false},     {"attention-only", "sqrt", true, false},
+                            {"head gates", "sqrt", false, true},    {"all three", "inv", true, true}};
+  for (const Option& o : options)
+    for (const char* masks : {"causal", "bidirectional", "prefix:3", "window:2", "causal,window:3"}) {
+      SCOPED_TRACE(std::string(o.name) + ", masks " + masks);
+      ModelConfig c = tiny_config();
+      c.attn_scale = o.attn_scale, c.attn_only = o.attn_only;
+      GPT fast(c, masks_from(masks, 2));
+      set_arena(fast.params_memory(), testutil::random_params(c, 21));
+      if (o.gates) {
+        fast.enable_head_gates();
+        fast.set_head_gates({0.5f, -1.25f, 0.0f, 2.0f});  // L × NH = 2 × 2; one head removed
+      }
+      expect_fast_matches_reference(fast, fast.masks(), random_batch(2, 8, c.vocab_size, 22), 2, 8);
+    }
+}
+
+// The textbook's own backward under the same options, against central differences of its loss (the head gates'
+// gradient included), so that the comparison above is against something known to be right.
+TEST(ReferenceModel, BackwardMatchesFiniteDifferencesUnderEveryOption) {
+  for (int option = 0; option < 3; option++) {
+    ModelConfig c = tiny_config();
+    c.attn_scale = option == 0 ? "inv" : option == 1 ? "none" : "sqrt";
+    c.attn_only = option == 1;
+    const Batch batch = random_batch(2, 5, c.vocab_size, 30 + option);
+    ReferenceGPT<double> ref(c, masks_from(option == 2 ? "prefix:2,window:2" : "causal", 2));
+    ref.params = testutil::random_params(c, 31);
+    if (option == 2) ref.head_gates = {0.5, -1.25, 0.75, 2.0};
+    std::vector<double> grads(ref.params.size(), 0.0);
+    ref.forward(batch.inputs, batch.targets, 2, 5);
+    ref.backward(grads);
+    auto loss = [&] { return ref.forward(batch.inputs, batch.targets, 2, 5); };
+    const std::vector<double> numeric = finite_differences(loss, ref.params.data(), ref.params.size(), 1e-6);
+    for (const TensorSpec& t : ref.table) {
+      if (c.attn_only && (t.name.find("mlp") != std::string::npos || t.name.find("ln_2") != std::string::npos))
+        continue;  // unused without the MLP: both gradients are 0
+      std::vector<double> a(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
+      std::vector<double> n(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
+      EXPECT_TRUE(all_close(a, n, 1e-6, 1e-9, "option " + std::to_string(option) + " " + t.name));
+    }
+    if (option == 2) {
+      const std::vector<double> gate_grads = ref.gate_grads;
+      const std::vector<double> numeric_gates =
+          finite_differences(loss, ref.head_gates.data(), ref.head_gates.size(), 1e-6);
+      EXPECT_TRUE(all_close(gate_grads, numeric_gates, 1e-6, 1e-9, "head gates"));
+    }
+  }
 }
 
 // Backward adds into the gradients: running it twice doubles them exactly.
 TEST(FastModel, BackwardAccumulates) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, testutil::random_params(c, 17));
+  set_arena(fast.params_memory(), testutil::random_params(c, 17));
   const Batch batch = random_batch(2, 8, c.vocab_size, 11);
   fast.zero_grad();
   fast.forward(batch.inputs.data(), batch.targets.data(), 2, 8);
   fast.backward();
-  const std::vector<float> once = fast.grads_memory;
+  const std::vector<float> once = fast.grads_memory().to_vector();
   fast.backward();
   // Not bit-exact: sgemm with beta = 1 adds its partial products into the existing gradient one by one, and
   // (g + a) + b need not equal g + (a + b) in float. The difference is rounding, ≲ 1e-6 of the tensor's scale.
   const double scale = max_abs(to_double(once).data(), once.size());
   for (size_t i = 0; i < once.size(); i++)
-    ASSERT_NEAR(fast.grads_memory[i], 2.0 * once[i], 1e-6 * scale) << "parameter " << i;
+    ASSERT_NEAR(fast.grads_memory()[i], 2.0 * once[i], 1e-6 * scale) << "parameter " << i;
 }
 
 // With every target kNoTarget the loss is 0 (nothing counted) and backward adds nothing.
 TEST(FastModel, AllTargetsIgnoredGivesZeroLossAndNoGradient) {
   const ModelConfig c = tiny_config();
   GPT fast(c);
-  set_arena(fast.params_memory, testutil::random_params(c, 18));
+  set_arena(fast.params_memory(), testutil::random_params(c, 18));
   Batch batch = random_batch(2, 8, c.vocab_size, 12);
   std::fill(batch.targets.begin(), batch.targets.end(), kNoTarget);
   fast.zero_grad();
   EXPECT_EQ(fast.forward(batch.inputs.data(), batch.targets.data(), 2, 8), 0.0f);
   fast.backward();
-  for (size_t i = 0; i < fast.num_params(); i++) ASSERT_EQ(fast.grads_memory[i], 0.0f) << "parameter " << i;
+  for (size_t i = 0; i < fast.num_params(); i++) ASSERT_EQ(fast.grads_memory()[i], 0.0f) << "parameter " << i;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -250,7 +311,7 @@ void expect_receptive_field(const ModelConfig& c, const std::string& mask_text, 
   SCOPED_TRACE("masks " + mask_text + " target at t=" + std::to_string(t));
   const int B = 2, T = c.block_size, C = c.n_embd;
   GPT fast(c, masks_from(mask_text, c.n_layer));
-  set_arena(fast.params_memory, testutil::random_params(c, 21));
+  set_arena(fast.params_memory(), testutil::random_params(c, 21));
   Batch batch = random_batch(B, T, c.vocab_size, 22);
   for (int b = 0; b < B; b++)
     for (int j = 0; j < T; j++)
@@ -258,12 +319,12 @@ void expect_receptive_field(const ModelConfig& c, const std::string& mask_text, 
   fast.zero_grad();
   fast.forward(batch.inputs.data(), batch.targets.data(), B, T);
   fast.backward();
-  ReferenceGPT<double> ref(c, fast.masks);
-  ref.params = to_double(fast.params_memory);
+  ReferenceGPT<double> ref(c, fast.masks());
+  ref.params = to_double(fast.params_memory());
   std::vector<double> grads(ref.params.size(), 0.0);
   ref.forward(batch.inputs, batch.targets, B, T);
   ref.backward(grads);
-  const float* dwpe = fast.grads.wpe;
+  const float* dwpe = fast.grads().wpe;
   const double* dwpe_ref = grads.data() + ref.offset("wpe.weight");
   for (int j = 0; j < T; j++) {
     double row = 0;
@@ -350,12 +411,12 @@ TEST(ModelTraining, SameSeedIsBitIdenticalDifferentSeedDiffers) {
   a.init_weights(77);
   b.init_weights(77);
   other.init_weights(78);
-  ASSERT_EQ(a.params_memory, b.params_memory);
+  ASSERT_EQ(a.params_memory().to_vector(), b.params_memory().to_vector());
   size_t differing = 0;
-  for (size_t i = 0; i < a.num_params(); i++) differing += a.params_memory[i] != other.params_memory[i];
+  for (size_t i = 0; i < a.num_params(); i++) differing += a.params_memory()[i] != other.params_memory()[i];
   // Everything drawn from the generator differs (only the constant LayerNorm weights, biases agree).
   size_t drawn = 0;
-  for (const TensorSpec& t : a.table) drawn += (t.init == Init::Normal || t.init == Init::ResidualNormal) ? t.numel : 0;
+  for (const TensorSpec& t : a.table()) drawn += (t.init == Init::Normal || t.init == Init::ResidualNormal) ? t.numel : 0;
   EXPECT_EQ(differing, drawn);
 
   testutil::TestAdam adam_a, adam_b;
@@ -366,7 +427,7 @@ TEST(ModelTraining, SameSeedIsBitIdenticalDifferentSeedDiffers) {
     std::memcpy(&bits_a, &la, 4), std::memcpy(&bits_b, &lb, 4);
     ASSERT_EQ(bits_a, bits_b) << "step " << step << ": " << la << " vs " << lb;
   }
-  EXPECT_EQ(std::memcmp(a.params_memory.data(), b.params_memory.data(), a.num_params() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(a.params_memory().data(), b.params_memory().data(), a.num_params() * sizeof(float)), 0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

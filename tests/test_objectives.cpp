@@ -59,10 +59,10 @@ ModelConfig make_config(int n_layer, int n_head, int n_embd, int block_size, int
 void spread_params(GPT& model, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
-  for (const TensorSpec& t : model.table) {
+  for (const TensorSpec& t : model.table()) {
     const bool ln_weight = t.name.find("ln_") != std::string::npos && t.name.find(".weight") != std::string::npos;
     for (size_t i = 0; i < t.numel; i++)
-      model.params_memory[t.offset + i] = (float)(ln_weight ? 1.0 + 0.3 * normal(rng) : 0.3 * normal(rng));
+      model.params_memory()[t.offset + i] = (float)(ln_weight ? 1.0 + 0.3 * normal(rng) : 0.3 * normal(rng));
   }
 }
 
@@ -342,9 +342,9 @@ TEST(ObjectivePrefixLm, BatchesHideTargetsInsideThePrefix) {
 TEST(ObjectivePrefixLm, SetPrefixLengthChangesOnlyPrefixLayers) {
   GPT model(make_config(5, 1, 4, 8, 5), parse_layer_masks("prefix:0,causal,window:3,prefix:5,bidirectional", 5));
   model.set_prefix_length(4);
-  EXPECT_EQ(masks_to_string(model.masks), "prefix:4,causal,window:3,prefix:4,bidirectional");
+  EXPECT_EQ(masks_to_string(model.masks()), "prefix:4,causal,window:3,prefix:4,bidirectional");
   model.set_prefix_length(0);
-  EXPECT_EQ(masks_to_string(model.masks), "prefix:0,causal,window:3,prefix:0,bidirectional");
+  EXPECT_EQ(masks_to_string(model.masks()), "prefix:0,causal,window:3,prefix:0,bidirectional");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -442,8 +442,8 @@ TEST_F(ObjectivePrograms, MlmTrainsAndItsCheckpointSaysSo) {
   EXPECT_CONTAINS(r.out, "honest next-char");
   Checkpoint c = load_checkpoint(out + "/ckpt.safetensors");
   EXPECT_EQ(c.objective, Objective::MLM);
-  ASSERT_EQ(c.model->masks.size(), 1u);
-  EXPECT_EQ(c.model->masks[0], AttentionMask::parse("bidirectional"));
+  ASSERT_EQ(c.model->masks().size(), 1u);
+  EXPECT_EQ(c.model->masks()[0], AttentionMask::parse("bidirectional"));
   EXPECT_EQ(c.tokenizer.specials(), std::vector<std::string>{kMaskToken});
   EXPECT_EQ(c.tokenizer.special_id(kMaskToken), c.tokenizer.num_chars());
   EXPECT_EQ(c.model->config.vocab_size, c.tokenizer.num_chars() + 1);
@@ -456,8 +456,8 @@ TEST_F(ObjectivePrograms, PrefixLmTrains) {
   EXPECT_CONTAINS(r.out, "honest next-char");
   Checkpoint c = load_checkpoint(out + "/ckpt.safetensors");
   EXPECT_EQ(c.objective, Objective::PrefixLM);
-  ASSERT_EQ(c.model->masks.size(), 2u);
-  for (const AttentionMask& m : c.model->masks) EXPECT_EQ(m.kind, AttentionMask::Prefix);
+  ASSERT_EQ(c.model->masks().size(), 2u);
+  for (const AttentionMask& m : c.model->masks()) EXPECT_EQ(m.kind, AttentionMask::Prefix);
   EXPECT_EQ(c.tokenizer.special_id(kMaskToken), -1);
 }
 
@@ -529,8 +529,8 @@ TEST(ObjectiveFill, WritesOnlyCharactersAndKeepsTheRest) {
   spread_params(model, 41);
   // The tied LM head scores token v by (final LayerNorm output)·wte[v]. A large final bias along the last
   // dimension, and a [MASK] row along that same dimension, make [MASK] win by a wide margin.
-  for (int k = 0; k < C; k++) model.params.ln_f_b[k] = k == C - 1 ? 5.0f : 0.0f;
-  for (int k = 0; k < C; k++) model.params.wte[mask_id * C + k] = k == C - 1 ? 5.0f : 0.0f;
+  for (int k = 0; k < C; k++) model.params().ln_f_b[k] = k == C - 1 ? 5.0f : 0.0f;
+  for (int k = 0; k < C; k++) model.params().wte[mask_id * C + k] = k == C - 1 ? 5.0f : 0.0f;
   {
     const std::vector<int> probe = testutil::random_ids(T, num_chars + 1, 99);
     model.forward(probe.data(), nullptr, 1, T);
@@ -605,8 +605,8 @@ TEST(ObjectiveCheckpoint, RoundTripsObjectiveAndMasks) {
     save_checkpoint(path, *m.model, m.tokenizer, nullptr, c.objective);
     Checkpoint loaded = load_checkpoint(path);
     EXPECT_EQ(loaded.objective, c.objective);
-    EXPECT_EQ(loaded.model->masks, m.model->masks);
-    EXPECT_EQ(masks_to_string(loaded.model->masks), c.masks);
+    EXPECT_EQ(loaded.model->masks(), m.model->masks());
+    EXPECT_EQ(masks_to_string(loaded.model->masks()), c.masks);
     EXPECT_EQ(loaded.metadata.at("objective"), to_string(c.objective));
   }
   // Without the argument a checkpoint is a next-character (clm) model.
@@ -713,12 +713,12 @@ TEST(ObjectiveEvaluate, NextCharScoreOpensPrefixesAndRestoresThem) {
   GPT model(make_config(2, 2, 8, T, V), parse_layer_masks("prefix:2,causal", 2));
   spread_params(model, 53);
   const std::vector<int> text = testutil::random_ids(T + 1, V, 90);
-  const std::vector<AttentionMask> before = model.masks;
+  const std::vector<AttentionMask> before = model.masks();
   const CharScore s = next_char_score(model, text, 2, 1, -1);
-  EXPECT_EQ(model.masks, before);
-  model.masks = parse_layer_masks("prefix:8,causal", 2);
+  EXPECT_EQ(model.masks(), before);
+  model.set_masks(parse_layer_masks("prefix:8,causal", 2));
   const double open = last_position(model, std::vector<int>(text.begin(), text.begin() + T), text[T]).first;
-  model.masks = before;
+  model.set_masks(before);
   const double closed = last_position(model, std::vector<int>(text.begin(), text.begin() + T), text[T]).first;
   ASSERT_GT(std::fabs(open - closed), 1e-4) << "the test needs a model where the two differ";
   EXPECT_NEAR(s.bits, open, 1e-5 * std::max(1.0, open));
@@ -776,10 +776,10 @@ TEST(ObjectiveEvaluate, MaskedCharScoreMasksEveryChosenPosition) {
   SingleThread one_thread;
   const int T = 16, num_chars = 10, mask_id = 10, V = 11, C = 16, windows = 40;
   GPT model(make_config(1, 2, C, T, V), parse_layer_masks("bidirectional", 1));
-  std::fill(model.params_memory.begin(), model.params_memory.end(), 0.0f);
-  for (int k = 0; k < C; k++) model.params.ln_f_w[k] = 1.0f;
+  std::fill(model.params_memory().begin(), model.params_memory().end(), 0.0f);
+  for (int k = 0; k < C; k++) model.params().ln_f_w[k] = 1.0f;
   for (int c = 0; c < num_chars; c++)  // a zero-mean row per character: 3·(e_c − mean of e_0 … e_9)
-    for (int k = 0; k < num_chars; k++) model.params.wte[c * C + k] = 3.0f * ((k == c) - 1.0f / num_chars);
+    for (int k = 0; k < num_chars; k++) model.params().wte[c * C + k] = 3.0f * ((k == c) - 1.0f / num_chars);
   const std::vector<int> text = testutil::random_ids(T * (windows + 1), num_chars, 96);
 
   // The model really behaves as designed: a window of characters is predicted almost perfectly...

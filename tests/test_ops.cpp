@@ -24,6 +24,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/gelu.h"
+#include "ops/head_gate.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/mask.h"
@@ -314,6 +315,37 @@ TEST(OpsGelu, MatchesReferenceAndFiniteDifferences) {
     return dot(dout, y);
   };
   EXPECT_TRUE(matches_fd(dx, written(dx), loss, x, "gelu dinp vs FD"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Head gates
+
+// dinp is written and dgates added to (src/ops/README.md): both buffers start with random seeds.
+TEST(OpsHeadGate, MatchesReferenceAndFiniteDifferences) {
+  const int N = 5, NH = 3, HS = 4, C = NH * HS;
+  std::mt19937 rng(41);
+  std::vector<double> x = float_exact(uniform((size_t)N * C, rng, -2, 2)), gates = {0.5, 0.0, -1.5};
+  const std::vector<double> dout = float_exact(uniform((size_t)N * C, rng));
+  const std::vector<double> seed_x = float_exact(uniform((size_t)N * C, rng)), seed_g = float_exact(uniform(NH, rng));
+  std::vector<double> y((size_t)N * C), dx = seed_x, dg = seed_g;
+  ref_head_gate_forward(y.data(), x.data(), gates.data(), N, NH, HS);
+  ref_head_gate_backward(dx.data(), dg.data(), dout.data(), x.data(), gates.data(), N, NH, HS);
+  for (int n = 0; n < N; n++) EXPECT_EQ(y[(size_t)n * C + HS], 0.0) << "a gate of 0 removes head 1";
+
+  std::vector<float> x_f = to_float(x), g_f = to_float(gates), y_f((size_t)N * C, NAN), dout_f = to_float(dout);
+  std::vector<float> dx_f = to_float(seed_x), dg_f = to_float(seed_g);
+  head_gate_forward(y_f.data(), x_f.data(), g_f.data(), N, NH, HS);
+  head_gate_backward(dx_f.data(), dg_f.data(), dout_f.data(), x_f.data(), g_f.data(), N, NH, HS);
+  EXPECT_TRUE(close_to_reference(y_f, y, kForwardTol, "head gate out"));
+  EXPECT_TRUE(close_to_reference(dx_f, dx, kForwardTol, "head gate dinp"));
+  EXPECT_TRUE(close_to_reference(dg_f, dg, kForwardTol, "head gate dgates"));
+
+  auto loss = [&] {
+    ref_head_gate_forward(y.data(), x.data(), gates.data(), N, NH, HS);
+    return dot(dout, y);
+  };
+  EXPECT_TRUE(matches_fd(dx, written(dx), loss, x, "head gate dinp vs FD"));
+  EXPECT_TRUE(matches_fd(dg, seed_g, loss, gates, "head gate dgates vs FD"));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -144,8 +144,8 @@ TEST_F(Programs, StopAtThenResumeContinuesTheRun) {
   };
   EXPECT_EQ(losses(out), losses(straight));
   Checkpoint a = load_checkpoint(out + "/ckpt.safetensors"), b = load_checkpoint(straight + "/ckpt.safetensors");
-  EXPECT_EQ(0, std::memcmp(a.model->params_memory.data(), b.model->params_memory.data(),
-                           a.model->params_memory.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.model->params_memory().data(), b.model->params_memory().data(),
+                           a.model->params_memory().size() * sizeof(float)));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

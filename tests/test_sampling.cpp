@@ -31,7 +31,7 @@ std::unique_ptr<GPT> random_model(const std::string& mask, int n_layer = 2, int 
   c.n_layer = n_layer, c.n_head = 2, c.n_embd = 16, c.block_size = block, c.vocab_size = vocab;
   auto model = std::make_unique<GPT>(c, parse_layer_masks(mask, n_layer));
   Rng rng(seed);
-  for (float& p : model->params_memory) p = (float)(0.3 * rng.normal());
+  for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());
   return model;
 }
 
@@ -158,9 +158,9 @@ TEST(SamplingDecoder, SlideReencodeMatchesFullRecomputeWithGatesAndOddWidths) {
   c.n_layer = 3, c.n_head = 3, c.n_embd = 18, c.block_size = 10, c.vocab_size = 13;
   GPT model(c, parse_layer_masks("causal,window:3,causal", c.n_layer));
   Rng rng(21);
-  for (float& p : model.params_memory) p = (float)(0.3 * rng.normal());
+  for (float& p : model.params_memory()) p = (float)(0.3 * rng.normal());
   model.enable_head_gates();
-  for (size_t i = 0; i < model.head_gates.size(); i++) model.head_gates[i] = 0.4f + 0.3f * (float)(i % 4);
+  for (size_t i = 0; i < model.head_gates().size(); i++) model.set_head_gate(i, 0.4f + 0.3f * (float)(i % 4));
   check_decoder_matches_forward(model, random_tokens(41, c.vocab_size, 12), true);
 }
 
@@ -394,9 +394,9 @@ TEST(SamplingScore, LongTextPredictsEveryCharacterOnce) {
   auto model = random_model("causal", 2, 8);
   const ModelConfig& c = model->config;
   const int V = c.vocab_size;
-  for (const TensorSpec& t : model->table)
+  for (const TensorSpec& t : model->table())
     if (t.name == "wpe.weight" || t.name.find("attn.c_proj") != std::string::npos)
-      std::fill(model->params_memory.begin() + t.offset, model->params_memory.begin() + t.offset + t.numel, 0.0f);
+      std::fill(model->params_memory().begin() + t.offset, model->params_memory().begin() + t.offset + t.numel, 0.0f);
   std::vector<std::vector<double>> bigram(V, std::vector<double>(V));
   for (int a = 0; a < V; a++) {
     model->forward(&a, nullptr, 1, 1);

@@ -54,7 +54,7 @@ std::vector<std::string> batch_losses(const std::string& out_dir) {
   return losses;
 }
 
-bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_floats(Span<const float> a, Span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
@@ -83,7 +83,7 @@ TEST(Training, ResumeContinuesExactly) {
   TrainConfig from_checkpoint = train_config_from_json(ckpt.resume.train_config, resumed_file);
   EXPECT_EQ(from_checkpoint.steps, N);
   EXPECT_EQ(from_checkpoint.out, first_half.out);
-  const std::vector<float> half_way_params = ckpt.model->params_memory;
+  const std::vector<float> half_way_params = ckpt.model->params_memory().to_vector();
   TrainResult r3 = run_training(from_checkpoint, &ckpt);
   EXPECT_EQ(r3.step, N);
 
@@ -98,12 +98,12 @@ TEST(Training, ResumeContinuesExactly) {
   Checkpoint end_b = load_checkpoint(resumed_file);
   EXPECT_EQ(end_a.resume.step, N);
   EXPECT_EQ(end_b.resume.step, N);
-  EXPECT_TRUE(same_floats(end_a.model->params_memory, end_b.model->params_memory)) << "final weights differ";
+  EXPECT_TRUE(same_floats(end_a.model->params_memory(), end_b.model->params_memory())) << "final weights differ";
   EXPECT_TRUE(same_floats(end_a.resume.optimizer.m, end_b.resume.optimizer.m));
   EXPECT_TRUE(same_floats(end_a.resume.optimizer.v, end_b.resume.optimizer.v));
   EXPECT_EQ(end_a.resume.batch_rng, end_b.resume.batch_rng);
   // And the second half did change the weights (so equal end states are not equal start states).
-  EXPECT_FALSE(same_floats(end_b.model->params_memory, half_way_params));
+  EXPECT_FALSE(same_floats(end_b.model->params_memory(), half_way_params));
 }
 
 TEST(Training, SeedDeterminesTheRun) {
@@ -125,10 +125,10 @@ TEST(Training, SeedDeterminesTheRun) {
   int differing = 0;
   for (size_t i = 0; i < la.size(); i++) differing += la[i] != lc[i];
   EXPECT_GE(differing, (int)la.size() - 1) << "a different seed should give different batches and weights";
-  EXPECT_TRUE(same_floats(load_checkpoint(checkpoint_path(a.out)).model->params_memory,
-                          load_checkpoint(checkpoint_path(b.out)).model->params_memory));
-  EXPECT_FALSE(same_floats(load_checkpoint(checkpoint_path(a.out)).model->params_memory,
-                           load_checkpoint(checkpoint_path(c.out)).model->params_memory));
+  EXPECT_TRUE(same_floats(load_checkpoint(checkpoint_path(a.out)).model->params_memory(),
+                          load_checkpoint(checkpoint_path(b.out)).model->params_memory()));
+  EXPECT_FALSE(same_floats(load_checkpoint(checkpoint_path(a.out)).model->params_memory(),
+                           load_checkpoint(checkpoint_path(c.out)).model->params_memory()));
 }
 
 TEST(Training, MetricsAndFinalCheckpoint) {
@@ -381,4 +381,27 @@ TEST(Training, RejectsBadSettingsBeforeTouchingTheOutput) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("weights only"), std::string::npos) << e.what();
   }
+}
+
+// TrainHooks::after_backward runs once per step, after the gradients are complete and before the optimizer uses
+// them: a hook that zeroes them leaves every weight where it started (no weight decay, so AdamW's step is 0).
+TEST(Training, AfterBackwardHookSeesEveryStepBeforeTheUpdate) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig c = tiny_config(dir, "hooked", 5);
+  c.adamw.weight_decay = 0;
+  int calls = 0;
+  double first_norm = 0;
+  TrainHooks hooks;
+  hooks.after_backward = [&](GPT& model) {
+    if (calls++ == 0) first_norm = global_norm(model.grads_memory());
+    std::fill(model.grads_memory().begin(), model.grads_memory().end(), 0.0f);
+  };
+  run_training(c, nullptr, hooks);
+  EXPECT_EQ(calls, 5);
+  EXPECT_GT(first_norm, 0.0) << "the hook ran before the gradients were computed";
+  GPT fresh(load_checkpoint(checkpoint_path(c.out)).model->config);
+  fresh.init_weights(c.seed);
+  EXPECT_TRUE(same_floats(load_checkpoint(checkpoint_path(c.out)).model->params_memory(), fresh.params_memory()))
+      << "the weights moved although every gradient reaching the optimizer was zero";
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/span.h"
 #include "model/model.h"
 #include "model/params.h"
 
@@ -33,7 +34,7 @@ inline std::vector<double> float_exact(std::vector<double> v) {
 
 inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 inline std::vector<double> to_double(const float* p, size_t n) { return std::vector<double>(p, p + n); }
-inline std::vector<double> to_double(const std::vector<float>& v) { return to_double(v.data(), v.size()); }
+inline std::vector<double> to_double(Span<const float> v) { return to_double(v.data(), v.size()); }
 
 inline double max_abs(const double* p, size_t n) {
   double m = 0;
@@ -148,10 +149,10 @@ struct TestAdam {
     step++;
     const float c1 = 1.0f - std::pow(b1, (float)step), c2 = 1.0f - std::pow(b2, (float)step);
     for (size_t i = 0; i < model.num_params(); i++) {
-      const float g = model.grads_memory[i];
+      const float g = model.grads_memory()[i];
       m[i] = b1 * m[i] + (1 - b1) * g;
       v[i] = b2 * v[i] + (1 - b2) * g * g;
-      model.params_memory[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+      model.params_memory()[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
     }
   }
 };

@@ -7,12 +7,21 @@
 
 #include "base/rng.h"
 
-void validate(const SamplingOptions& o) {
-  if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature))
-    throw std::runtime_error("--temperature must be a finite number ≥ 0");
-  if (o.top_k < 0) throw std::runtime_error("--top-k must be ≥ 0 (0 keeps every token)");
-  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw std::runtime_error("--top-p must be in (0, 1]");
+const std::vector<Setting<SamplingOptions>>& sampling_settings() {
+  // clang-format off
+  static const std::vector<Setting<SamplingOptions>> table = {
+    {nullptr, "temperature", "divide logits by this (0 = greedy)",
+     SETTING_FIELD(SamplingOptions, temperature), at_least(0),                 Scope::Invocation},
+    {nullptr, "top-k",       "sample from the k most likely characters (0 = all)",
+     SETTING_FIELD(SamplingOptions, top_k),       at_least(0, " (0 keeps every token)"), Scope::Invocation},
+    {nullptr, "top-p",       "then from the smallest set with this much probability",
+     SETTING_FIELD(SamplingOptions, top_p),       between(0, 1, true, false),  Scope::Invocation},
+  };
+  // clang-format on
+  return table;
 }
+
+void validate(const SamplingOptions& o) { check_ranges(sampling_settings(), o); }
 
 int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
                  std::vector<std::pair<float, int>>& candidates) {

@@ -2,6 +2,8 @@
 #pragma once
 #include <vector>
 
+#include "base/settings.h"
+
 class Rng;
 
 struct SamplingOptions {
@@ -10,6 +12,8 @@ struct SamplingOptions {
   float top_p = 0.95f;       // then keep the smallest set whose probability reaches p; 1 = all
 };
 
+// The flags of ./sample that set these options (base/settings.h).
+const std::vector<Setting<SamplingOptions>>& sampling_settings();
 // Throws on out-of-range options, naming the flag.
 void validate(const SamplingOptions& options);
 

@@ -8,13 +8,15 @@
 
 #include "io/safetensors.h"
 
+#include <sys/stat.h>
+
 static const char* kAdamM = "optimizer.m.";
 static const char* kAdamV = "optimizer.v.";
 
 void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer& tokenizer,
                      const ResumeState* resume, Objective objective) {
   std::vector<TensorView> tensors;
-  for (const TensorSpec& t : model.table) tensors.push_back({t.name, t.shape, model.params_memory.data() + t.offset});
+  for (const TensorSpec& t : model.table()) tensors.push_back({t.name, t.shape, model.params_memory().data() + t.offset});
   const ModelConfig& c = model.config;
   std::map<std::string, std::string> meta = {
       {"format", kCheckpointFormat},
@@ -28,13 +30,13 @@ void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer&
       {"attn_scale", c.attn_scale},
       {"vocab", tokenizer.vocab_utf8()},
       {"specials", nlohmann::json(tokenizer.specials()).dump()},
-      {"mask", masks_to_string(model.masks)},
+      {"mask", masks_to_string(model.masks())},
       {"objective", to_string(objective)},
   };
   if (resume) {
-    if (resume->optimizer.m.size() != model.params_memory.size())
+    if (resume->optimizer.m.size() != model.params_memory().size())
       throw std::runtime_error(path + ": optimizer state does not match the model");
-    for (const TensorSpec& t : model.table) {
+    for (const TensorSpec& t : model.table()) {
       tensors.push_back({kAdamM + t.name, t.shape, resume->optimizer.m.data() + t.offset});
       tensors.push_back({kAdamV + t.name, t.shape, resume->optimizer.v.data() + t.offset});
     }
@@ -154,8 +156,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   GPT& model = *ckpt.model;
 
   std::set<std::string> known;
-  for (const TensorSpec& t : model.table) {
-    copy_tensor(path, t.name, t.shape, file.tensors, model.params_memory.data() + t.offset);
+  for (const TensorSpec& t : model.table()) {
+    copy_tensor(path, t.name, t.shape, file.tensors, model.params_memory().data() + t.offset);
     known.insert(t.name);
   }
   // Any optimizer tensor makes the file a training checkpoint; then every one of them must be there.
@@ -164,9 +166,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   });
   if (ckpt.resumable) {
     ResumeState& r = ckpt.resume;
-    r.optimizer.m.assign(model.params_memory.size(), 0.0f);
-    r.optimizer.v.assign(model.params_memory.size(), 0.0f);
-    for (const TensorSpec& t : model.table) {
+    r.optimizer.m.assign(model.params_memory().size(), 0.0f);
+    r.optimizer.v.assign(model.params_memory().size(), 0.0f);
+    for (const TensorSpec& t : model.table()) {
       copy_tensor(path, kAdamM + t.name, t.shape, file.tensors, r.optimizer.m.data() + t.offset);
       copy_tensor(path, kAdamV + t.name, t.shape, file.tensors, r.optimizer.v.data() + t.offset);
       known.insert(kAdamM + t.name);
@@ -182,4 +184,12 @@ Checkpoint load_checkpoint(const std::string& path) {
       throw std::runtime_error(path + ": unexpected tensor '" + entry.first + "' for a model with this config");
   ckpt.metadata = std::move(file.metadata);
   return ckpt;
+}
+
+std::string checkpoint_path(const std::string& out_dir) { return out_dir + "/ckpt.safetensors"; }
+
+std::string resolve_checkpoint(const std::string& path) {
+  struct stat st;
+  const bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return is_dir ? checkpoint_path(path) : path;
 }

@@ -40,3 +40,8 @@ struct Checkpoint {
 
 // Throws std::runtime_error naming the file and what is wrong with it; never returns a half-loaded model.
 Checkpoint load_checkpoint(const std::string& path);
+
+// Where a run's checkpoint lives: out_dir + "/ckpt.safetensors".
+std::string checkpoint_path(const std::string& out_dir);
+// What --ckpt and --resume accept: a checkpoint file, or an output directory holding ckpt.safetensors.
+std::string resolve_checkpoint(const std::string& file_or_dir);

@@ -59,8 +59,8 @@ std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const st
   const int C = model.config.n_embd, NH = model.config.n_head;
   std::vector<LayerAttentionStats> out;
   for (int l = 0; l < model.config.n_layer; l++) {
-    LayerAttentionStats st = layer_attention_stats(qkv[l], model.masks[l], model.attn_scale, B, T, C, NH);
-    const float* g = model.grads.h[l].attn_qkv_w;  // (C, 3C)
+    LayerAttentionStats st = layer_attention_stats(qkv[l], model.masks()[l], model.attn_scale, B, T, C, NH);
+    const float* g = model.grads().h[l].attn_qkv_w;  // (C, 3C)
     double gq = 0, gk = 0;
     for (int r = 0; r < C; r++)
       for (int c = 0; c < C; c++) {

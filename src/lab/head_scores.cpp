@@ -76,16 +76,16 @@ std::vector<int> repeated_random_sequences(int B, int n, int vocab, Rng& rng) {
 
 double ov_copying_score(const GPT& model, int layer, int head) {
   const int C = model.config.n_embd, HS = model.config.head_size(), V = model.config.vocab_size;
-  const BlockParams& p = model.params.h[layer];
+  const BlockParams& p = model.params().h[layer];
   // G = diag(γ_f)·W_Eᵀ·W_E·diag(γ₁)  (C × C)
   std::vector<double> gram((size_t)C * C, 0.0);
   for (int v = 0; v < V; v++) {
-    const float* e = model.params.wte + (size_t)v * C;
+    const float* e = model.params().wte + (size_t)v * C;
     for (int a = 0; a < C; a++)
       for (int b = 0; b < C; b++) gram[(size_t)a * C + b] += (double)e[a] * e[b];
   }
   for (int a = 0; a < C; a++)
-    for (int b = 0; b < C; b++) gram[(size_t)a * C + b] *= (double)model.params.ln_f_w[a] * p.ln_1_w[b];
+    for (int b = 0; b < C; b++) gram[(size_t)a * C + b] *= (double)model.params().ln_f_w[a] * p.ln_1_w[b];
   // A = W_O^h (HS × C) · G · W_V^h (C × HS); W_V^h = qkv_w[:, 2C + h·HS …], W_O^h = proj_w[h·HS …, :].
   std::vector<double> GV((size_t)C * HS, 0.0), A((size_t)HS * HS, 0.0);
   for (int a = 0; a < C; a++)
@@ -124,7 +124,7 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++)
         score_pattern(scores[(size_t)l * NH + h], probs + ((size_t)b * NH + h) * T * T, &x[(size_t)b * T], T,
-                      model.masks[l]);
+                      model.masks()[l]);
   }
   for (int l = 0; l < L; l++)
     for (int h = 0; h < NH; h++) scores[(size_t)l * NH + h].ov_copying = ov_copying_score(model, l, h);

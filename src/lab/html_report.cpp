@@ -13,7 +13,7 @@ AttentionDump dump_attention(GPT& model, const std::vector<int>& ids, const Toke
     throw std::runtime_error("the prompt must hold 1 to " + std::to_string(model.config.block_size) +
                              " characters, got " + std::to_string(T));
   AttentionDump d;
-  d.n_layer = L, d.n_head = NH, d.T = T, d.masks = model.masks;
+  d.n_layer = L, d.n_head = NH, d.T = T, d.masks = model.masks();
   for (int id : ids) d.tokens.push_back(tokenizer.decode_one(id));
   model.forward(ids.data(), nullptr, 1, T);
   for (int l = 0; l < L; l++) {

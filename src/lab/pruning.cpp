@@ -30,14 +30,14 @@ double gated_loss(GPT& model, const EvalBatches& e) {
 }
 
 std::vector<double> head_importance(GPT& model, const EvalBatches& e, bool normalise) {
-  if (model.head_gates.empty()) model.enable_head_gates();
+  if (model.head_gates().empty()) model.enable_head_gates();
   const int L = model.config.n_layer, NH = model.config.n_head;
   std::vector<double> I((size_t)L * NH, 0.0);
   for (int k = 0; k < e.n; k++) {
     model.zero_grad();
     model.forward(&e.x[(size_t)k * e.B * e.T], &e.y[(size_t)k * e.B * e.T], e.B, e.T);
     model.backward();
-    for (size_t i = 0; i < I.size(); i++) I[i] += std::fabs(model.head_gate_grads[i]) / e.n;
+    for (size_t i = 0; i < I.size(); i++) I[i] += std::fabs(model.head_gate_grads()[i]) / e.n;
   }
   model.zero_grad();
   if (normalise)
@@ -52,14 +52,14 @@ std::vector<double> head_importance(GPT& model, const EvalBatches& e, bool norma
 }
 
 std::vector<double> ablation_increase(GPT& model, const EvalBatches& e) {
-  if (model.head_gates.empty()) model.enable_head_gates();
+  if (model.head_gates().empty()) model.enable_head_gates();
   const double base = gated_loss(model, e);
-  std::vector<double> delta(model.head_gates.size());
+  std::vector<double> delta(model.head_gates().size());
   for (size_t i = 0; i < delta.size(); i++) {
-    const float saved = model.head_gates[i];
-    model.head_gates[i] = 0;
+    const float saved = model.head_gates()[i];
+    model.set_head_gate(i, 0);
     delta[i] = gated_loss(model, e) - base;
-    model.head_gates[i] = saved;
+    model.set_head_gate(i, saved);
   }
   return delta;
 }
@@ -71,7 +71,7 @@ std::string head_name(int index, int n_head) {
 std::vector<PruneStep> prune_curve(GPT& model, const EvalBatches& e, int64_t seed, double step_fraction,
                                    double max_fraction, bool normalise) {
   model.enable_head_gates();
-  const int total = (int)model.head_gates.size();
+  const int total = (int)model.head_gates().size();
   const int per_round = std::max(1, (int)std::ceil(step_fraction * total - 1e-9));
   const int limit = std::min(total - 1, (int)std::floor(max_fraction * total + 1e-9));
   std::vector<int> order;  // the random order, when seed ≥ 0
@@ -92,15 +92,15 @@ std::vector<PruneStep> prune_curve(GPT& model, const EvalBatches& e, int64_t see
       std::vector<double> I = head_importance(model, e, normalise);
       std::vector<int> alive;
       for (int i = 0; i < total; i++)
-        if (model.head_gates[i] != 0) alive.push_back(i);
+        if (model.head_gates()[i] != 0) alive.push_back(i);
       std::stable_sort(alive.begin(), alive.end(), [&](int a, int b) { return I[a] < I[b]; });
       chosen.assign(alive.begin(), alive.begin() + now);
     }
-    for (int i : chosen) model.head_gates[i] = 0, removed_names += (removed_names.empty() ? "" : " ") + head_name(i, model.config.n_head);
+    for (int i : chosen) model.set_head_gate(i, 0), removed_names += (removed_names.empty() ? "" : " ") + head_name(i, model.config.n_head);
     removed += now;
     curve.push_back({removed, (double)removed / total, gated_loss(model, e), removed_names});
   }
-  std::fill(model.head_gates.begin(), model.head_gates.end(), 1.0f);
+  model.set_head_gates(std::vector<float>(model.head_gates().size(), 1.0f));
   return curve;
 }
 

@@ -13,7 +13,7 @@ float learning_rate(const AdamWConfig& cfg, int step, int total_steps) {
   return (float)(cfg.min_lr + cosine * (cfg.lr - cfg.min_lr));
 }
 
-double global_norm(const std::vector<float>& grads) {
+double global_norm(Span<const float> grads) {
   double sum = 0;
   const size_t n = grads.size();
 #pragma omp parallel for schedule(static) reduction(+ : sum) if (worth_threads(n))
@@ -21,7 +21,7 @@ double global_norm(const std::vector<float>& grads) {
   return std::sqrt(sum);
 }
 
-double clip_global_norm(std::vector<float>& grads, float max_norm) {
+double clip_global_norm(Span<float> grads, float max_norm) {
   double norm = global_norm(grads);
   if (max_norm > 0 && norm > max_norm) {
     const float scale = (float)(max_norm / norm);
@@ -33,20 +33,20 @@ double clip_global_norm(std::vector<float>& grads, float max_norm) {
 }
 
 void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr) {
-  if (m.size() != model.params_memory.size()) {
-    m.assign(model.params_memory.size(), 0.0f);
-    v.assign(model.params_memory.size(), 0.0f);
+  if (m.size() != model.params_memory().size()) {
+    m.assign(model.params_memory().size(), 0.0f);
+    v.assign(model.params_memory().size(), 0.0f);
   }
   t += 1;
   const float correction1 = 1.0f - std::pow(cfg.beta1, (float)t);
   const float correction2 = 1.0f - std::pow(cfg.beta2, (float)t);
   // One parallel region for the whole table (tensors differ only in their weight decay); `nowait` lets a thread
   // go on to the next tensor without waiting for the others, since tensors are independent.
-#pragma omp parallel if (worth_threads(model.params_memory.size()))
-  for (const TensorSpec& tensor : model.table) {
+#pragma omp parallel if (worth_threads(model.params_memory().size()))
+  for (const TensorSpec& tensor : model.table()) {
     const float decay = tensor.weight_decay ? cfg.weight_decay : 0.0f;
-    float* theta = model.params_memory.data() + tensor.offset;
-    const float* g = model.grads_memory.data() + tensor.offset;
+    float* theta = model.params_memory().data() + tensor.offset;
+    const float* g = model.grads_memory().data() + tensor.offset;
     float* mt = m.data() + tensor.offset;
     float* vt = v.data() + tensor.offset;
 #pragma omp for schedule(static) nowait

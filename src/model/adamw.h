@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "base/span.h"
+
 class GPT;
 
 struct AdamWConfig {
@@ -22,9 +24,9 @@ struct AdamWConfig {
 float learning_rate(const AdamWConfig& cfg, int step, int total_steps);
 
 // √(Σ g²) over every gradient, accumulated in double so the order of terms hardly matters.
-double global_norm(const std::vector<float>& grads);
+double global_norm(Span<const float> grads);
 // Scales the gradients so their global norm is at most max_norm; returns the norm before clipping.
-double clip_global_norm(std::vector<float>& grads, float max_norm);
+double clip_global_norm(Span<float> grads, float max_norm);
 
 struct AdamW {
   std::vector<float> m, v;  // same layout as the parameter arena

@@ -17,7 +17,8 @@ struct ModelConfig {
 // Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)".
 void validate(const ModelConfig& config);
 
+// "4 layers, 4 heads, 128 wide, block 64, vocab 65" ("4 attention-only layers, …" with attn_only).
 std::string describe(const ModelConfig& config);
 
 // The number attn_scale stands for; throws on a spelling it does not know.
-float attention_scale(const ModelConfig& config);  // "4 layers, 4 heads, 128 wide, block 64, vocab 65"
+float attention_scale(const ModelConfig& config);

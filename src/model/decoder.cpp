@@ -2,21 +2,19 @@
 
 #include <algorithm>
 
+#include "model/block.h"
 #include "ops/attention.h"
 #include "ops/embedding.h"
-#include "ops/gelu.h"
-#include "ops/layernorm.h"
-#include "ops/linear.h"
 
 Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_token) {
   const ModelConfig& c = model.config;
-  use_cache_ = mask_token < 0 && std::none_of(model.masks.begin(), model.masks.end(), [&](const AttentionMask& m) {
+  use_cache_ = mask_token < 0 && std::none_of(model.masks().begin(), model.masks().end(), [&](const AttentionMask& m) {
                  return m.sees_future(c.block_size);
                });
   const size_t C = c.n_embd;
   k_cache_.assign((size_t)c.n_layer * c.block_size * C, 0.0f);
   v_cache_.assign(k_cache_.size(), 0.0f);
-  x_.resize(C), ln_.resize(C), qkv_.resize(3 * C), att_.resize(C), proj_.resize(C);
+  x_.resize(C), ln_.resize(C), qkv_.resize(3 * C), att_.resize(C), gated_.resize(C), res2_.resize(C), res3_.resize(C);
   fc_.resize(4 * C), fc_gelu_.resize(4 * C), logits_.resize(c.vocab_size), probs_.resize(c.block_size);
 }
 
@@ -63,37 +61,33 @@ const float* Decoder::step_full_recompute() {
   return logits_.data();
 }
 
-// The forward pass of GPT::forward for one position (B = T = 1), with attention over the cache. Every product
-// is a matrix-vector product (matvec): for one row, sgemm's repacking of the weights costs more than the math.
+// The forward pass of GPT::forward for one position (B = T = 1): the same block_forward (block.h), with attention
+// over the cache and every product a matrix-vector product (matvec): for one row, sgemm's repacking of the weights
+// costs more than the math.
 const float* Decoder::step_cached(int token, int pos) {
   const ModelConfig& c = model_.config;
   const int C = c.n_embd, NH = c.n_head, HS = c.head_size();
-  const GPTParams& p = model_.params;
+  const GPTParams& p = model_.params();
   // A one-token "sequence" whose position-0 row is wpe row `pos`.
   embedding_forward(x_.data(), &token, p.wte, p.wpe + (size_t)pos * C, 1, 1, C);
   for (int l = 0; l < c.n_layer; l++) {
-    const BlockParams& b = p.h[l];
     float* keys = k_cache_.data() + (size_t)l * c.block_size * C;
     float* values = v_cache_.data() + (size_t)l * c.block_size * C;
-    layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_1_w, b.ln_1_b, 1, C);
-    matvec(qkv_.data(), ln_.data(), b.attn_qkv_w, b.attn_qkv_b, C, 3 * C);
-    std::copy(qkv_.begin() + C, qkv_.begin() + 2 * C, keys + (size_t)pos * C);
-    std::copy(qkv_.begin() + 2 * C, qkv_.end(), values + (size_t)pos * C);
-    KeyRange range = model_.masks[l].keys_for(pos, pos + 1);
-    for (int h = 0; h < NH; h++)
-      attend_one_query(att_.data() + h * HS, probs_.data(), qkv_.data() + h * HS, keys + h * HS, values + h * HS, C,
-                       range, model_.attn_scale, HS);
-    if (!model_.head_gates.empty())
-      for (int h = 0; h < NH; h++)
-        for (int d = 0; d < HS; d++) att_[h * HS + d] *= model_.head_gates[(size_t)l * NH + h];
-    matvec(proj_.data(), att_.data(), b.attn_proj_w, b.attn_proj_b, C, C);
-    for (int i = 0; i < C; i++) x_[i] += proj_[i];
-    if (c.attn_only) continue;
-    layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), b.ln_2_w, b.ln_2_b, 1, C);
-    matvec(fc_.data(), ln_.data(), b.mlp_fc_w, b.mlp_fc_b, C, 4 * C);
-    gelu_forward(fc_gelu_.data(), fc_.data(), fc_.size());
-    matvec(proj_.data(), fc_gelu_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C);
-    for (int i = 0; i < C; i++) x_[i] += proj_[i];
+    // x_ is the block's input and, after the block, its output (residual3 → x_ for the next layer).
+    const BlockBuffers buffers{ln_.data(), &mean_,      &rstd_, qkv_.data(),     att_.data(), gated_.data(),
+                               res2_.data(), &mean_, &rstd_, fc_.data(), fc_gelu_.data(), res3_.data()};
+    const float* gates = model_.gated() ? &model_.head_gates()[(size_t)l * NH] : nullptr;
+    block_forward<OneRowProducts>(buffers, x_.data(), p.h[l], gates, c.attn_only, 1, C, NH,
+                                  [&](const float* qkv, float* att_out) {
+                                    // This position's key and value join the cache; its query attends over it.
+                                    std::copy(qkv + C, qkv + 2 * C, keys + (size_t)pos * C);
+                                    std::copy(qkv + 2 * C, qkv + 3 * C, values + (size_t)pos * C);
+                                    const KeyRange range = model_.masks()[l].keys_for(pos, pos + 1);
+                                    for (int h = 0; h < NH; h++)
+                                      attend_one_query(att_out + h * HS, probs_.data(), qkv + h * HS, keys + h * HS,
+                                                       values + h * HS, C, range, model_.attn_scale, HS);
+                                  });
+    std::swap(x_, res3_);
   }
   layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), p.ln_f_w, p.ln_f_b, 1, C);
   lm_head_matvec(logits_.data(), ln_.data(), p.wte, C, c.vocab_size);

@@ -31,6 +31,6 @@ class Decoder {
   std::vector<int> context_;
   std::vector<float> k_cache_, v_cache_;  // (L, block_size, C) each
   // One position's activations, reused at every step.
-  std::vector<float> x_, ln_, qkv_, att_, proj_, fc_, fc_gelu_, logits_, probs_;
+  std::vector<float> x_, ln_, qkv_, att_, gated_, res2_, res3_, fc_, fc_gelu_, logits_, probs_;
   float mean_ = 0, rstd_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/block.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
@@ -76,34 +77,54 @@ void check_fits_in_memory(const ModelConfig& config, int B) {
                              " bytes of memory; reduce --batch, --block, --n-embd or --n-layer");
 }
 
-GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks) : config(cfg), masks(std::move(layer_masks)) {
-  validate(config);
-  if (masks.empty()) masks.assign(config.n_layer, AttentionMask{});
-  if ((int)masks.size() != config.n_layer)
+GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)
+    : config((validate(cfg), cfg)), attn_scale(attention_scale(cfg)) {
+  set_masks(layer_masks.empty() ? std::vector<AttentionMask>(config.n_layer) : std::move(layer_masks));
+  table_ = gpt_tensor_table(config);
+  params_memory_.assign(total_floats(table_), 0.0f);
+  grads_memory_.assign(params_memory_.size(), 0.0f);
+  params_ = bind_params(table_, params_memory_.data(), config.n_layer);
+  grads_ = bind_params(table_, grads_memory_.data(), config.n_layer);
+}
+
+void GPT::set_masks(std::vector<AttentionMask> layer_masks) {
+  if ((int)layer_masks.size() != config.n_layer)
     throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
-                             std::to_string(masks.size()));
-  attn_scale = attention_scale(config);
-  table = gpt_tensor_table(config);
-  params_memory.assign(total_floats(table), 0.0f);
-  grads_memory.assign(params_memory.size(), 0.0f);
-  params = bind_params(table, params_memory.data(), config.n_layer);
-  grads = bind_params(table, grads_memory.data(), config.n_layer);
+                             std::to_string(layer_masks.size()));
+  masks_ = std::move(layer_masks);
 }
 
 void GPT::init_weights(uint64_t seed) {
   Rng rng(seed);
-  init_params(table, params_memory.data(), config.n_layer, rng);
+  init_params(table_, params_memory_.data(), config.n_layer, rng);
 }
 
 void GPT::zero_grad() {
-  std::fill(grads_memory.begin(), grads_memory.end(), 0.0f);
-  std::fill(head_gate_grads.begin(), head_gate_grads.end(), 0.0f);
+  std::fill(grads_memory_.begin(), grads_memory_.end(), 0.0f);
+  std::fill(head_gate_grads_.begin(), head_gate_grads_.end(), 0.0f);
 }
 
 void GPT::enable_head_gates() {
-  head_gates.assign((size_t)config.n_layer * config.n_head, 1.0f);
-  head_gate_grads.assign(head_gates.size(), 0.0f);
+  head_gates_.assign((size_t)config.n_layer * config.n_head, 1.0f);
+  head_gate_grads_.assign(head_gates_.size(), 0.0f);
   capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, with att_gated
+}
+
+void GPT::set_head_gates(const std::vector<float>& gates) {
+  const size_t n = (size_t)config.n_layer * config.n_head;
+  if (gates.size() != n)
+    throw std::runtime_error("expected " + std::to_string(n) + " head gates (n_layer × n_head), got " +
+                             std::to_string(gates.size()));
+  if (!gated()) enable_head_gates();
+  head_gates_ = gates;
+}
+
+void GPT::set_head_gate(int index, float value) {
+  if (!gated()) enable_head_gates();
+  if (index < 0 || (size_t)index >= head_gates_.size())
+    throw std::runtime_error("head gate " + std::to_string(index) + " does not exist (the model has " +
+                             std::to_string(head_gates_.size()) + ")");
+  head_gates_[index] = value;
 }
 
 const float* GPT::attention_probs(int layer) const {
@@ -150,7 +171,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
       throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
                                std::to_string(i));
   if (B != B_ || T != T_) reserve_activations(B, T);
-  B_ = B, T_ = T, last_masks_ = masks;
+  B_ = B, T_ = T, last_masks_ = masks_;
   probs_ready_.assign(config.n_layer, 0);  // attention_probs() rebuilds from this forward on request
   const int BT = B * T;
   std::copy(inputs, inputs + BT, inputs_.begin());
@@ -158,35 +179,21 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
   if (targets) std::copy(targets, targets + BT, targets_.begin());
 
   Activations& a = acts_;
-  embedding_forward(a.encoded, inputs, params.wte, params.wpe, B, T, C);
+  embedding_forward(a.encoded, inputs, params_.wte, params_.wpe, B, T, C);
   const float* residual = a.encoded;
   for (int l = 0; l < config.n_layer; l++) {
-    const BlockParams& p = params.h[l];
     LayerActivations& la = a.layers[l];
-    // x ← x + attn_proj(attention(qkv(ln_1(x))))
-    layernorm_forward(a.ln, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
-    linear_forward(la.qkv, a.ln, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
-    attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], attn_scale, B, T, C, NH);
-    const float* heads = la.att_out;
-    if (!head_gates.empty()) {
-      head_gate_forward(la.att_gated, la.att_out, &head_gates[(size_t)l * NH], BT, NH, C / NH);
-      heads = la.att_gated;
-    }
-    linear_forward(la.residual2, heads, p.attn_proj_w, p.attn_proj_b, BT, C, C, residual);
-    if (config.attn_only) {  // no MLP: the block's output is the attention residual
-      std::copy(la.residual2, la.residual2 + (size_t)BT * C, la.residual3);
-      residual = la.residual3;
-      continue;
-    }
-    // x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
-    layernorm_forward(a.ln, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln_2_w, p.ln_2_b, BT, C);
-    linear_forward(la.fc, a.ln, p.mlp_fc_w, p.mlp_fc_b, BT, C, 4 * C);
-    gelu_forward(a.fc_gelu, la.fc, (size_t)BT * 4 * C);
-    linear_forward(la.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, BT, 4 * C, C, la.residual2);
+    const BlockBuffers buffers{a.ln,       la.ln1_mean, la.ln1_rstd, la.qkv, la.att_out,  la.att_gated,
+                               la.residual2, la.ln2_mean, la.ln2_rstd, la.fc,  a.fc_gelu, la.residual3};
+    const float* gates = head_gates_.empty() ? nullptr : &head_gates_[(size_t)l * NH];
+    block_forward<BatchedProducts>(buffers, residual, params_.h[l], gates, config.attn_only, BT, C, NH,
+                                   [&](const float* qkv, float* att_out) {
+                                     attention_forward(att_out, la.att_lse, qkv, masks_[l], attn_scale, B, T, C, NH);
+                                   });
     residual = la.residual3;
   }
-  layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params.ln_f_w, params.ln_f_b, BT, C);
-  lm_head_forward(a.logits, a.lnf, params.wte, BT, C, V);
+  layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params_.ln_f_w, params_.ln_f_b, BT, C);
+  lm_head_forward(a.logits, a.lnf, params_.wte, BT, C, V);
   if (!targets) return 0.0f;
   LossSum loss = cross_entropy_forward(a.probs, a.losses, a.logits, targets, BT, V);
   loss_count_ = loss.count;
@@ -199,21 +206,22 @@ void GPT::backward() {
   Activations& a = acts_;
   const size_t BTC = (size_t)BT * C;
 
-  // Each op's backward writes the gradient of its input into a scratch buffer, except LayerNorm's, which adds into
-  // d_residual: the residual stream's gradient sums over the branches that read the stream. It starts at zero.
+  // The gradient convention (src/ops/README.md): each op's backward writes the gradient of its input into a scratch
+  // buffer, except LayerNorm's, which adds into d_residual: the residual stream's gradient sums over the branches
+  // that read the stream. It starts at zero.
   // loss → logits → final LayerNorm
   cross_entropy_backward(a.d_logits, a.probs, targets_.data(), loss_count_, BT, V);
-  lm_head_backward(a.d_ln, grads.wte, a.d_logits, a.lnf, params.wte, BT, C, V);
+  lm_head_backward(a.d_ln, grads_.wte, a.d_logits, a.lnf, params_.wte, BT, C, V);
   const float* top = config.n_layer ? a.layers.back().residual3 : a.encoded;
   zero(a.d_residual, BTC);
-  layernorm_backward(a.d_residual, grads.ln_f_w, grads.ln_f_b, a.d_ln, top, params.ln_f_w, a.lnf_mean, a.lnf_rstd,
+  layernorm_backward(a.d_residual, grads_.ln_f_w, grads_.ln_f_b, a.d_ln, top, params_.ln_f_w, a.lnf_mean, a.lnf_rstd,
                      BT, C);
 
   // d_residual holds ∂loss/∂(block output). A residual add passes its gradient through unchanged, so each
   // branch's backward only adds its own contribution into d_residual on the way down.
   for (int l = config.n_layer - 1; l >= 0; l--) {
-    const BlockParams& p = params.h[l];
-    BlockParams& g = grads.h[l];
+    const BlockParams& p = params_.h[l];
+    BlockParams& g = grads_.h[l];
     LayerActivations& la = a.layers[l];
     const float* block_input = l == 0 ? a.encoded : a.layers[l - 1].residual3;
 
@@ -230,23 +238,23 @@ void GPT::backward() {
     }
 
     // Attention branch: residual2 = block_input + attn_proj(attention(qkv(ln_1(block_input))))
-    if (head_gates.empty()) {
+    if (head_gates_.empty()) {
       linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
     } else {  // through the gates: d(gated) lands in d_ln, free until the qkv backward below
       linear_backward(a.d_ln, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_gated, p.attn_proj_w, BT, C, C);
-      head_gate_backward(a.d_att_out, &head_gate_grads[(size_t)l * NH], a.d_ln, la.att_out,
-                         &head_gates[(size_t)l * NH], BT, NH, C / NH);
+      head_gate_backward(a.d_att_out, &head_gate_grads_[(size_t)l * NH], a.d_ln, la.att_out,
+                         &head_gates_[(size_t)l * NH], BT, NH, C / NH);
     }
-    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
+    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks_[l], attn_scale, B, T, C, NH);
     layernorm_recompute(a.ln, block_input, p.ln_1_w, p.ln_1_b, la.ln1_mean, la.ln1_rstd, BT, C);
     linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
                        BT, C);
   }
-  embedding_backward(grads.wte, grads.wpe, a.d_residual, inputs_.data(), B, T, C);
+  embedding_backward(grads_.wte, grads_.wpe, a.d_residual, inputs_.data(), B, T, C);
 }
 
 void GPT::set_prefix_length(int N) {
-  for (AttentionMask& m : masks)
+  for (AttentionMask& m : masks_)
     if (m.kind == AttentionMask::Prefix) m.size = N;
 }

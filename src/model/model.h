@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/span.h"
 #include "model/config.h"
 #include "ops/mask.h"
 #include "model/params.h"
@@ -57,7 +58,7 @@ class GPT {
   float forward(const int* inputs, const int* targets, int B, int T);
   // Gradients of the last forward's mean loss, accumulated into grads (call zero_grad first).
   void backward();
-  void zero_grad();
+  void zero_grad();  // every parameter gradient and every head gate gradient
 
   const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
   // P of the last forward, (B, NH, T, T), 0 where the mask forbids. Not kept by training: rebuilt on request.
@@ -65,25 +66,42 @@ class GPT {
   const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
   int last_B() const { return B_; }
   int last_T() const { return T_; }
-  size_t num_params() const { return params_memory.size(); }
 
-  ModelConfig config;
-  std::vector<AttentionMask> masks;  // per layer; may change between forwards (prefix-LM draws N every step)
-  void set_prefix_length(int N);     // N of every prefix mask (prefix-LM draws a new N per batch)
-  float attn_scale;  // multiplies q·k: attention_scale(config), 1/√HS by default
+  const ModelConfig config;  // fixed for the model's life: every buffer is sized from it
+  const float attn_scale;    // multiplies q·k: attention_scale(config), 1/√HS by default
 
-  // Head gates ξ (L × NH), off (empty) unless enable_head_gates() is called; see head_gate.h.
-  std::vector<float> head_gates, head_gate_grads;
+  // ---- the parameters: one arena laid out as table() says, typed views into it, and a gradient arena alike.
+  // The values may be changed through these (loading, the optimizer, experiments); the sizes cannot.
+  const std::vector<TensorSpec>& table() const { return table_; }
+  Span<float> params_memory() { return params_memory_; }
+  Span<const float> params_memory() const { return params_memory_; }
+  Span<float> grads_memory() { return grads_memory_; }
+  Span<const float> grads_memory() const { return grads_memory_; }
+  const GPTParams& params() const { return params_; }
+  const GPTParams& grads() const { return grads_; }
+  size_t num_params() const { return params_memory_.size(); }
+
+  // ---- the masks, one per layer; they may change between forwards (a prefix-LM draws N for every batch).
+  const std::vector<AttentionMask>& masks() const { return masks_; }
+  void set_masks(std::vector<AttentionMask> masks);  // throws unless there is one per layer
+  void set_prefix_length(int N);                      // N of every prefix mask
+
+  // ---- head gates ξ (L × NH, index layer·NH + head; head_gate.h): off (empty) until enabled.
   void enable_head_gates();  // every ξ = 1, their gradients 0; backward() then accumulates ∂L/∂ξ
-  bool gated() const { return !head_gates.empty(); }
-  std::vector<TensorSpec> table;
-  // The arenas. Write into them (std::copy, data()), never assign or resize them: `params` and `grads` point
-  // into their storage.
-  std::vector<float> params_memory, grads_memory;
-  GPTParams params, grads;
+  void set_head_gates(const std::vector<float>& gates);  // turns them on; throws unless there are L × NH
+  void set_head_gate(int index, float value);            // one ξ (gates on); throws on a bad index
+  bool gated() const { return !head_gates_.empty(); }
+  const std::vector<float>& head_gates() const { return head_gates_; }
+  const std::vector<float>& head_gate_grads() const { return head_gate_grads_; }
 
  private:
   void reserve_activations(int B, int T);
+
+  std::vector<AttentionMask> masks_;
+  std::vector<TensorSpec> table_;
+  std::vector<float> params_memory_, grads_memory_;  // never reassigned or resized: params_ and grads_ point in
+  GPTParams params_, grads_;
+  std::vector<float> head_gates_, head_gate_grads_;
 
   Activations acts_{};
   std::vector<float> acts_memory_;

@@ -41,7 +41,8 @@ struct TensorSpec {
   std::string name;  // GPT-2 / Hugging Face name, e.g. "h.3.attn.c_attn.weight"
   std::vector<int64_t> shape;
   Init init;
-  bool weight_decay;  // AdamW's decoupled decay: 2-D weights yes, biases, LayerNorm and nothing else
+  bool weight_decay;  // AdamW's decoupled decay: on for the 2-D weights (embeddings and linear layers), off for
+                      // biases and LayerNorm's weights and biases
   size_t offset;      // first float of this tensor in the arena
   size_t numel;
   // Where the tensor appears in the views: a GPTParams member, or a BlockParams member of layer `layer`.

@@ -1,13 +1,13 @@
 // Multi-head self-attention on a fused QKV tensor.   B batch, T time, C channels, NH heads, HS = C/NH.
 // Row t of qkv (B, T, 3C) is [q | k | v]; head h owns columns h·HS … (h+1)·HS − 1 of each third.
 // For each (b, h), with the keys that the mask allows query i to see, K(i) = [begin, end):
-//   forward   S_ij = scale · q_i·k_j        (scale = 1/√HS by default: unit-variance logits, see README)
+//   forward   S_ij = scale · q_i·k_j        (scale = 1/√HS by default: unit-variance logits; docs/lab.md)
 //             P_ij = softmax_j(S_ij) over j ∈ K(i), and exactly 0 elsewhere
 //             O_i  = Σ_j P_ij v_j
 //   backward  dV = Pᵀ·dO                    dv_j = Σ_i P_ij dO_i
 //             dP = dO·Vᵀ                    dP_ij = dO_i·v_j
 //             dS = P ⊙ (dP − rowsum(dP ⊙ P)),  and rowsum(dP ⊙ P)_i = Σ_j P_ij dO_i·v_j = dO_i·O_i
-//             dQ = dS·K·scale,   dK = dSᵀ·Q·scale
+//             dQ = dS·K·scale,   dK = dSᵀ·Q·scale      (dqkv is written: src/ops/README.md)
 // Masked pairs are never visited, so they contribute exactly zero, and a narrow mask costs proportionally less.
 //
 // P is B·NH·T² floats, more than everything else a layer keeps at long T (≈ 600 MB for the small preset). So the
@@ -33,7 +33,9 @@ void attention_backward(float* dqkv,               // (B, T, 3C)  written
 void attention_probs(float* probs, const float* qkv, const float* lse, const AttentionMask& mask, float scale, int B,
                      int T, int C, int NH);
 
-// One query against a run of keys and values: the body of attention_forward, shared with the KV-cache decoder.
+// One query against a run of keys and values, in one pass: the KV-cache decoder's attention (decoder.cpp). The
+// training forward computes the same numbers for blocks of queries at once (block_scores / softmax_row in
+// attention.cpp), so that Q·Kᵀ is a matrix product.
 //   q (HS); key j is at keys + j·stride, value j at values + j·stride; writes o (HS) and p[begin, end).
 void attend_one_query(float* o, float* p, const float* q, const float* keys, const float* values, int stride,
                       KeyRange range, float scale, int HS);

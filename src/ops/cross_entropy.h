@@ -1,7 +1,7 @@
 // Softmax + cross-entropy, fused.   N rows (= B·T), V vocabulary.
 //   forward   p = softmax(z) per row,  loss_n = −log p[target_n];  returns the mean over rows whose target ≥ 0
 //             (a target of −1 means "no loss here", e.g. the unmasked positions of BERT's objective)
-//   backward  dz_n = (p_n − onehot(target_n)) / count   for counted rows; 0 for the others
+//   backward  dz_n = (p_n − onehot(target_n)) / count   for counted rows; 0 for the others (dlogits is written)
 #pragma once
 
 constexpr int kNoTarget = -1;

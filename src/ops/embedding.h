@@ -1,7 +1,7 @@
 // Token + position embedding.   Shapes: B batch, T time, C channels, V vocabulary.
 //   forward   out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :]
 //   backward  dwte[tokens[b,t], :] += dout[b,t,:]     dwpe[t, :] += dout[b,t,:]
-// Backward passes in this project accumulate (+=) into every gradient they write; callers zero them first.
+// Gradients (src/ops/README.md): parameter gradients are added to (+=), an input gradient is written (=).
 #pragma once
 
 void embedding_forward(float* out,                                // (B, T, C)

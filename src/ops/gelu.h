@@ -1,6 +1,7 @@
 // GELU, tanh approximation (GPT-2).   N elements.
 //   forward   y = ½·x·(1 + tanh u),   u = √(2/π)·(x + 0.044715·x³)
-//   backward  dx = dy/dx · dy,   dy/dx = ½·(1 + tanh u) + ½·x·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·x²)
+// Gradients (src/ops/README.md): the input gradient is written.
+//   backward  dx = dy/dx · dout,   dy/dx = ½·(1 + tanh u) + ½·x·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·x²)
 #pragma once
 #include <cstddef>
 

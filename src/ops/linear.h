@@ -2,8 +2,8 @@
 //   forward   Y = X·W + b                    X (N, IC), W (IC, OC) as GPT-2 stores it, b (OC) or null
 //   backward  dX = dY·Wᵀ       dW += Xᵀ·dY      db += Σ_rows dY
 // Each product is one sgemm call on row-major data; the transposes are sgemm flags, never copies.
-// As in every op of src/: a backward writes the gradient of its input (dX) and adds to the gradients of its
-// parameters (dW, db), which sum over the whole model before the optimizer step.
+// As in every op (src/ops/README.md): a backward writes the gradient of its input (dX) and adds to the gradients
+// of its parameters (dW, db), which sum over the whole model before the optimizer step.
 #pragma once
 
 // With `residual` (N, OC), out = residual + X·W + b: a residual connection folded into the product's starting

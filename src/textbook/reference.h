@@ -1,8 +1,11 @@
-// The slow, obvious specification of every op in src/ and of the whole GPT, used only by the tests.
+// The textbook: the slow, obvious specification of every op in src/ops/ and of the whole GPT. Read this first
+// (docs/tour.md): the fast code in src/ops/ and src/model/ computes exactly these formulas, and the tests hold it
+// to them (tests/test_ops.cpp, test_model.cpp, test_masks.cpp). Compiled only into the tests.
 // Header-only and templated on the float type F (the tests use double). Naive loops, no BLAS, no OpenMP, and no
 // call into any fast op: each function is the formula in its comment written out, so the fast code can be checked
-// against something that shares none of its tricks. Argument order, shapes and the accumulate (+=) convention of
-// every backward are the fast ops'. Indices are plain ints: meant for tiny shapes.
+// against something that shares none of its tricks. Argument order, shapes and the gradient convention of every
+// backward are the fast ops' (src/ops/README.md: parameter gradients +=, input gradients =, LayerNorm's dinp +=).
+// Indices are plain ints: meant for tiny shapes.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -236,6 +239,37 @@ void ref_attention_backward(F* dqkv, const F* dout, const F* qkv, const F* probs
     }
 }
 
+// ---- Head gates: head h's output scaled by ξ_h before the output projection. inp, out (N, C) = (N, NH·HS).
+template <typename F>
+void ref_head_gate_forward(F* out, const F* inp, const F* gates, int N, int NH, int HS) {
+  // y[n, h, d] = ξ_h · x[n, h, d]
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < NH; h++)
+      for (int d = 0; d < HS; d++) out[(n * NH + h) * HS + d] = gates[h] * inp[(n * NH + h) * HS + d];
+}
+
+template <typename F>
+void ref_head_gate_backward(F* dinp, F* dgates, const F* dout, const F* inp, const F* gates, int N, int NH, int HS) {
+  // dx[n, h, d] = ξ_h · dy[n, h, d];   dξ_h += Σ_n Σ_d dy[n, h, d] · x[n, h, d]
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < NH; h++)
+      for (int d = 0; d < HS; d++) {
+        const int i = (n * NH + h) * HS + d;
+        dinp[i] = gates[h] * dout[i];
+        dgates[h] += dout[i] * inp[i];
+      }
+}
+
+// The number that multiplies q·k, in F: attn_scale "sqrt" = 1/√HS, "inv" = 1/HS, "none" = 1, or the number given.
+template <typename F>
+F ref_attention_scale(const ModelConfig& c) {
+  const F HS = F(c.head_size());
+  if (c.attn_scale == "sqrt") return 1 / std::sqrt(HS);
+  if (c.attn_scale == "inv") return 1 / HS;
+  if (c.attn_scale == "none") return F(1);
+  return F(std::stod(c.attn_scale));
+}
+
 // ---- Softmax + cross-entropy. logits, probs (N,V); losses, targets (N). Returns the mean loss over counted rows.
 template <typename F>
 F ref_cross_entropy_forward(F* probs, F* losses, const F* logits, const int* targets, int N, int V) {
@@ -264,19 +298,24 @@ void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, 
 
 // ---- The whole model, composed only from the ref_ ops above. Pre-LN blocks:
 //   x ← x + attn_proj(attention(qkv(ln_1(x))));   x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
-// then the final LayerNorm, the LM head tied to wte and the mean cross-entropy. Attention scale 1/√HS.
+// then the final LayerNorm, the LM head tied to wte and the mean cross-entropy. Every option of the fast model:
+// the attention scale (config.attn_scale), attention-only blocks (config.attn_only: no MLP, res3 = res2), head
+// gates ξ (head_gates, L × NH, empty = off; their gradient goes to gate_grads) and one mask per layer.
 template <typename F>
 struct ReferenceGPT {
   struct Layer {  // what the forward keeps for the backward, zero-initialised for N = B·T rows and P = B·NH·T·T
-    std::vector<F> ln1, ln1_mean, ln1_rstd, qkv, probs, att, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
+    std::vector<F> ln1, ln1_mean, ln1_rstd, qkv, probs, att, gated, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
     Layer(int N, int C, int P)
-        : ln1(N * C), ln1_mean(N), ln1_rstd(N), qkv(N * 3 * C), probs(P), att(N * C), res2(N * C), ln2(N * C),
+        : ln1(N * C), ln1_mean(N), ln1_rstd(N), qkv(N * 3 * C), probs(P), att(N * C), gated(N * C), res2(N * C),
+          ln2(N * C),
           ln2_mean(N), ln2_rstd(N), fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
   };
   ModelConfig config;
   std::vector<AttentionMask> masks;  // one per layer
   std::vector<TensorSpec> table;     // the arena layout
   std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
+  std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
+  std::vector<F> gate_grads;         // ∂loss/∂ξ, accumulated by backward when the gates are on
   // The last forward's inputs and activations.
   int B = 0, T = 0;
   std::vector<int> inputs, targets;
@@ -304,7 +343,8 @@ struct ReferenceGPT {
     const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
     if ((int)inputs.size() != N || (!targets.empty() && (int)targets.size() != N))
       throw std::runtime_error("ReferenceGPT::forward: inputs and targets must hold B·T ids");
-    const F scale = 1 / std::sqrt(F(config.head_size()));
+    const F scale = ref_attention_scale<F>(config);
+    const int HS = config.head_size();
     encoded.assign(N * C, F(0));
     ref_embedding_forward(encoded.data(), inputs.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
     layers.assign(config.n_layer, Layer(N, C, B * NH * T * T));
@@ -316,8 +356,14 @@ struct ReferenceGPT {
                             p(l, "ln_1.bias"), N, C);
       ref_linear_forward(a.qkv.data(), a.ln1.data(), p(l, "attn.c_attn.weight"), p(l, "attn.c_attn.bias"), N, C, 3 * C);
       ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], scale, B, T, C, NH);
-      ref_linear_forward(a.res2.data(), a.att.data(), p(l, "attn.c_proj.weight"), p(l, "attn.c_proj.bias"), N, C, C);
+      const std::vector<F>& heads = head_gates.empty() ? a.att : a.gated;
+      if (!head_gates.empty()) ref_head_gate_forward(a.gated.data(), a.att.data(), &head_gates[l * NH], N, NH, HS);
+      ref_linear_forward(a.res2.data(), heads.data(), p(l, "attn.c_proj.weight"), p(l, "attn.c_proj.bias"), N, C, C);
       for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
+      if (config.attn_only) {  // no MLP: res3 = res2
+        a.res3 = a.res2;
+        continue;
+      }
       // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))
       ref_layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(l, "ln_2.weight"),
                             p(l, "ln_2.bias"), N, C);
@@ -336,12 +382,15 @@ struct ReferenceGPT {
     return ref_cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), N, V);
   }
 
-  // Accumulates the gradient of the last forward's mean loss into grads (same layout as params).
-  void backward(std::vector<F>& grads) const {
+  // Accumulates the gradient of the last forward's mean loss into grads (same layout as params), and into
+  // gate_grads when the head gates are on.
+  void backward(std::vector<F>& grads) {
     if (targets.empty()) throw std::runtime_error("ReferenceGPT::backward: the last forward had no targets");
     if (grads.size() != params.size()) throw std::runtime_error("ReferenceGPT::backward: grads has the wrong size");
     const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
-    const F scale = 1 / std::sqrt(F(config.head_size()));
+    const F scale = ref_attention_scale<F>(config);
+    const int HS = config.head_size();
+    if (!head_gates.empty() && gate_grads.size() != head_gates.size()) gate_grads.assign(head_gates.size(), F(0));
     auto g = [&](const std::string& name) { return grads.data() + offset(name); };
     auto gl = [&](int l, const std::string& name) { return g("h." + std::to_string(l) + "." + name); };
     int count = 0;
@@ -355,6 +404,7 @@ struct ReferenceGPT {
       const Layer& a = layers[l];
       // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2)))): d_res2 = dx + the MLP branch's gradient
       std::vector<F> d_res2 = dx, d_fc_gelu(N * 4 * C, F(0)), d_fc(N * 4 * C, F(0)), d_ln2(N * C, F(0));
+      if (!config.attn_only) {
       ref_linear_backward(d_fc_gelu.data(), gl(l, "mlp.c_proj.weight"), gl(l, "mlp.c_proj.bias"), dx.data(),
                           a.fc_gelu.data(), p(l, "mlp.c_proj.weight"), N, 4 * C, C);
       ref_gelu_backward(d_fc.data(), a.fc.data(), d_fc_gelu.data(), (size_t)N * 4 * C);
@@ -362,10 +412,19 @@ struct ReferenceGPT {
                           p(l, "mlp.c_fc.weight"), N, C, 4 * C);
       ref_layernorm_backward(d_res2.data(), gl(l, "ln_2.weight"), gl(l, "ln_2.bias"), d_ln2.data(), a.res2.data(),
                              p(l, "ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+      }
       // res2 = x + attn_proj(attention(qkv(ln_1(x)))): d_x = d_res2 + the attention branch's gradient
       std::vector<F> d_x = d_res2, d_att(N * C, F(0)), d_qkv(N * 3 * C, F(0)), d_ln1(N * C, F(0));
-      ref_linear_backward(d_att.data(), gl(l, "attn.c_proj.weight"), gl(l, "attn.c_proj.bias"), d_res2.data(),
-                          a.att.data(), p(l, "attn.c_proj.weight"), N, C, C);
+      if (head_gates.empty()) {
+        ref_linear_backward(d_att.data(), gl(l, "attn.c_proj.weight"), gl(l, "attn.c_proj.bias"), d_res2.data(),
+                            a.att.data(), p(l, "attn.c_proj.weight"), N, C, C);
+      } else {  // through the gates
+        std::vector<F> d_gated(N * C, F(0));
+        ref_linear_backward(d_gated.data(), gl(l, "attn.c_proj.weight"), gl(l, "attn.c_proj.bias"), d_res2.data(),
+                            a.gated.data(), p(l, "attn.c_proj.weight"), N, C, C);
+        ref_head_gate_backward(d_att.data(), &gate_grads[l * NH], d_gated.data(), a.att.data(), &head_gates[l * NH], N,
+                               NH, HS);
+      }
       ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), masks[l], scale,
                              B, T, C, NH);
       ref_linear_backward(d_ln1.data(), gl(l, "attn.c_attn.weight"), gl(l, "attn.c_attn.bias"), d_qkv.data(),

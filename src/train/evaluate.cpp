@@ -67,8 +67,8 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
   struct RestoreMasks {
     GPT& model;
     std::vector<AttentionMask> saved;
-    ~RestoreMasks() { model.masks = saved; }
-  } restore{model, model.masks};
+    ~RestoreMasks() { model.set_masks(saved); }
+  } restore{model, model.masks()};
   model.set_prefix_length(T);
   std::vector<int> x((size_t)batch * T), y((size_t)batch * T, kNoTarget);
   CharScore score;

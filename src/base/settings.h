@@ -1,0 +1,222 @@
+// A settings table: each setting of a program declared once, in one row, the way gpt_tensor_table declares each
+// tensor once. One row gives the setting's name in a checkpoint's JSON, its command-line flag, its help line,
+// the field of the settings struct it lives in, the range of values it accepts and whether it is part of a run
+// (stored, fixed on --resume), a knob of a run (stored, may change on --resume) or of this invocation only.
+// The functions below walk the table for every use:
+//   add_flags        the cxxopts flags and --help (each line ends with the default, from a default struct)
+//   apply_flags      copies the flags the user gave into the struct
+//   settings_to_json the JSON a checkpoint stores
+//   settings_from_json reads it back: type and range checked, naming the key and the file; a key the file lacks
+//                    (a setting newer than the file) keeps its default, and is listed so the caller can say so
+//   check_ranges     refuses a value outside its row's range, naming the flag
+// The settings struct still declares each field with its default (C++ needs the typed field); the table row says
+// everything else. See src/train/settings.cpp (./train) and src/generate/sample_settings.cpp (./sample).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+// The field of a settings struct that a row sets.
+using SettingField = std::variant<int*, float*, bool*, uint64_t*, std::string*>;
+
+// The values a number may take: [lo, hi], either end open or unbounded. `note` is appended to the message.
+struct Range {
+  double lo = -INFINITY, hi = INFINITY;
+  bool lo_open = false, hi_open = false;
+  const char* note = "";
+};
+inline Range any_value() { return {}; }
+inline Range at_least(double lo, const char* note = "") { return {lo, INFINITY, false, false, note}; }
+inline Range positive(const char* note = "") { return {0, INFINITY, true, false, note}; }
+inline Range between(double lo, double hi, bool lo_open, bool hi_open) { return {lo, hi, lo_open, hi_open, ""}; }
+
+enum class Scope {
+  Run,         // stored in the checkpoint; a resumed run keeps it (changing it would change what is computed)
+  Knob,        // stored in the checkpoint; a resumed run may change it (paths, step count, logging, threads)
+  Invocation,  // this invocation only: not stored
+};
+
+template <typename Config>
+struct Setting {
+  const char* key;   // name in the checkpoint's JSON; null: not stored (a flag-only alias, or Scope::Invocation)
+  const char* flag;  // command-line flag without "--"
+  const char* help;
+  SettingField (*field)(Config&);  // where the value lives: see SETTING_FIELD
+  Range range;
+  Scope scope;
+};
+
+// The accessor of a row: SETTING_FIELD(TrainConfig, adamw.lr) is a function from a TrainConfig to &config.adamw.lr.
+#define SETTING_FIELD(Config, member) [](Config & c) -> SettingField { return &c.member; }
+
+namespace settings_detail {
+
+inline std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// "must be positive", "must be ≥ 0", "must be in [0, 1)".
+inline std::string range_text(const Range& r) {
+  if (std::isinf(r.lo) && std::isinf(r.hi)) return "";
+  if (std::isinf(r.hi)) {
+    if (r.lo == 0 && r.lo_open) return "must be positive";
+    return std::string("must be ") + (r.lo_open ? "> " : "≥ ") + number_text(r.lo);
+  }
+  return "must be in " + std::string(r.lo_open ? "(" : "[") + number_text(r.lo) + ", " + number_text(r.hi) +
+         (r.hi_open ? ")" : "]");
+}
+
+// A number setting is never meaningfully NaN or infinite, whatever its range.
+inline bool in_range(const Range& r, double x) {
+  if (!std::isfinite(x)) return false;
+  const bool above = r.lo_open ? x > r.lo : x >= r.lo;
+  const bool below = r.hi_open ? x < r.hi : x <= r.hi;
+  return above && below;
+}
+
+template <typename T>
+std::string value_text(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) return "'" + v + "'";
+  else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+  else if constexpr (std::is_floating_point_v<T>) return number_text(v);
+  else return std::to_string(v);
+}
+
+template <typename T>
+std::string help_text(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) return v;
+  else return value_text(v);
+}
+
+// Reads one JSON value into a field of type T, refusing values T cannot hold: nlohmann converts 4e19 to int by a
+// plain cast, which is undefined behaviour, and a corrupt checkpoint must not reach that.
+template <typename T>
+void read_json_value(const nlohmann::json& v, const char* key, T& out) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::string>) {
+    out = v.get<T>();
+  } else {
+    if (!v.is_number()) throw std::runtime_error(std::string("'") + key + "' is not a number");
+    bool fits;
+    if constexpr (std::is_integral_v<T>) {  // compared as integers: doubles round near 2^63
+      if (v.is_number_unsigned()) fits = v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+      else if (v.is_number_integer())
+        fits = std::is_signed_v<T> ? v.get<int64_t>() >= int64_t(std::numeric_limits<T>::lowest()) &&
+                                         v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())
+                                   : v.get<int64_t>() >= 0;
+      else fits = false;  // 2.5 or 4e19 for a count
+    } else {
+      const double x = v.get<double>();
+      fits = std::isfinite(x) && std::fabs(x) <= double(std::numeric_limits<T>::max());
+    }
+    if (!fits) throw std::runtime_error(std::string("'") + key + "' = " + v.dump() + " is out of range");
+    out = v.get<T>();
+  }
+}
+
+}  // namespace settings_detail
+
+// "--lr", or "-n" for a one-letter flag (cxxopts makes those short options).
+inline std::string flag_text(const char* flag) { return (flag[1] ? "--" : "-") + std::string(flag); }
+
+// One flag per row; the help line ends with the row's value in `defaults`.
+template <typename Config>
+void add_flags(cxxopts::Options& options, const std::vector<Setting<Config>>& table, const Config& defaults) {
+  Config d = defaults;
+  for (const Setting<Config>& s : table)
+    std::visit(
+        [&](auto* field) {
+          using T = std::remove_pointer_t<decltype(field)>;
+          std::string help = s.help;
+          if constexpr (std::is_same_v<T, bool>) {
+            options.add_options()(s.flag, help);  // a switch: present = true
+          } else {
+            bool shown = true;
+            if constexpr (std::is_same_v<T, std::string>) shown = !field->empty();
+            if (shown) help += " (default: " + settings_detail::help_text(*field) + ")";
+            options.add_options()(s.flag, help, cxxopts::value<T>());
+          }
+        },
+        s.field(d));
+}
+
+// Copies every flag the user gave into `config`; the others keep their values.
+template <typename Config>
+void apply_flags(const cxxopts::ParseResult& flags, const std::vector<Setting<Config>>& table, Config& config) {
+  for (const Setting<Config>& s : table)
+    if (flags.count(s.flag))
+      std::visit([&](auto* field) { *field = flags[s.flag].template as<std::remove_pointer_t<decltype(field)>>(); },
+                 s.field(config));
+}
+
+// Throws "key (--flag) must be … (got x)" for the first value outside its row's range, naming the setting as a
+// checkpoint stores it and the flag that sets it (as validate(ModelConfig) does).
+template <typename Config>
+void check_ranges(const std::vector<Setting<Config>>& table, const Config& config) {
+  Config c = config;
+  for (const Setting<Config>& s : table)
+    std::visit(
+        [&](auto* field) {
+          using T = std::remove_pointer_t<decltype(field)>;
+          if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+            if (!settings_detail::in_range(s.range, double(*field)))
+              throw std::runtime_error((s.key ? std::string(s.key) + " (" + flag_text(s.flag) + ")" : flag_text(s.flag)) +
+                                       " " + settings_detail::range_text(s.range) +
+                                       s.range.note + " (got " + settings_detail::value_text(*field) + ")");
+          }
+        },
+        s.field(c));
+}
+
+// The rows a checkpoint stores (Scope::Run and Scope::Knob), as one JSON object.
+template <typename Config>
+nlohmann::json settings_to_json(const std::vector<Setting<Config>>& table, const Config& config) {
+  Config c = config;
+  nlohmann::json j = nlohmann::json::object();
+  for (const Setting<Config>& s : table)
+    if (s.key && s.scope != Scope::Invocation) std::visit([&](auto* field) { j[s.key] = *field; }, s.field(c));
+  return j;
+}
+
+// Reads the stored rows from `j` into `config` (which holds the defaults). Throws on a value of the wrong type
+// or outside its range, naming the key. Returns the keys `j` lacks: those keep their defaults.
+template <typename Config>
+std::vector<std::string> settings_from_json(const std::vector<Setting<Config>>& table, const nlohmann::json& j,
+                                            Config& config) {
+  if (!j.is_object()) throw std::runtime_error("not a JSON object");
+  std::vector<std::string> missing;
+  for (const Setting<Config>& s : table) {
+    if (!s.key || s.scope == Scope::Invocation) continue;
+    if (!j.contains(s.key)) {
+      missing.push_back(s.key);
+      continue;
+    }
+    std::visit(
+        [&](auto* field) {
+          using T = std::remove_pointer_t<decltype(field)>;
+          settings_detail::read_json_value(j.at(s.key), s.key, *field);
+          if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+            if (!settings_detail::in_range(s.range, double(*field)))
+              throw std::runtime_error(std::string("'") + s.key + "' = " + j.at(s.key).dump() + " is out of range: " +
+                                       settings_detail::range_text(s.range));
+        },
+        s.field(config));
+  }
+  return missing;
+}
+
+// "n_layer = 4": a row's current value, for messages.
+template <typename Config>
+std::string setting_text(const Setting<Config>& s, const Config& config) {
+  Config c = config;
+  return std::visit([&](auto* field) { return settings_detail::value_text(*field); }, s.field(c));
+}

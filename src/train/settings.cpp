@@ -1,0 +1,97 @@
+#include "train/settings.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "data/objective.h"
+
+#define FIELD(member) SETTING_FIELD(TrainConfig, member)
+
+// ---- the table -------------------------------------------------------------------------------------------------
+// One row per setting: key in the checkpoint, flag, help, field, range, scope (Run: fixed on --resume; Knob: a
+// resumed run may change it; Invocation: not stored). The model's sizes are also checked by validate(ModelConfig)
+// (model/config.cpp) once the vocabulary is known, since a checkpoint's model must pass the same checks.
+const std::vector<Setting<TrainConfig>>& train_settings() {
+  using S = Scope;
+  // clang-format off
+  static const std::vector<Setting<TrainConfig>> table = {
+    {"data",         "data",         "UTF-8 text file to train on",                        FIELD(data),               any_value(),  S::Knob},
+    {"out",          "out",          "output directory for ckpt.safetensors and metrics.csv", FIELD(out),             any_value(),  S::Knob},
+    {"n_layer",      "n-layer",      "transformer blocks",                                 FIELD(model.n_layer),      positive(),   S::Run},
+    {"n_head",       "n-head",       "attention heads per block",                          FIELD(model.n_head),       positive(),   S::Run},
+    {"n_embd",       "n-embd",       "embedding width (divisible by --n-head)",            FIELD(model.n_embd),       positive(),   S::Run},
+    {"block_size",   "block",        "context length (block_size)",                        FIELD(model.block_size),   positive(),   S::Run},
+    {"attn_only",    "attn-only",    "blocks without MLPs (attention-only transformer)",   FIELD(model.attn_only),    any_value(),  S::Run},
+    {"attn_scale",   "attn-scale",   "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
+                                                                                           FIELD(model.attn_scale),   any_value(),  S::Run},
+    {"objective",    "objective",    "clm (GPT: next character), mlm (BERT: masked characters) or prefix-lm",
+                                                                                           FIELD(objective),          any_value(),  S::Run},
+    {"mask",         "mask",         "attention mask of every layer: causal, bidirectional, prefix:N or window:W "
+                                     "(default: the objective's own)",                     FIELD(mask),               any_value(),  S::Run},
+    {nullptr,        "layer-masks",  "one mask per layer, comma-separated, e.g. causal,causal,window:16,bidirectional",
+                                                                                           FIELD(mask),               any_value(),  S::Run},
+    {"mlm_rate",     "mlm-rate",     "mlm: fraction of positions chosen per sequence",     FIELD(mlm_rate),           between(0, 1, true, false), S::Run},
+    {"allow_leak",   "allow-leak",   "train even when the mask lets a position see the character it must predict",
+                                                                                           FIELD(allow_leak),         any_value(),  S::Run},
+    {"batch",        "batch",        "sequences per step",                                 FIELD(batch),              positive(),   S::Run},
+    {"steps",        "steps",        "total optimizer steps",                              FIELD(steps),              at_least(0),  S::Knob},
+    {"lr",           "lr",           "peak learning rate",                                 FIELD(adamw.lr),           positive(),   S::Run},
+    {"min_lr",       "min-lr",       "learning rate at the end of the cosine decay (≤ --lr)", FIELD(adamw.min_lr),    at_least(0),  S::Run},
+    {"warmup_steps", "warmup",       "linear warm-up steps",                               FIELD(adamw.warmup_steps), at_least(0),  S::Run},
+    {"beta1",        "beta1",        "AdamW β1",                                           FIELD(adamw.beta1),        between(0, 1, false, true), S::Run},
+    {"beta2",        "beta2",        "AdamW β2",                                           FIELD(adamw.beta2),        between(0, 1, false, true), S::Run},
+    {"eps",          "eps",          "AdamW ε",                                            FIELD(adamw.eps),          positive(),   S::Run},
+    {"weight_decay", "weight-decay", "AdamW decoupled weight decay (2-D weights only)",    FIELD(adamw.weight_decay), at_least(0),  S::Run},
+    {"grad_clip",    "grad-clip",    "clip the global gradient norm to this (0 = off)",    FIELD(adamw.grad_clip),
+                                                                                at_least(0, " (0 turns clipping off)"), S::Run},
+    {"eval_every",   "eval-every",   "evaluate train and val loss every N steps (0 = start and end only)",
+                                                                                           FIELD(eval_every),         at_least(0),  S::Knob},
+    {"eval_iters",   "eval-iters",   "batches per split per evaluation",                   FIELD(eval_iters),         positive(),   S::Knob},
+    {"ckpt_every",   "ckpt-every",   "write a checkpoint every N steps (0 = at the end only)", FIELD(ckpt_every),     at_least(0),  S::Knob},
+    {"log_every",    "log-every",    "progress line every N steps when the output is not a terminal",
+                                                                                           FIELD(log_every),          positive(),   S::Knob},
+    {"seed",         "seed",         "random seed for the initial weights and the batches", FIELD(seed),              any_value(),  S::Run},
+    {"threads",      "threads",      "threads for OpenMP and OpenBLAS (0 = all cores)",    FIELD(threads),            at_least(0),  S::Knob},
+    {nullptr,        "stop-at",      "checkpoint and stop after this step (continue later with --resume; -1 = no)",
+                                                                                           FIELD(stop_at),            at_least(-1), S::Invocation},
+  };
+  // clang-format on
+  return table;
+}
+
+#undef FIELD
+
+// ---- checkpoint JSON -------------------------------------------------------------------------------------------
+
+std::string to_json(const TrainConfig& c) { return settings_to_json(train_settings(), c).dump(); }
+
+TrainConfig train_config_from_json(const std::string& text, const std::string& source,
+                                   std::vector<std::string>* missing) {
+  TrainConfig c;  // a key the checkpoint lacks keeps this default
+  try {
+    std::vector<std::string> absent = settings_from_json(train_settings(), nlohmann::json::parse(text), c);
+    if (missing) missing->insert(missing->end(), absent.begin(), absent.end());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(source + ": bad training settings in the checkpoint: " + e.what());
+  }
+  return c;
+}
+
+// ---- presets and checks ----------------------------------------------------------------------------------------
+
+TrainConfig preset(const std::string& name) {
+  TrainConfig c;  // the defaults are the tiny preset
+  if (name == "tiny") return c;
+  if (name == "small") {
+    c.model.n_layer = 6, c.model.n_head = 6, c.model.n_embd = 384, c.model.block_size = 256;
+    c.batch = 64, c.steps = 5000;
+    return c;
+  }
+  throw std::runtime_error("--preset: unknown preset '" + name + "' (expected tiny or small)");
+}
+
+void validate(const TrainConfig& c) {
+  check_ranges(train_settings(), c);
+  if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
+  parse_objective(c.objective);
+}

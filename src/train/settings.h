@@ -1,0 +1,47 @@
+// The settings of a training run (TrainConfig) and their table: one row per setting gives its checkpoint key,
+// its flag, its help line, its range and whether --resume may change it (base/settings.h explains the table).
+// To add a setting: a field with its default here, a row in train_settings() (settings.cpp), the code that uses
+// it, and its test. The flags, --help, the checkpoint's JSON, --resume and the range checks follow from the row.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/settings.h"
+#include "model/adamw.h"
+#include "model/config.h"
+
+struct TrainConfig {
+  std::string data = "data/stories.txt";
+  std::string out = "out";
+  ModelConfig model;         // vocab_size comes from the corpus
+  std::string objective = "clm";  // clm | mlm | prefix-lm  (objective.h)
+  std::string mask;          // "" = the objective's own: causal, bidirectional, prefix:0; or "m0,m1,…" per layer
+  float mlm_rate = 0.15f;    // MLM: fraction of positions chosen per sequence
+  bool allow_leak = false;   // train even when the mask lets a position see its answer (a demonstration)
+  int batch = 12;
+  int steps = 2000;          // total optimizer steps of the run (the cosine schedule ends here)
+  AdamWConfig adamw;
+  int eval_every = 250;      // 0 = only at the start and the end
+  int eval_iters = 20;       // batches per split per evaluation
+  int ckpt_every = 500;      // 0 = only at the end
+  int log_every = 50;        // progress lines when stdout is not a terminal
+  uint64_t seed = 1337;
+  int threads = 0;           // 0 = all cores
+  int stop_at = -1;          // this invocation only (not saved): checkpoint and stop after this step, as if
+                             // interrupted; resume later to continue. −1 = run to `steps`
+};
+
+// Every setting of ./train, in --help order.
+const std::vector<Setting<TrainConfig>>& train_settings();
+
+std::string to_json(const TrainConfig& config);
+// Reads the settings a checkpoint stored. `source` names the file in messages. A key the JSON lacks (a setting
+// added after the checkpoint was written) keeps its default and is appended to `missing` when given.
+TrainConfig train_config_from_json(const std::string& json, const std::string& source,
+                                   std::vector<std::string>* missing = nullptr);
+// "tiny" (nanoGPT's CPU recipe) or "small" (nanoGPT's shakespeare_char model); throws on other names.
+TrainConfig preset(const std::string& name);
+// Throws, naming the flag, on a setting that cannot work (zero batch, negative steps, lr ≤ 0, …): the table's
+// ranges, then the checks that involve two settings or parse a value.
+void validate(const TrainConfig& config);
