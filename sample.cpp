@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
 
@@ -27,7 +28,15 @@ static std::string resolve_checkpoint(const std::string& path) {
 
 // The sliding-window score for models that predict the next character (their usual evaluation), then the two
 // equal-terms numbers that any checkpoint gets, GPT-style or BERT-style.
-static void score(Checkpoint& ckpt, const std::string& file) {
+// A model whose predictions overflow (finite but huge weights give NaN or infinite logits) has no score: refuse,
+// naming the checkpoint, as generation does, instead of printing "nan bits/char".
+static void require_finite(double value, const std::string& ckpt_file) {
+  if (!std::isfinite(value))
+    throw std::runtime_error(ckpt_file + ": the model's predictions are not finite numbers (the loss is " +
+                             std::to_string(value) + "): its weights are too large or broken");
+}
+
+static void score(Checkpoint& ckpt, const std::string& ckpt_file, const std::string& file) {
   GPT& model = *ckpt.model;
   std::vector<int> tokens = ckpt.tokenizer.encode(read_text_file(file), file);
   const int mask_token = ckpt.objective == Objective::MLM ? ckpt.tokenizer.special_id(kMaskToken) : -1;
@@ -37,6 +46,7 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   if (tokens.size() < 2) throw std::runtime_error(file + ": need at least 2 characters to score");
   if (next_token_model) {
     TextScore s = score_text(model, tokens);
+    require_finite(s.nats_per_token, ckpt_file);
     std::printf("%s: %.4f nats/char, %.4f bits/char over %ld predicted characters\n", file.c_str(), s.nats_per_token,
                 s.bits_per_token, s.predictions);
   }
@@ -45,6 +55,8 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   if (windows < 1) return;  // too short for the equal-terms numbers, which need a full context
   CharScore next = next_char_score(model, tokens, 2048, 1, mask_token);
   CharScore masked = masked_char_score(model, tokens, windows, 0.15f, 1, mask_token);
+  require_finite(next.bits, ckpt_file);
+  require_finite(masked.bits, ckpt_file);
   std::printf("next-char, left context only: %.4f bits/char, accuracy %.1f%% (%ld positions)\n", next.bits,
               100 * next.accuracy, next.count);
   std::printf("masked-char, 15%% of positions, %s: %.4f bits/char, accuracy %.1f%% (%ld positions)\n",
@@ -129,7 +141,7 @@ int main(int argc, char** argv) {
       ckpt.model->head_gates = parse_prune_spec(flags["prune"].as<std::string>(), c.n_layer, c.n_head);
     }
     if (flags.count("score")) {
-      score(ckpt, flags["score"].as<std::string>());
+      score(ckpt, ckpt_file, flags["score"].as<std::string>());
       return 0;
     }
     if (flags.count("fill")) {
@@ -145,7 +157,7 @@ int main(int argc, char** argv) {
                      num_samples);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sample: error: %s\n", e.what());
+    std::fprintf(stderr, "sample: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;
   }
 }

@@ -8,8 +8,10 @@
 #include <set>
 
 #include "io/checkpoint.h"
+#include "io/run_folder.h"
 #include "train/trainer.h"
 #include "base/threads.h"
+#include "data/utf8.h"
 
 // The flags that set a field of TrainConfig, each with its default taken from the chosen preset.
 static void add_flags(cxxopts::Options& options) {
@@ -50,6 +52,7 @@ static void add_flags(cxxopts::Options& options) {
     ("seed", "random seed for the initial weights and the batches", cxxopts::value<uint64_t>())
     ("threads", "threads for OpenMP and OpenBLAS (0 = all cores)", cxxopts::value<int>())
     ("stop-at", "checkpoint and stop after this step (continue later with --resume)", cxxopts::value<int>())
+    ("overwrite", "start afresh even if --out holds an earlier run (its checkpoint and metrics.csv are replaced)")
     ("h,help", "show this help");
   // clang-format on
 }
@@ -70,12 +73,18 @@ static void apply_flags(const cxxopts::ParseResult& r, TrainConfig& c) {
   set("weight-decay", c.adamw.weight_decay), set("grad-clip", c.adamw.grad_clip);
   set("eval-every", c.eval_every), set("eval-iters", c.eval_iters), set("ckpt-every", c.ckpt_every);
   set("log-every", c.log_every), set("seed", c.seed), set("threads", c.threads);
-  set("stop-at", c.stop_at);
+  set("stop-at", c.stop_at), set("overwrite", c.overwrite);
 }
 
 static bool is_directory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Both name the same existing folder.
+static bool same_folder(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 static std::string directory_of(const std::string& file) {
@@ -109,20 +118,25 @@ int main(int argc, char** argv) {
     if (!ckpt.resumable) throw std::runtime_error(file + ": holds weights only (no optimizer state); cannot resume");
     TrainConfig config = train_config_from_json(ckpt.resume.train_config, file);
     const std::set<std::string> may_change = {"data", "out", "steps", "threads", "eval-every", "eval-iters",
-                                              "ckpt-every", "log-every", "resume", "stop-at"};
+                                              "ckpt-every", "log-every", "resume", "stop-at", "overwrite"};
     for (const auto& kv : flags.arguments())
       if (!may_change.count(kv.key()))
         throw std::runtime_error("--" + kv.key() + " cannot be changed when resuming (the run continues with the " +
                                  "settings stored in " + file + ")");
     if (!flags.count("out")) config.out = directory_of(file);
     apply_flags(flags, config);
+    // Continuing into another folder must not replace a different run that lives there.
+    if (!same_folder(config.out, directory_of(file)))
+      refuse_to_replace_run(config.out, {checkpoint_path(config.out), config.out + "/metrics.csv"}, config.overwrite);
+    else
+      config.overwrite = false;  // the run's own folder: its metrics.csv is continued, never started afresh
     if (config.steps < ckpt.resume.step)
       throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                                std::to_string(ckpt.resume.step) + ")");
     run_training(config, &ckpt);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train: error: %s\n", e.what());
+    std::fprintf(stderr, "train: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;
   }
 }

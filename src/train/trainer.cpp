@@ -20,10 +20,13 @@
 #include "io/checkpoint.h"
 #include "data/dataset.h"
 #include "train/evaluate.h"
+#include "train/metrics_file.h"
+#include "io/run_folder.h"
 #include "model/model.h"
 #include "data/objective.h"
 #include "base/rng.h"
 #include "base/threads.h"
+#include "data/utf8.h"
 
 using nlohmann::json;
 
@@ -91,7 +94,8 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
     r.read("eval_every", c.eval_every), r.read("eval_iters", c.eval_iters), r.read("ckpt_every", c.ckpt_every);
     r.read("log_every", c.log_every), r.read("seed", c.seed), r.read("threads", c.threads);
   } catch (const std::exception& e) {
-    throw std::runtime_error(source + ": bad training settings in the checkpoint: " + e.what());
+    throw std::runtime_error(source + ": bad training settings in the checkpoint: " +
+                             escape_for_message(e.what()));
   }
   return c;
 }
@@ -156,40 +160,6 @@ static void prepare_output_dir(const std::string& dir) {
   std::remove(probe.c_str());
 }
 
-// metrics.csv: one row per step; train_loss and val_loss are filled on the steps where an evaluation ran.
-class MetricsFile {
- public:
-  // A resumed run keeps the rows before its first step and drops any the interrupted run wrote after its
-  // last checkpoint, so the file reads as one uninterrupted run.
-  // extra_header: more columns after step_ms (the attention statistics), each name with a leading comma.
-  MetricsFile(const std::string& path, int first_step, const std::string& extra_header = "") {
-    std::string kept;
-    std::ifstream old(path);
-    std::string line;
-    if (first_step > 0 && std::getline(old, line))
-      while (std::getline(old, line))
-        if (std::strtol(line.c_str(), nullptr, 10) < first_step) kept += line + "\n";
-    file_ = std::fopen(path.c_str(), "w");
-    if (!file_) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
-    std::fprintf(file_, "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms%s\n%s",
-                 extra_header.c_str(), kept.c_str());
-  }
-  ~MetricsFile() { std::fclose(file_); }
-  // NaN leaves a cell empty.
-  // extra: the cells of the extra columns, each with a leading comma.
-  void row(int step, double train, double val, double honest, double loss, double lr, double norm, double ms,
-           const std::string& extra = "") {
-    std::fprintf(file_, "%d", step);
-    for (double v : {train, val, honest, loss, lr, norm, ms})
-      std::isnan(v) ? std::fprintf(file_, ",") : std::fprintf(file_, ",%.6g", v);
-    std::fprintf(file_, "%s\n", extra.c_str());
-    std::fflush(file_);
-  }
-
- private:
-  FILE* file_;
-};
-
 // ---- Ctrl-C --------------------------------------------------------------------------------------------------
 
 static volatile std::sig_atomic_t g_stop_requested = 0;
@@ -245,6 +215,9 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     ckpt.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer));
     ckpt.model->init_weights(cfg.seed);
     state.batch_rng = Rng(cfg.seed ^ 0x5eed5eedull).state();
+    // AdamW's moments start at zero; set them now so that even --steps 0 saves a complete (resumable) checkpoint.
+    state.optimizer.m.assign(ckpt.model->params_memory.size(), 0.0f);
+    state.optimizer.v.assign(ckpt.model->params_memory.size(), 0.0f);
   }
   GPT& model = *ckpt.model;
   const int B = cfg.batch, T = model.config.block_size;
@@ -267,6 +240,15 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   check_corpus_fits(corpus, T);
   check_fits_in_memory(model.config, B);
   prepare_output_dir(cfg.out);
+  const RunFolderLock lock(cfg.out);  // one run per folder (run_folder.h); held until this function returns
+  for (const std::string& stale : remove_stale_temporaries(cfg.out))
+    std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
+  if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
+  // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations and
+  // measured on one fixed validation batch.
+  // --overwrite starts the file afresh, also for a run resumed into another run's folder (train.cpp).
+  MetricsFile metrics(cfg.out + "/metrics.csv", cfg.overwrite ? 0 : state.step,
+                      attention_stats_header(model.config.n_layer));
   state.train_config = to_json(cfg);
   const std::string ckpt_file = checkpoint_path(cfg.out);
 
@@ -298,6 +280,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     state.step = step;
     model.set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
     state.batch_rng = batch_rng.state();
+    metrics.sync();  // the rows up to this step reach the disk no later than the checkpoint that holds it
     save_checkpoint(ckpt_file, model, corpus.tokenizer, &state, objective);
   };
   // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like,
@@ -325,9 +308,6 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   // Past a file-size limit, let write() fail with EFBIG (reported, temporary file removed) instead of dying.
   std::signal(SIGXFSZ, SIG_IGN);
   const bool live = isatty(fileno(stdout));
-  // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations and
-  // measured on one fixed validation batch.
-  MetricsFile metrics(cfg.out + "/metrics.csv", state.step, attention_stats_header(model.config.n_layer));
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
   std::vector<int> stats_x((size_t)B * T), stats_y((size_t)B * T);
   Rng stats_rng(cfg.seed + 3);
