@@ -9,6 +9,7 @@
 // Each of these went red when the code was broken on purpose (README "Tests": how to see that a test can fail).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -161,15 +162,19 @@ TEST(OptimizerAdamW, StepsMatchTheFormulaOnEveryKindOfTensor) {
 
       ASSERT_NEAR(norm, ref_norm, 1e-9 * ref_norm) << "step " << step;
       ASSERT_EQ(adamw.t, step + 1);
-      // Float against double: a few float roundings per step on numbers of size |θ| and lr.
+      // Float against double: a few float roundings per step on numbers of size |θ| and lr (the update divides m̂
+      // by √v̂, so it carries m's relative error); m and v are sums that may cancel, so their error is measured
+      // against the largest moment in the arena.
+      double max_m = 0, max_v = 0;
+      for (size_t i = 0; i < ref.m.size(); i++) max_m = std::max(max_m, std::fabs(ref.m[i])), max_v = std::max(max_v, ref.v[i]);
       for (const TensorSpec& t : model->table)
         for (size_t i = 0; i < t.numel; i++) {
           const size_t at = t.offset + i;
           const double expected = ref.theta[at], got = model->params_memory[at];
-          ASSERT_NEAR(got, expected, 2e-6 * (std::fabs(expected) + c.lr))
+          ASSERT_NEAR(got, expected, 1e-5 * (std::fabs(expected) + c.lr))
               << t.name << "[" << i << "] after step " << step << " (decayed: " << t.weight_decay << ")";
-          ASSERT_NEAR(adamw.m[at], ref.m[at], 1e-6 * std::fabs(ref.m[at]) + 1e-12) << t.name << " m";
-          ASSERT_NEAR(adamw.v[at], ref.v[at], 1e-6 * std::fabs(ref.v[at]) + 1e-15) << t.name << " v";
+          ASSERT_NEAR(adamw.m[at], ref.m[at], 1e-5 * max_m) << t.name << " m";
+          ASSERT_NEAR(adamw.v[at], ref.v[at], 1e-5 * max_v) << t.name << " v";
         }
     }
   }
