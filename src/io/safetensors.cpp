@@ -278,6 +278,7 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
   }
   check_no_overlap(entries, source);
   verify_data_checksum(contents.metadata, data_section, data_section_size, source);
+  contents.metadata.erase(kDataChecksumKey);  // verified; what the caller wrote is what it reads back
   // Only now allocate: without overlaps, the tensors together need at most the data section's size.
   for (const TensorEntry& entry : entries) {
     LoadedTensor& tensor = contents.tensors[entry.name];

@@ -10,6 +10,7 @@
 // Integrity: the writer stores a CRC-32C of the whole data section in "__metadata__" under kDataChecksumKey, as
 // eight hex digits; the reader recomputes it and refuses a file whose data no longer matches (it was changed or
 // damaged after it was written). A file without the key (written by another tool) is read without the check.
+// The key is the file's own business: the reader removes it, so metadata written is exactly metadata read.
 #pragma once
 
 #include <cstddef>
