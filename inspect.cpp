@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
     if (!flags.count("out")) throw std::runtime_error("prune: give --out DIR");
     return prune(ckpt, flags);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "inspect: error: %s\n", e.what());
+    std::fprintf(stderr, "inspect: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;
   }
 }

@@ -3,6 +3,7 @@
 //   ./sample --ckpt out/tiny/ckpt.safetensors --score data/stories.txt
 //   ./sample --ckpt out/bert --fill "The c_t sat on the m_t"      (a masked-LM checkpoint)
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
 
@@ -19,7 +20,15 @@
 
 // The sliding-window score for models that predict the next character (their usual evaluation), then the two
 // equal-terms numbers that any checkpoint gets, GPT-style or BERT-style.
-static void score(Checkpoint& ckpt, const std::string& file) {
+// A model whose predictions overflow (finite but huge weights give NaN or infinite logits) has no score: refuse,
+// naming the checkpoint, as generation does, instead of printing "nan bits/char".
+static void require_finite(double value, const std::string& ckpt_file) {
+  if (!std::isfinite(value))
+    throw std::runtime_error(ckpt_file + ": the model's predictions are not finite numbers (the loss is " +
+                             std::to_string(value) + "): its weights are too large or broken");
+}
+
+static void score(Checkpoint& ckpt, const std::string& ckpt_file, const std::string& file) {
   GPT& model = *ckpt.model;
   std::vector<int> tokens = ckpt.tokenizer.encode(read_text_file(file), file);
   const int mask_token = ckpt.objective == Objective::MLM ? ckpt.tokenizer.special_id(kMaskToken) : -1;
@@ -29,6 +38,7 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   if (tokens.size() < 2) throw std::runtime_error(file + ": need at least 2 characters to score");
   if (next_token_model) {
     TextScore s = score_text(model, tokens);
+    require_finite(s.nats_per_token, ckpt_file);
     std::printf("%s: %.4f nats/char, %.4f bits/char over %ld predicted characters\n", file.c_str(), s.nats_per_token,
                 s.bits_per_token, s.predictions);
   }
@@ -37,6 +47,8 @@ static void score(Checkpoint& ckpt, const std::string& file) {
   if (windows < 1) return;  // too short for the equal-terms numbers, which need a full context
   CharScore next = next_char_score(model, tokens, 2048, 1, mask_token);
   CharScore masked = masked_char_score(model, tokens, windows, 0.15f, 1, mask_token);
+  require_finite(next.bits, ckpt_file);
+  require_finite(masked.bits, ckpt_file);
   std::printf("next-char, left context only: %.4f bits/char, accuracy %.1f%% (%ld positions)\n", next.bits,
               100 * next.accuracy, next.count);
   std::printf("masked-char, 15%% of positions, %s: %.4f bits/char, accuracy %.1f%% (%ld positions)\n",
@@ -147,7 +159,7 @@ int main(int argc, char** argv) {
       ckpt.model->set_head_gates(parse_prune_spec(config.prune, c.n_layer, c.n_head));
     }
     if (flags.count("score")) {
-      score(ckpt, config.score);
+      score(ckpt, ckpt_file, config.score);
       return 0;
     }
     if (flags.count("fill")) {
@@ -157,7 +169,7 @@ int main(int argc, char** argv) {
     generate_samples(ckpt, ckpt_file, config.prompt, config.n, sampling, config.seed, config.num_samples);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sample: error: %s\n", e.what());
+    std::fprintf(stderr, "sample: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;
   }
 }

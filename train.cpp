@@ -2,12 +2,22 @@
 //   ./train --preset tiny --data data/stories.txt --out out/tiny
 //   ./train --resume out/tiny --steps 4000        (continue a run, with its own settings, to step 4000)
 // Every setting's flag, help line, checkpoint key and range is one row of train_settings() (src/train/settings.cpp).
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cxxopts.hpp>
 
 #include "base/threads.h"
 #include "io/checkpoint.h"
+#include "io/run_folder.h"
 #include "train/trainer.h"
+#include "data/utf8.h"
+
+// Both name the same existing folder.
+static bool same_folder(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
 
 static std::string directory_of(const std::string& file) {
   size_t slash = file.rfind('/');
@@ -36,6 +46,11 @@ static void resume(const cxxopts::ParseResult& flags) {
                              file + ")");
   if (!flags.count("out")) config.out = directory_of(file);
   apply_flags(flags, train_settings(), config);
+  // Continuing into another folder must not replace a different run that lives there.
+  if (!same_folder(config.out, directory_of(file)))
+    refuse_to_replace_run(config.out, {checkpoint_path(config.out), config.out + "/metrics.csv"}, config.overwrite);
+  else
+    config.overwrite = false;  // the run's own folder: its metrics.csv is continued, never started afresh
   if (config.steps < ckpt.resume.step)
     throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                              std::to_string(ckpt.resume.step) + ")");
@@ -68,7 +83,7 @@ int main(int argc, char** argv) {
     run_training(config);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train: error: %s\n", e.what());
+    std::fprintf(stderr, "train: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;
   }
 }

@@ -1,11 +1,20 @@
 // Writes the checkpoint fuzzer's seed corpus: real checkpoints from save_checkpoint, small enough (a few KB) for
 // the fuzzer to mutate quickly, covering weights-only and resumable files, every objective, per-layer masks,
-// special tokens and a Chinese vocabulary.   Usage: make_seeds <output directory>
+// special tokens and a Chinese vocabulary, plus the two checksum cases: one data bit flipped after writing (refused)
+// and a file without the checksum (as other tools write them; loaded). Usage: make_seeds <output directory>
+//
+// `make_seeds --specs <directory>` writes the spec parsers' seeds that follow the code (the training settings as
+// to_json writes them today), so a seed never lags behind a new field; `make fuzz-seeds` runs both into fuzz/corpus.
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
 
@@ -33,9 +42,52 @@ static void write_seed(const std::string& dir, const std::string& name, const st
   save_checkpoint(dir + "/" + name + ".safetensors", model, tokenizer, resumable ? &state : nullptr, objective);
 }
 
+static std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+static void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// From the checkpoint `from`: `flipped` with one data bit changed after writing (the loader must refuse it) and
+// `stripped` without the checksum key (the loader must accept it, as from another tool).
+static void write_checksum_seeds(const std::string& from, const std::string& flipped, const std::string& stripped) {
+  std::string bytes = read_bytes(from);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = (n << 8) | (unsigned char)bytes[i];
+  std::string bad = bytes;
+  bad[8 + n + 1] = char(bad[8 + n + 1] ^ 0x01);  // the low mantissa bits of the first float
+  write_bytes(flipped, bad);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+  header["__metadata__"].erase(kDataChecksumKey);
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; i++) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
+  write_bytes(stripped, out + text + bytes.substr(8 + n));
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--specs") {
+    const std::string dir = argv[2];
+    try {
+      // The first byte chooses the parser in fuzz/entries.h's spec_entry: 5 = the saved training settings.
+      write_bytes(dir + "/train_config_tiny", "\x05" + to_json(preset("tiny")));
+      TrainConfig mlm = preset("small");
+      mlm.objective = "mlm", mlm.mask = "bidirectional", mlm.model.attn_only = true, mlm.model.attn_scale = "inv";
+      write_bytes(dir + "/train_config_small_mlm", "\x05" + to_json(mlm));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "make_seeds: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_seeds <output directory>\n");
+    std::fprintf(stderr, "usage: make_seeds <output directory> | make_seeds --specs <output directory>\n");
     return 2;
   }
   const std::string dir = argv[1];
@@ -44,6 +96,8 @@ int main(int argc, char** argv) {
     write_seed(dir, "clm_resumable", "the cat.\n", 1, 1, 2, 3, "causal", Objective::CLM, true);
     write_seed(dir, "mlm_chinese", "猫坐在垫子上。", 1, 2, 2, 2, "bidirectional", Objective::MLM, false);
     write_seed(dir, "prefix_layers", "ab🙂", 2, 1, 1, 2, "prefix:0,window:2", Objective::PrefixLM, true);
+    write_checksum_seeds(dir + "/clm_resumable.safetensors", dir + "/checksum-one-bit-flipped.safetensors",
+                         dir + "/checksum-absent.safetensors");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

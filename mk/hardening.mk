@@ -5,6 +5,7 @@
 #   make fuzz [FUZZ_SECONDS=60]   build the libFuzzer targets in build/fuzz/ and run each for FUZZ_SECONDS
 #   make fuzz-build               only build them (and the checkpoint seed corpus)
 #   make fuzz-replay              run every file of tests/regressions/<target>/ through the fuzz binaries
+#   make fuzz-seeds               regenerate the committed seeds that follow the code (fuzz/make_seeds.cpp)
 # Both live under build/, so `make clean` removes them and git ignores them; the normal build is not touched.
 #
 # The ASan suite runs with build/asan/bin as its working directory: the tests start ./train, ./sample and
@@ -13,7 +14,7 @@
 # other files relative to the working directory except tests/regressions/ and fuzz/corpus/, found through
 # PLAINGPT_ROOT.
 
-.PHONY: test-asan asan-programs fuzz fuzz-build fuzz-replay
+.PHONY: test-asan asan-programs fuzz fuzz-build fuzz-replay fuzz-seeds
 
 # ---- ASan + UBSan -----------------------------------------------------------------------------------------------
 
@@ -108,6 +109,17 @@ $(FUZZ_DIR)/seeds/checkpoint/.done: $(FUZZ_DIR)/make_seeds
 	@touch $@
 
 fuzz-build: $(FUZZ_BINS) $(FUZZ_DIR)/seeds/checkpoint/.done
+
+# The committed seeds that follow the code: the training-settings seeds (fuzz/corpus/specs/train_config_*) and the
+# two checksum cases (fuzz/corpus/checkpoint/checksum-*). Built with the normal compiler, so no clang needed; rerun
+# after changing the settings or the checkpoint format, and commit fuzz/corpus (a test fails until then).
+build/make_seeds_tool: fuzz/make_seeds.cpp build/libplaingpt.a
+	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS)
+fuzz-seeds: build/make_seeds_tool
+	@rm -rf build/seeds-tmp && mkdir -p build/seeds-tmp
+	build/make_seeds_tool build/seeds-tmp
+	cp build/seeds-tmp/checksum-*.safetensors fuzz/corpus/checkpoint/
+	build/make_seeds_tool --specs fuzz/corpus/specs
 
 # Runs every target (the next one even when one finds a crash), then fails if any did. New interesting inputs
 # collect in build/fuzz/corpus/<target>/ (kept between runs); crashes in build/fuzz/artifacts/<target>/, with a

@@ -20,6 +20,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "io/crc32c.h"
+#include "io/safetensors.h"
 #include "io/checkpoint.h"
 #include "program_util.h"
 #include "base/rng.h"
@@ -293,10 +295,14 @@ class CheckpointRejects : public ::testing::Test {
     good_bytes_ = read_file(good_);
     ASSERT_NO_THROW(load_checkpoint(good_));
   }
-  // A copy of the good file with one header edit.
+  // A copy of the good file with one edit. The data checksum is brought up to date, as if the file had been
+  // written that way, so each test reaches the check it is about (the checksum has its own tests in
+  // test_integrity.cpp).
   std::string edited(const std::string& name, const std::function<void(RawFile&)>& edit) {
     RawFile raw = RawFile::read(good_);
     edit(raw);
+    if (raw.header.contains("__metadata__") && raw.header["__metadata__"].contains(kDataChecksumKey))
+      raw.header["__metadata__"][kDataChecksumKey] = crc32c_hex(crc32c(raw.data.data(), raw.data.size()));
     const std::string path = dir_ / name;
     raw.write(path);
     return path;

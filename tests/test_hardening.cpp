@@ -8,6 +8,7 @@
 //                         directory in the way)
 //   HardeningDivergence   ./train with an absurd learning rate (in place, and resumed into another directory)
 //   HardeningResources    a model too big for the machine, ./sample -n 100000000, a long prompt, NaN logits
+//                         (generation and --score)
 // The program tests start ./train and ./sample from the working directory, like tests/test_programs.cpp (under
 // `make test-asan` that directory is build/asan/bin, holding the sanitized programs). Files of the source tree are
 // found through $PLAINGPT_ROOT (default: the working directory).
@@ -714,7 +715,8 @@ TEST_F(HardeningPrograms, DivergenceAfterResumingIntoAnotherDirectoryDoesNotClai
   for (const std::string& out : {b, c}) {
     SCOPED_TRACE("--out " + out);
     const std::string out_ckpt = out + "/ckpt.safetensors";
-    Child resumed({"./train", "--resume", a, "--out", out, "--ckpt-every", "0"}, log("resumed"));
+    // --overwrite: c holds another run, which a resume may replace only when asked to (run_folder.h).
+    Child resumed({"./train", "--resume", a, "--out", out, "--ckpt-every", "0", "--overwrite"}, log("resumed"));
     ASSERT_TRUE(resumed.wait(120)) << "./train did not finish";
     EXPECT_TRUE(resumed.exited_with(1)) << resumed.describe();
     const std::string err = resumed.err();
@@ -830,6 +832,12 @@ TEST_F(HardeningPrograms, SampleRefusesNonFinitePredictionsNamingTheCheckpoint) 
     EXPECT_CONTAINS(sample.err(), "sample: error: " + huge + ": the model's predictions are not finite numbers");
     EXPECT_EQ(sample.out(), "The\n") << "nothing generated from non-finite logits";
   }
+  // --score: the same refusal, not "nan bits/char".
+  Child score({"./sample", "--threads", "1", "--ckpt", huge, "--score", corpus_}, log("score"));
+  ASSERT_TRUE(score.wait(60)) << "./sample --score did not finish";
+  EXPECT_TRUE(score.exited_with(1)) << score.describe();
+  EXPECT_CONTAINS(score.err(), "sample: error: " + huge + ": the model's predictions are not finite numbers");
+  EXPECT_EQ(score.out().find("nan"), std::string::npos) << score.out();
 }
 
 // A prompt longer than the context slides through the decoder: through ./sample as long as one argument may be

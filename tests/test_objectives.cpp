@@ -423,7 +423,7 @@ TEST_F(ObjectivePrograms, BidirectionalNextCharacterTrainingIsRefused) {
 TEST_F(ObjectivePrograms, AllowLeakTrainsAndReportsTheHonestNumber) {
   for (const char* flags : {"--mask bidirectional --allow-leak", "--layer-masks causal,bidirectional --n-layer 2 --allow-leak"}) {
     SCOPED_TRACE(flags);
-    const RunResult r = train(dir_ / "leak", flags);
+    const RunResult r = train(dir_ / "leak", flags + std::string(" --overwrite"));
     expect_success(r);
     EXPECT_CONTAINS(r.out, "honest next-char");
     // The number itself: bits per character, positive and finite (an untrained model: about log2 of the vocabulary).

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "io/atomic_file.h"
+#include "io/crc32c.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -180,10 +181,26 @@ TEST(Safetensors, HandBuiltFileParses) {
   EXPECT_EQ(contents.tensors.at("x").data, (std::vector<float>{1.0f, -2.5f}));
 }
 
+// The same file as the writer makes it: the metadata also holds the data's CRC-32C (checked against the standard
+// check values in test_integrity.cpp), and the header is padded for the longer metadata.
+static std::vector<uint8_t> hand_built_file_with_checksum() {
+  const std::vector<uint8_t> floats = bytes_of({0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0});
+  const std::string crc = crc32c_hex(crc32c(floats.data(), floats.size()));
+  std::string header = R"({"__metadata__":{"a":"b","plaingpt.data_crc32c":")" + crc +
+                       R"("},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";  // 115 bytes
+  header.append((8 - header.size() % 8) % 8, ' ');                                    // 120
+  std::vector<uint8_t> file = bytes_of({uint8_t(header.size()), 0, 0, 0, 0, 0, 0, 0});
+  append(file, header);
+  file.insert(file.end(), floats.begin(), floats.end());
+  return file;
+}
+
 TEST_F(SafetensorsFiles, WriterProducesTheHandBuiltBytes) {
   const float values[] = {1.0f, -2.5f};
   write_safetensors(path("x.safetensors"), {{"x", {2}, values}}, {{"a", "b"}});
-  EXPECT_EQ(read_bytes(path("x.safetensors")), hand_built_file());
+  EXPECT_EQ(read_bytes(path("x.safetensors")), hand_built_file_with_checksum());
+  // and reads back with the metadata as written (the checksum verified and taken out)
+  EXPECT_EQ(read_safetensors(path("x.safetensors")).metadata, (std::map<std::string, std::string>{{"a", "b"}}));
 }
 
 TEST(Safetensors, UnpaddedHeaderWithUnalignedDataParses) {

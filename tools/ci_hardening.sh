@@ -4,7 +4,8 @@
 # clone: 21 min in all, of which the sanitized build ~13 min, the sanitized suite ~2 min, the fuzz build ~3 min and
 # fuzzing 3 × 1 min.
 #
-# On a fresh Debian machine as root it installs what it needs beyond .ci/run's packages:
+# On a fresh Debian machine as root it installs what it needs beyond .ci/run's packages (the project's own
+# libraries are not among them: make runs tools/deps.sh, which installs those, as .ci/run requires):
 #   clang                       libFuzzer targets (-fsanitize=fuzzer) are clang-only
 #   libclang-rt-<N>-dev         clang's sanitizer and libFuzzer runtimes (N = clang's major version; 14 on bookworm)
 #   libomp-<N>-dev              OpenMP for clang (the sources use #pragma omp and omp.h)
@@ -20,8 +21,7 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q || exit 1
-  apt-get install -y -q g++ make pkg-config libopenblas-dev libcxxopts-dev libgtest-dev nlohmann-json3-dev clang \
-    || exit 1
+  apt-get install -y -q g++ make clang || exit 1
   v=$(clang++ -dumpversion | cut -d. -f1)
   pkgs="libomp-$v-dev"
   # Since LLVM 14 Debian ships the runtimes separately; older releases had them in libclang-common-<N>-dev.

@@ -6,10 +6,16 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <sys/stat.h>
+
 #include "base/rng.h"
 #include "data/utf8.h"
 
 std::u32string read_text_file(const std::string& path) {
+  // On Linux a folder opens and reads as empty; say what it is instead of "the file is empty".
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw std::runtime_error(path + ": is a folder, not a text file (name a UTF-8 text file inside it)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   std::stringstream bytes;

@@ -43,7 +43,7 @@ Tokenizer Tokenizer::from_vocab(std::string_view vocab_utf8, const std::vector<s
   for (const std::string& name : specials) {
     if (name.empty()) throw std::runtime_error(source + ": special token with an empty name");
     if (tokenizer.special_id(name) >= 0)
-      throw std::runtime_error(source + ": duplicate special token \"" + name + "\"");
+      throw std::runtime_error(source + ": duplicate special token \"" + escape_for_message(name) + "\"");
     tokenizer.add_special(name);
   }
   return tokenizer;

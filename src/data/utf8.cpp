@@ -114,3 +114,50 @@ std::string describe_code_point(char32_t c) {
   else utf8_append(shown, c);
   return "'" + shown + "' (" + format_u_plus(c) + ")";
 }
+
+std::string escape_for_message(std::string_view bytes, bool keep_newlines) {
+  std::string out;
+  out.reserve(bytes.size());
+  auto hex = [&out](unsigned value, const char* format) {
+    char buffer[16];
+    std::snprintf(buffer, sizeof buffer, format, value);
+    out += buffer;
+  };
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const unsigned char b = bytes[i];
+    if (b < 0x80) {
+      if (b == '\n') out += keep_newlines ? "\n" : "\\n";
+      else if (b == '\t') out += "\\t";
+      else if (b == '\r') out += "\\r";
+      else if (b < 0x20 || b == 0x7F) hex(b, "\\x%02x");
+      else out += char(b);
+      i += 1;
+      continue;
+    }
+    // A multi-byte sequence: decode just this one character with the strict decoder; a bad one shows its lead
+    // byte as \xNN and decoding resumes at the next byte (so "\xe2\x82" cut short shows as two escapes).
+    size_t length = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 1;
+    char32_t c = 0;
+    bool valid = length > 1 && i + length <= bytes.size();
+    if (valid) {
+      try {
+        const std::u32string one = utf8_decode(bytes.substr(i, length), "");
+        valid = one.size() == 1, c = valid ? one[0] : 0;
+      } catch (const std::runtime_error&) {
+        valid = false;
+      }
+    }
+    if (!valid) {
+      hex(b, "\\x%02x");
+      i += 1;
+    } else if (c < 0xA0) {  // C1 controls U+0080..U+009F: some terminals act on them like ESC sequences
+      hex(unsigned(c), "\\u%04x");
+      i += length;
+    } else {
+      out.append(bytes.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
+}

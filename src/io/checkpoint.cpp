@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "io/safetensors.h"
+#include "data/utf8.h"
 
 #include <sys/stat.h>
 
@@ -69,7 +70,7 @@ struct MetadataReader {
     bool digits = !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoi(s) < min_value)
       throw std::runtime_error(path + ": metadata field '" + key + "' should be a whole number ≥ " +
-                               std::to_string(min_value) + ", got '" + s + "'");
+                               std::to_string(min_value) + ", got '" + escape_for_message(s) + "'");
     return std::stoi(s);
   }
 };
@@ -106,7 +107,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   SafetensorsContents file = read_safetensors(path);
   MetadataReader meta{path, file.metadata};
   if (meta.text("format") != kCheckpointFormat)
-    throw std::runtime_error(path + ": not a plaingpt checkpoint (format '" + meta.text("format") + "')");
+    throw std::runtime_error(path + ": not a plaingpt checkpoint (format '" + escape_for_message(meta.text("format")) + "')");
   if (meta.integer("format_version") != kCheckpointVersion)
     throw std::runtime_error(path + ": checkpoint format version " + meta.text("format_version") +
                              " is not the version this program reads (" + std::to_string(kCheckpointVersion) + ")");
@@ -115,7 +116,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   try {
     specials = nlohmann::json::parse(meta.text("specials")).get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": metadata field 'specials' is not a JSON list of strings: " + e.what());
+    throw std::runtime_error(path + ": metadata field 'specials' is not a JSON list of strings: " +
+                             escape_for_message(e.what()));
   }
   ckpt.tokenizer = Tokenizer::from_vocab(meta.text("vocab"), specials, path);
 
@@ -128,7 +130,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   config.attn_scale = meta.text_or("attn_scale", "sqrt");
   const std::string attn_only = meta.text_or("attn_only", "false");
   if (attn_only != "true" && attn_only != "false")
-    throw std::runtime_error(path + ": metadata field 'attn_only' should be true or false, got '" + attn_only + "'");
+    throw std::runtime_error(path + ": metadata field 'attn_only' should be true or false, got '" +
+                             escape_for_message(attn_only) + "'");
   config.attn_only = attn_only == "true";
   if (config.vocab_size != ckpt.tokenizer.size())
     throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
@@ -138,13 +141,13 @@ Checkpoint load_checkpoint(const std::string& path) {
     validate(config);
     masks = parse_layer_masks(meta.text("mask"), config.n_layer);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(path + ": " + e.what());
+    throw std::runtime_error(path + ": " + escape_for_message(e.what()));
   }
   const std::string objective = meta.text_or("objective", "clm");
   try {
     ckpt.objective = parse_objective(objective);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(path + ": " + e.what());
+    throw std::runtime_error(path + ": " + escape_for_message(e.what()));
   }
   if (ckpt.objective == Objective::MLM && ckpt.tokenizer.special_id(kMaskToken) < 0)
     throw std::runtime_error(path + ": an MLM checkpoint needs the " + kMaskToken + " token in its vocabulary");
@@ -181,7 +184,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
   for (const auto& entry : file.tensors)
     if (!known.count(entry.first))
-      throw std::runtime_error(path + ": unexpected tensor '" + entry.first + "' for a model with this config");
+      throw std::runtime_error(path + ": unexpected tensor '" + escape_for_message(entry.first) + "' for a model with this config");
   ckpt.metadata = std::move(file.metadata);
   return ckpt;
 }

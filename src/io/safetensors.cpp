@@ -6,10 +6,13 @@
 #include "io/safetensors.h"
 
 #include "io/atomic_file.h"
+#include "io/crc32c.h"
+#include "data/utf8.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -62,9 +65,10 @@ static std::string short_dump(const json& value) {
 
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  // ordered_json keeps the keys in the order written, so the header reads like the tensor list.
+  // ordered_json keeps the keys in the order written, so the header reads like the tensor list. The metadata
+  // (with the data's checksum, known only once the tensors are laid out) is filled in after the loop.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  header["__metadata__"] = nlohmann::ordered_json::object();
 
   std::vector<ByteChunk> data_chunks;          // point straight at the caller's floats: no copy
   std::vector<std::vector<uint8_t>> swapped;   // only used on big-endian hosts
@@ -99,6 +103,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
     }
     data_chunks.push_back({bytes, size_t(byte_count)});
   }
+
+  // The checksum covers the data section exactly as it lies in the file (little-endian on every host).
+  uint32_t crc = 0;
+  for (const ByteChunk& chunk : data_chunks) crc = crc32c(chunk.data, chunk.size, crc);
+  std::map<std::string, std::string> metadata_with_checksum = metadata;
+  metadata_with_checksum[kDataChecksumKey] = crc32c_hex(crc);
+  header["__metadata__"] = metadata_with_checksum;
 
   std::string header_text;
   try {
@@ -141,9 +152,9 @@ static json parse_header_json(const uint8_t* header, size_t size, const std::str
     return json::parse(header, header + size, refuse_deep_nesting);
   } catch (const json::parse_error& error) {  // also thrown for invalid UTF-8
     fail(source, "header is not valid JSON (near byte " + std::to_string(error.byte) + " of the header, file offset " +
-                     std::to_string(length_prefix_bytes + error.byte) + "): " + error.what());
+                     std::to_string(length_prefix_bytes + error.byte) + "): " + escape_for_message(error.what()));
   } catch (const json::exception& error) {
-    fail(source, std::string("header is not valid JSON: ") + error.what());
+    fail(source, "header is not valid JSON: " + escape_for_message(error.what()));
   }
 }
 
@@ -153,7 +164,7 @@ static std::map<std::string, std::string> parse_metadata(const json& metadata, c
   std::map<std::string, std::string> result;
   for (const auto& [key, value] : metadata.items()) {
     if (!value.is_string())
-      fail(source, "__metadata__ value for '" + key + "' is a JSON " + value.type_name() + ", expected a string");
+      fail(source, "__metadata__ value for '" + escape_for_message(key) + "' is a JSON " + value.type_name() + ", expected a string");
     result[key] = value.get<std::string>();
   }
   return result;
@@ -161,7 +172,7 @@ static std::map<std::string, std::string> parse_metadata(const json& metadata, c
 
 static TensorEntry parse_tensor_entry(const std::string& name, const json& entry, uint64_t data_section_size,
                                       const std::string& source) {
-  const std::string where = "tensor '" + name + "': ";
+  const std::string where = "tensor '" + escape_for_message(name) + "': ";
   if (!entry.is_object())
     fail(source, where + "entry is a JSON " + entry.type_name() +
                      ", expected an object with dtype, shape and data_offsets");
@@ -215,11 +226,28 @@ static void check_no_overlap(std::vector<TensorEntry>& entries, const std::strin
   for (const TensorEntry& entry : entries) {
     if (entry.begin == entry.end) continue;  // an empty tensor occupies no bytes
     if (previous != nullptr && entry.begin < previous->end)
-      fail(source, "tensors '" + previous->name + "' (data_offsets [" + std::to_string(previous->begin) + ", " +
-                       std::to_string(previous->end) + "]) and '" + entry.name + "' (data_offsets [" +
+      fail(source, "tensors '" + escape_for_message(previous->name) + "' (data_offsets [" + std::to_string(previous->begin) + ", " +
+                       std::to_string(previous->end) + "]) and '" + escape_for_message(entry.name) + "' (data_offsets [" +
                        std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "]) overlap");
     previous = &entry;
   }
+}
+
+// A file that carries kDataChecksumKey must still hold the data it was written with. Files from other tools do
+// not carry it and are read unchecked.
+static void verify_data_checksum(const std::map<std::string, std::string>& metadata, const uint8_t* data,
+                                 uint64_t size, const std::string& source) {
+  const auto stored = metadata.find(kDataChecksumKey);
+  if (stored == metadata.end()) return;
+  const std::string& text = stored->second;
+  if (text.size() != 8 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+    fail(source, std::string("__metadata__ value for '") + kDataChecksumKey + "' is '" + escape_for_message(text) +
+                     "', expected eight hex digits (a CRC-32C): the header is damaged");
+  const std::string computed = crc32c_hex(crc32c(data, size_t(size)));
+  if (std::strtoul(text.c_str(), nullptr, 16) != std::strtoul(computed.c_str(), nullptr, 16))
+    fail(source, "the tensor data does not match the checksum recorded when the file was written (CRC-32C " +
+                     text + " recorded, " + computed + " now): the file was changed or damaged after it was " +
+                     "written; use another copy");
 }
 
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source) {
@@ -248,8 +276,10 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     else
       entries.push_back(parse_tensor_entry(name, entry, data_section_size, source));
   }
-  // Only now allocate: without overlaps, the tensors together need at most the data section's size.
   check_no_overlap(entries, source);
+  verify_data_checksum(contents.metadata, data_section, data_section_size, source);
+  contents.metadata.erase(kDataChecksumKey);  // verified; what the caller wrote is what it reads back
+  // Only now allocate: without overlaps, the tensors together need at most the data section's size.
   for (const TensorEntry& entry : entries) {
     LoadedTensor& tensor = contents.tensors[entry.name];
     tensor.shape = entry.shape;

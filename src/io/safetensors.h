@@ -6,6 +6,11 @@
 //              "name": {"dtype": "F32", "shape": [d0, d1, ...], "data_offsets": [begin, end]}, ...}
 //   the rest  the data section; each tensor's bytes lie at [begin, end) relative to its start
 // Only F32 (little-endian float32) tensors are written or accepted.
+//
+// Integrity: the writer stores a CRC-32C of the whole data section in "__metadata__" under kDataChecksumKey, as
+// eight hex digits; the reader recomputes it and refuses a file whose data no longer matches (it was changed or
+// damaged after it was written). A file without the key (written by another tool) is read without the check.
+// The key is the file's own business: the reader removes it, so metadata written is exactly metadata read.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +18,9 @@
 #include <map>
 #include <string>
 #include <vector>
+
+// "__metadata__" key of the data section's CRC-32C (crc32c.h), e.g. "e3069283".
+constexpr const char* kDataChecksumKey = "plaingpt.data_crc32c";
 
 // A tensor to write; `data` points at prod(shape) floats (one float for a 0-d tensor with shape {}).
 struct TensorView {

@@ -31,29 +31,3 @@ void prepare_output_dir(const std::string& dir) {
   std::fclose(f);
   std::remove(probe.c_str());
 }
-
-// A resumed run keeps the rows before its first step and drops any the interrupted run wrote after its last
-// checkpoint, so the file reads as one uninterrupted run.
-MetricsFile::MetricsFile(const std::string& path, int first_step, const std::string& extra_header) {
-  std::string kept;
-  std::ifstream old(path);
-  std::string line;
-  if (first_step > 0 && std::getline(old, line))
-    while (std::getline(old, line))
-      if (std::strtol(line.c_str(), nullptr, 10) < first_step) kept += line + "\n";
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
-  std::fprintf(file_, "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms%s\n%s",
-               extra_header.c_str(), kept.c_str());
-}
-
-MetricsFile::~MetricsFile() { std::fclose(file_); }
-
-void MetricsFile::row(int step, double train, double val, double honest, double loss, double lr, double norm,
-                      double ms, const std::string& extra) {
-  std::fprintf(file_, "%d", step);
-  for (double v : {train, val, honest, loss, lr, norm, ms})
-    std::isnan(v) ? std::fprintf(file_, ",") : std::fprintf(file_, ",%.6g", v);
-  std::fprintf(file_, "%s\n", extra.c_str());
-  std::fflush(file_);
-}

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "data/objective.h"
+#include "data/utf8.h"
 
 #define FIELD(member) SETTING_FIELD(TrainConfig, member)
 
@@ -54,6 +55,8 @@ const std::vector<Setting<TrainConfig>>& train_settings() {
     {"threads",      "threads",      "threads for OpenMP and OpenBLAS (0 = all cores)",    FIELD(threads),            at_least(0),  S::Knob},
     {nullptr,        "stop-at",      "checkpoint and stop after this step (continue later with --resume; -1 = no)",
                                                                                            FIELD(stop_at),            at_least(-1), S::Invocation},
+    {nullptr,        "overwrite",    "start afresh even though --out holds an earlier run (its checkpoint and metrics.csv are replaced)",
+                                                                                           FIELD(overwrite),          any_value(),  S::Invocation},
   };
   // clang-format on
   return table;
@@ -72,7 +75,8 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
     std::vector<std::string> absent = settings_from_json(train_settings(), nlohmann::json::parse(text), c);
     if (missing) missing->insert(missing->end(), absent.begin(), absent.end());
   } catch (const std::exception& e) {
-    throw std::runtime_error(source + ": bad training settings in the checkpoint: " + e.what());
+    throw std::runtime_error(source + ": bad training settings in the checkpoint: " +
+                             escape_for_message(e.what()));
   }
   return c;
 }

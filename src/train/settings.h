@@ -30,6 +30,8 @@ struct TrainConfig {
   int threads = 0;           // 0 = all cores
   int stop_at = -1;          // this invocation only (not saved): checkpoint and stop after this step, as if
                              // interrupted; resume later to continue. −1 = run to `steps`
+  bool overwrite = false;    // this invocation only: a fresh run (or one resumed into another run's folder) may
+                             // replace the checkpoint and metrics.csv in `out`; otherwise refused (io/run_folder.h)
 };
 
 // Every setting of ./train, in --help order.

@@ -15,6 +15,8 @@
 #include "lab/attention_stats.h"
 #include "model/model.h"
 #include "train/evaluate.h"
+#include "io/run_folder.h"
+#include "train/metrics_file.h"
 #include "train/output.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
@@ -65,6 +67,8 @@ class TrainingRun {
   std::vector<int> x_, y_;    // the step's batch
   std::vector<int> stats_x_, stats_y_;  // one fixed validation batch for the attention statistics
   int stats_prefix_ = -1;
+  std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
+  std::unique_ptr<MetricsFile> metrics_;
 };
 
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
@@ -86,6 +90,10 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   check_corpus_fits(corpus_, T);
   check_fits_in_memory(model.config, B);
   prepare_output_dir(cfg.out);
+  lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
+  for (const std::string& stale : remove_stale_temporaries(cfg.out))
+    std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
+  if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
   state_.train_config = to_json(cfg);
   ckpt_file_ = checkpoint_path(cfg.out);
   batch_rng_.set_state(state_.batch_rng);
@@ -112,6 +120,9 @@ void TrainingRun::start_model(Checkpoint* resume) {
   const std::string mask = cfg_.mask.empty() ? default_mask(objective_) : cfg_.mask;
   ckpt_.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer));
   ckpt_.model->init_weights(cfg_.seed);
+  // AdamW's moments start at zero; set them now so that even --steps 0 saves a complete (resumable) checkpoint.
+  state_.optimizer.m.assign(ckpt_.model->num_params(), 0.0f);
+  state_.optimizer.v.assign(ckpt_.model->num_params(), 0.0f);
   state_.batch_rng = Rng(cfg_.seed ^ 0x5eed5eedull).state();
 }
 
@@ -168,6 +179,7 @@ void TrainingRun::save(int step) {
   state_.step = step;
   ckpt_.model->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
   state_.batch_rng = batch_rng_.state();
+  if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
   save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
 }
 
@@ -204,7 +216,10 @@ TrainResult TrainingRun::run() {
   install_stop_handlers();
   Progress progress(cfg_.steps, B * T, cfg_.log_every);
   // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations.
-  MetricsFile metrics(cfg_.out + "/metrics.csv", state_.step, attention_stats_header(model.config.n_layer));
+  // --overwrite starts the file afresh, also for a run resumed into another run's folder (train.cpp).
+  metrics_ = std::make_unique<MetricsFile>(cfg_.out + "/metrics.csv", cfg_.overwrite ? 0 : state_.step,
+                                           attention_stats_header(model.config.n_layer));
+  MetricsFile& metrics = *metrics_;
   Rng stats_rng(cfg_.seed + 3);
   stats_prefix_ = batches_->next(corpus_.val, B, T, stats_rng, stats_x_.data(), stats_y_.data());
   const double nan = std::nan("");
