@@ -1,6 +1,7 @@
 // ./train — trains a character-level GPT on a UTF-8 text file and writes checkpoints.
 //   ./train --preset tiny --data data/stories.txt --out out/tiny
 //   ./train --resume out/tiny --steps 4000        (continue a run, with its own settings, to step 4000)
+//   mpirun -np 2 ./train --preset small …         (one run over 2 processes: docs/distributed.md)
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "train/trainer.h"
 #include "base/threads.h"
+#include "train/distributed.h"
 
 // The flags that set a field of TrainConfig, each with its default taken from the chosen preset.
 static void add_flags(cxxopts::Options& options) {
@@ -83,8 +85,8 @@ static std::string directory_of(const std::string& file) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
 }
 
-int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+// Parses the flags and runs (or resumes) the training; returns the exit status, having printed any error.
+static int train_main(int argc, char** argv) {
   cxxopts::Options options("train", "Train a character-level GPT on a UTF-8 text file.");
   add_flags(options);
   try {
@@ -125,4 +127,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: error: %s\n", e.what());
     return 1;
   }
+}
+
+int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  dist::init(&argc, &argv);      // [dist] joins the MPI job when mpirun started us (train/distributed.h)
+  // [dist] Rank 0 alone prints progress; the other processes' standard output goes nowhere (errors still show).
+  if (!dist::is_root() && !std::freopen("/dev/null", "w", stdout)) dist::abort_job(1);
+  const int status = train_main(argc, argv);
+  // [dist] A process that failed (its error is printed) ends the whole job: MPI_Abort, so that no other process
+  // waits forever for it in the next all-reduce. mpirun then names the process and stops the rest.
+  if (status != 0) dist::abort_job(status);
+  dist::finalize();
+  return status;
 }

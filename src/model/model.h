@@ -65,6 +65,7 @@ class GPT {
   const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
   int last_B() const { return B_; }
   int last_T() const { return T_; }
+  int last_targets() const { return loss_count_; }  // positions with a target in the last forward
   size_t num_params() const { return params_memory.size(); }
 
   ModelConfig config;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -24,6 +25,7 @@
 #include "data/objective.h"
 #include "base/rng.h"
 #include "base/threads.h"
+#include "train/distributed.h"
 
 using nlohmann::json;
 
@@ -222,7 +224,7 @@ static bool all_finite(const std::vector<float>& values) {
 
 TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   validate(cfg);
-  set_threads(cfg.threads > 0 ? cfg.threads : default_threads());
+  set_threads(cfg.threads > 0 ? cfg.threads : dist::default_threads());  // [dist] cores ÷ processes on this machine
   using clock = std::chrono::steady_clock;
   const Objective objective = parse_objective(cfg.objective);
 
@@ -265,8 +267,11 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     throw std::runtime_error("--stop-at " + std::to_string(cfg.stop_at) + " must be after the current step (" +
                              std::to_string(state.step) + ") and at most --steps (" + std::to_string(cfg.steps) + ")");
   check_corpus_fits(corpus, T);
-  check_fits_in_memory(model.config, B);
-  prepare_output_dir(cfg.out);
+  // [dist] The one place the batch is split: this process computes rows [rows.begin, rows.end) of every batch of
+  // B (all of them without MPI). Every process still draws the whole batch, so all see the same windows.
+  const dist::Rows rows = dist::my_rows(B);
+  check_fits_in_memory(model.config, rows.count());
+  if (dist::is_root()) prepare_output_dir(cfg.out);  // [dist] only rank 0 writes files
   state.train_config = to_json(cfg);
   const std::string ckpt_file = checkpoint_path(cfg.out);
 
@@ -298,7 +303,8 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     state.step = step;
     model.set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
     state.batch_rng = batch_rng.state();
-    save_checkpoint(ckpt_file, model, corpus.tokenizer, &state, objective);
+    dist::check_same_parameters(model.params_memory, step);  // [dist] what is saved is every process's model
+    if (dist::is_root()) save_checkpoint(ckpt_file, model, corpus.tokenizer, &state, objective);
   };
   // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like,
   // and the training batches never depend on how often we evaluate.
@@ -314,9 +320,11 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
     std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", cfg.data.c_str(), corpus.train.size(),
               corpus.val.size());
-  std::printf("training %d steps of %d×%d tokens%s on %d thread%s (idle threads wait: %s)\n", cfg.steps, B, T,
+  std::printf("training %d steps of %d×%d tokens%s on %d thread%s%s (idle threads wait: %s)\n", cfg.steps, B, T,
               state.step ? (" from step " + std::to_string(state.step)).c_str() : "", omp_get_max_threads(),
-              omp_get_max_threads() == 1 ? "" : "s", wait_policy().c_str());
+              omp_get_max_threads() == 1 ? "" : "s",
+              dist::size() == 1 ? "" : (" in each of " + std::to_string(dist::size()) + " processes").c_str(),
+              wait_policy().c_str());
   std::fflush(stdout);
 
   g_stop_requested = 0;
@@ -324,10 +332,14 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
   std::signal(SIGTERM, on_stop_signal);
   // Past a file-size limit, let write() fail with EFBIG (reported, temporary file removed) instead of dying.
   std::signal(SIGXFSZ, SIG_IGN);
-  const bool live = isatty(fileno(stdout));
+  // [dist] mpirun hands its processes a pseudo-terminal even when its own output goes to a file: log lines then.
+  const bool live = isatty(fileno(stdout)) && dist::size() == 1;
   // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations and
   // measured on one fixed validation batch.
-  MetricsFile metrics(cfg.out + "/metrics.csv", state.step, attention_stats_header(model.config.n_layer));
+  std::unique_ptr<MetricsFile> metrics;  // [dist] rank 0's alone
+  if (dist::is_root())
+    metrics = std::make_unique<MetricsFile>(cfg.out + "/metrics.csv", state.step,
+                                            attention_stats_header(model.config.n_layer));
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
   std::vector<int> stats_x((size_t)B * T), stats_y((size_t)B * T);
   Rng stats_rng(cfg.seed + 3);
@@ -356,19 +368,23 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
       std::printf("\n");
       std::fflush(stdout);
       if (stats_prefix >= 0) model.set_prefix_length(stats_prefix);
-      attention_cells = attention_stats_cells(measure_attention(model, stats_x.data(), stats_y.data(), B, T));
+      if (dist::is_root())  // [dist] only rank 0 writes these cells
+        attention_cells = attention_stats_cells(measure_attention(model, stats_x.data(), stats_y.data(), B, T));
     }
     if (last) {
-      metrics.row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, attention_cells);
+      if (metrics) metrics->row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, attention_cells);
       break;
     }
 
     const auto t0 = clock::now();
     const int prefix = batches.next(corpus.train, B, T, batch_rng, x.data(), y.data());
     if (prefix >= 0) model.set_prefix_length(prefix);
-    const float loss = model.forward(x.data(), y.data(), B, T);
+    const size_t first = (size_t)rows.begin * T;  // [dist] this process's rows of the batch
+    float loss = model.forward(x.data() + first, y.data() + first, rows.count(), T);
     model.zero_grad();
     model.backward();
+    // [dist] The gradient and loss of the whole batch, on every process (one process: unchanged).
+    loss = dist::allreduce_gradients(model.grads_memory, loss, model.last_targets());
     const double norm = clip_global_norm(model.grads_memory, cfg.adamw.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm))
       throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
@@ -379,7 +395,7 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
       throw diverged(step, "the update made some weights infinite or NaN");
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     recent_ms = step == first_step ? ms : 0.9 * recent_ms + 0.1 * ms;
-    metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
+    if (metrics) metrics->row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
     result.step = step + 1;
 
     const double tokens_per_s = B * T / (recent_ms / 1000.0);
@@ -389,9 +405,12 @@ TrainResult run_training(const TrainConfig& cfg, Checkpoint* resume) {
                   step + 1, cfg.steps, loss, lr, tokens_per_s, recent_ms, eta.c_str(), live ? "" : "\n");
       std::fflush(stdout);
     }
-    if (g_stop_requested || step + 1 == cfg.stop_at) {
+    if ((step + 1) % dist::kCheckEvery == 0) dist::check_same_parameters(model.params_memory, step + 1);  // [dist]
+    // [dist] A stop request reaches the processes at different moments: all stop when one has it.
+    const bool stop_requested = dist::any(g_stop_requested);
+    if (stop_requested || step + 1 == cfg.stop_at) {
       save(step + 1);
-      std::printf("%s%s: saved step %d to %s\n", live ? "\n" : "", g_stop_requested ? "interrupted" : "stopped",
+      std::printf("%s%s: saved step %d to %s\n", live ? "\n" : "", stop_requested ? "interrupted" : "stopped",
                   step + 1, ckpt_file.c_str());
       result.interrupted = true;
       return result;
