@@ -144,11 +144,12 @@ TEST(Distributed, TargetWeightedSliceGradientsAddUpToTheBatchGradient) {
 
 // The mpirun command line for `n` processes, or "" (the test then skips) without an MPI build or mpirun.
 // --oversubscribe: more processes than cores is fine here (CI machines may have one); --allow-run-as-root: CI and
-// containers run as root, which mpirun refuses by default.
+// containers run as root, which mpirun refuses by default; btl_vader_single_copy_mechanism none: containers often
+// forbid the cross-process memory reads (CMA) that Open MPI's shared-memory transport tries first.
 std::string mpirun(int n) {
   if (!dist::built_with_mpi()) return "";
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) return "";
-  std::string cmd = "mpirun -np " + std::to_string(n) + " --oversubscribe";
+  std::string cmd = "mpirun -np " + std::to_string(n) + " --oversubscribe --mca btl_vader_single_copy_mechanism none";
   if (geteuid() == 0) cmd += " --allow-run-as-root";
   return cmd;
 }
