@@ -20,6 +20,9 @@ endif
 # The BLAS: tools/deps.sh finds (or installs) OpenBLAS and writes its flags to build/config.mk; make rereads the
 # Makefile once that file exists. `make BLAS=<pkg-config module>` builds against another BLAS on purpose.
 BLAS     ?= openblas
+# Open MPI, for `mpirun -np N ./train` (docs/distributed.md): auto = use it when its development package is
+# installed; MPI=0 builds without it; MPI=1 fails without it.
+MPI      ?= auto
 CONFIG   := build/config.mk
 ifeq ($(UNAME),Darwin)
   # Accelerate ships cblas_sgemm; Homebrew's libomp gives OpenMP to Apple clang.
@@ -36,8 +39,8 @@ ifeq (,$(filter clean,$(MAKECMDGOALS)))
   -include $(CONFIG)
 endif
 
-ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) -Isrc
-LIBS         = $(BLAS_LIBS) $(OMP_LIBS) -lpthread
+ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) $(MPI_CFLAGS) -Isrc
+LIBS         = $(BLAS_LIBS) $(OMP_LIBS) $(MPI_LIBS) -lpthread
 GTEST_LIBS  ?= -lgtest -lgtest_main
 
 SRC      := $(wildcard src/*/*.cpp)
@@ -57,12 +60,14 @@ all: programs
 programs: $(PROGRAMS)
 	@cp -f $(PROGRAMS) .
 
-# Rerun when the script or the BLAS choice changes; written through a temporary file, so a failed check leaves
-# no config behind and the next make checks again.
-$(CONFIG): tools/deps.sh $(if $(filter-out $(BLAS),$(CONFIG_BLAS)),FORCE)
+# Rerun when the script or the BLAS or MPI choice changes; written through a temporary file, so a failed check
+# leaves no config behind and the next make checks again.
+$(CONFIG): tools/deps.sh $(if $(and $(filter $(BLAS),$(CONFIG_BLAS)),$(filter $(MPI),$(CONFIG_MPI))),,FORCE)
 	@mkdir -p build
-	@CXX="$(CXX)" BLAS="$(BLAS)" sh tools/deps.sh > $@.tmp && echo "CONFIG_BLAS := $(BLAS)" >> $@.tmp && mv $@.tmp $@
+	@CXX="$(CXX)" BLAS="$(BLAS)" MPI="$(MPI)" sh tools/deps.sh > $@.tmp && \
+	  printf 'CONFIG_BLAS := %s\nCONFIG_MPI := %s\n' "$(BLAS)" "$(MPI)" >> $@.tmp && mv $@.tmp $@
 	@echo "build: BLAS = $$(sed -n 's/^BLAS_NAME := //p' $@)"
+	@echo "build: MPI = $$(sed -n 's/^MPI_NAME := //p' $@)"
 FORCE:
 
 build/%.o: src/%.cpp $(CONFIG)

@@ -1,6 +1,7 @@
 // ./train — trains a character-level GPT on a UTF-8 text file and writes checkpoints.
 //   ./train --preset tiny --data data/stories.txt --out out/tiny
 //   ./train --resume out/tiny --steps 4000        (continue a run, with its own settings, to step 4000)
+//   mpirun -np 2 ./train --preset small …         (one run over 2 processes: docs/distributed.md)
 // Every setting's flag, help line, checkpoint key and range is one row of train_settings() (src/train/settings.cpp).
 #include <sys/stat.h>
 
@@ -10,6 +11,7 @@
 #include "base/threads.h"
 #include "io/checkpoint.h"
 #include "io/run_folder.h"
+#include "train/distributed.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
 
@@ -54,11 +56,11 @@ static void resume(const cxxopts::ParseResult& flags) {
   if (config.steps < ckpt.resume.step)
     throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                              std::to_string(ckpt.resume.step) + ")");
-  run_training(config, &ckpt);
+  run_training(config, &ckpt, dist::training_hooks());  // [dist] no-ops without mpirun
 }
 
-int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+// Parses the flags and runs (or resumes) the training; returns the exit status, having printed any error.
+static int train_main(int argc, char** argv) {
   cxxopts::Options options("train", "Train a character-level GPT on a UTF-8 text file. Defaults are the tiny preset's.");
   options.add_options()
     ("preset", "tiny (4 layers, 128 wide, block 64, batch 12) or small (6 layers, 384 wide, block 256, batch 64)",
@@ -80,10 +82,23 @@ int main(int argc, char** argv) {
     }
     TrainConfig config = preset(flags["preset"].as<std::string>());
     apply_flags(flags, train_settings(), config);
-    run_training(config);
+    run_training(config, nullptr, dist::training_hooks());  // [dist] no-ops without mpirun
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;
   }
+}
+
+int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  dist::init(&argc, &argv);      // [dist] joins the MPI job when mpirun started us (train/distributed.h)
+  // [dist] Rank 0 alone prints progress; the other processes' standard output goes nowhere (errors still show).
+  if (!dist::is_root() && !std::freopen("/dev/null", "w", stdout)) dist::abort_job(1);
+  const int status = train_main(argc, argv);
+  // [dist] A process that failed (its error is printed) ends the whole job: MPI_Abort, so that no other process
+  // waits forever for it in the next all-reduce. mpirun then names the process and stops the rest.
+  if (status != 0) dist::abort_job(status);
+  dist::finalize();
+  return status;
 }

@@ -394,7 +394,7 @@ TEST(Training, AfterBackwardHookSeesEveryStepBeforeTheUpdate) {
   int calls = 0;
   double first_norm = 0;
   TrainHooks hooks;
-  hooks.after_backward = [&](GPT& model) {
+  hooks.after_backward = [&](GPT& model, float&) {
     if (calls++ == 0) first_norm = global_norm(model.grads_memory());
     std::fill(model.grads_memory().begin(), model.grads_memory().end(), 0.0f);
   };

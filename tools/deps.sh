@@ -7,6 +7,13 @@
 # saves them as build/config.mk (and reruns this script when it changes):
 #   BLAS_NAME    what the build will say it uses
 #   BLAS_CFLAGS  BLAS_LIBS
+#   MPI_NAME     "yes (Open MPI 4.1.4)" or "no (why)"
+#   MPI_CFLAGS   MPI_LIBS   empty without MPI; with it, MPI_CFLAGS holds -DPLAINGPT_MPI
+#
+# Open MPI is optional (data-parallel training with mpirun, docs/distributed.md) and never installed by this
+# script: when its development package is there (libopenmpi-dev on Debian, open-mpi on Homebrew) the programs are
+# built with it, through its pkg-config module "ompi" or, failing that, mpicxx --showme. MPI=0 builds without it
+# even when it is installed; MPI=1 makes its absence an error.
 #
 # The BLAS. OpenBLAS is the default and it is checked for itself — its pkg-config module, or a program that calls
 # openblas_get_config() compiling and linking — never for "some cblas.h": Debian's reference BLAS (libblas-dev,
@@ -15,6 +22,7 @@
 # `make BLAS=blis` (or `BLAS=blas` for the reference one); the build then says so.
 CXX=${CXX:-g++}
 BLAS=${BLAS:-openblas}
+MPI=${MPI:-auto}
 
 say() { echo "deps: $*" >&2; }
 
@@ -54,6 +62,34 @@ install_missing() {  # $1 = Debian package names (leading space); installs them 
   exit 1
 }
 
+# Prints the MPI_* variables. Open MPI counts as present when a program that calls MPI_Init compiles and links.
+# OMPI_SKIP_MPICXX: plaingpt calls MPI's C functions; without it, <mpi.h> in C++ also pulls in the long-deprecated
+# C++ bindings, which need one more library (libmpi_cxx) that the "ompi" module does not name.
+mpi_config() {
+  if [ "$MPI" = 0 ]; then echo "MPI_NAME := no (MPI=0)"; return 0; fi
+  for how in pkg-config mpicxx; do
+    if [ $how = pkg-config ]; then
+      pkg-config --exists ompi 2>/dev/null || continue
+      cflags="$(pkg-config --cflags ompi) -DOMPI_SKIP_MPICXX" libs=$(pkg-config --libs ompi) version=$(pkg-config --modversion ompi)
+    else
+      command -v mpicxx >/dev/null 2>&1 || continue
+      cflags="$(mpicxx --showme:compile 2>/dev/null) -DOMPI_SKIP_MPICXX" libs=$(mpicxx --showme:link 2>/dev/null) || continue
+      version=$(mpicxx --showme:version 2>/dev/null | sed -n 's/.*Open MPI \([0-9.]*\).*/\1/p')
+    fi
+    printf '#include <mpi.h>\nint main(int c,char**v){MPI_Init(&c,&v);return MPI_Finalize();}\n' |
+      $CXX -std=c++17 $cflags -x c++ - -o /dev/null $libs 2>/dev/null || continue
+    echo "MPI_NAME := yes (Open MPI $version)"
+    echo "MPI_CFLAGS := $cflags -DPLAINGPT_MPI"
+    echo "MPI_LIBS := $libs"
+    return 0
+  done
+  if [ "$MPI" = 1 ]; then
+    say "MPI=1 but no working Open MPI: install libopenmpi-dev (Debian) or open-mpi (Homebrew)"
+    return 1
+  fi
+  echo "MPI_NAME := no (Open MPI's development package is not installed)"
+}
+
 if [ "$(uname -s)" = Darwin ]; then
   missing=""
   BREW=$(brew --prefix 2>/dev/null)
@@ -72,6 +108,7 @@ if [ "$(uname -s)" = Darwin ]; then
     fi
   fi
   echo "BLAS_NAME := Accelerate"
+  mpi_config || exit 1
   exit 0
 fi
 
@@ -109,3 +146,4 @@ else
   echo "BLAS_CFLAGS := $(pkg-config --cflags "$BLAS")"
   echo "BLAS_LIBS := $(pkg-config --libs "$BLAS")"
 fi
+mpi_config || exit 1

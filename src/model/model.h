@@ -66,6 +66,7 @@ class GPT {
   const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
   int last_B() const { return B_; }
   int last_T() const { return T_; }
+  int last_targets() const { return loss_count_; }  // positions with a target in the last forward
 
   const ModelConfig config;  // fixed for the model's life: every buffer is sized from it
   const float attn_scale;    // multiplies q·k: attention_scale(config), 1/√HS by default

@@ -8,16 +8,26 @@
 #include "data/dataset.h"
 #include "data/objective.h"
 #include "base/rng.h"
+#include "train/distributed.h"
 
 double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
                      Rng& rng) {
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
-  double total = 0;
+  // Under MPI each process scores its rows of every batch (distributed.h); a batch's loss is then the sum of the
+  // slices' losses over the sum of their targets. One process: rows [0, B), and loss·n/n gives back the loss.
+  const dist::Rows rows = dist::my_rows(B);
+  std::vector<double> sums(2 * (size_t)iters);  // per batch: Σ loss over this process's targets, their number
   for (int i = 0; i < iters; i++) {
     const int prefix = batches.next(tokens, B, T, rng, x.data(), y.data());
     if (prefix >= 0) model.set_prefix_length(prefix);
-    total += model.forward(x.data(), y.data(), B, T);
+    const size_t first = (size_t)rows.begin * T;
+    const double loss = model.forward(x.data() + first, y.data() + first, rows.count(), T);
+    sums[2 * i] = loss * model.last_targets(), sums[2 * i + 1] = model.last_targets();
   }
+  dist::sum(sums);
+  double total = 0;
+  for (int i = 0; i < iters; i++)
+    if (sums[2 * i + 1] > 0) total += sums[2 * i] / sums[2 * i + 1];
   return total / iters;
 }
 
@@ -71,11 +81,13 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
   } restore{model, model.masks()};
   model.set_prefix_length(T);
   std::vector<int> x((size_t)batch * T), y((size_t)batch * T, kNoTarget);
+  // Under MPI each process scores its share of the rows (distributed.h) and the sums are added up.
+  const dist::Rows mine = dist::my_rows((int)ends.size());
   CharScore score;
   double nats = 0;
   long correct = 0;
-  for (size_t r0 = 0; r0 < ends.size(); r0 += batch) {
-    const int B = (int)std::min<size_t>(batch, ends.size() - r0);
+  for (size_t r0 = mine.begin; r0 < (size_t)mine.end; r0 += batch) {
+    const int B = (int)std::min<size_t>(batch, mine.end - r0);
     for (int b = 0; b < B; b++) {
       const long end = ends[r0 + b];
       int* row = x.data() + (size_t)b * T;
@@ -95,6 +107,9 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
       correct += std::max_element(z, z + V) - z == tokens[ends[r0 + b]];
     }
   }
+  double sums[2] = {nats, (double)correct};
+  dist::sum(sums, 2);
+  nats = sums[0], correct = (long)sums[1];
   score.count = (long)ends.size();
   score.bits = score.count ? nats / score.count / std::log(2.0) : 0;
   score.accuracy = score.count ? (double)correct / score.count : 0;

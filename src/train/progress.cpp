@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "train/distributed.h"
+
 std::string format_duration(double seconds) {
   long s = (long)std::lround(std::max(0.0, seconds));
   char buf[32];
@@ -16,7 +18,8 @@ std::string format_duration(double seconds) {
 
 Progress::Progress(int total_steps, int tokens_per_step, int log_every)
     : total_steps_(total_steps), tokens_per_step_(tokens_per_step), log_every_(log_every),
-      live_(isatty(fileno(stdout))) {}
+      // [dist] mpirun hands its processes a pseudo-terminal even when its own output goes to a file: log lines then.
+      live_(isatty(fileno(stdout)) && dist::size() == 1) {}
 
 void Progress::evaluation(int step, double train_loss, double val_loss, double honest_bits) {
   if (live_) std::printf("\r\033[K");

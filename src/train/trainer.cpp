@@ -14,6 +14,7 @@
 #include "data/objective.h"
 #include "lab/attention_stats.h"
 #include "model/model.h"
+#include "train/distributed.h"
 #include "train/evaluate.h"
 #include "io/run_folder.h"
 #include "train/metrics_file.h"
@@ -53,6 +54,9 @@ class TrainingRun {
   const TrainHooks& hooks_;
   const Objective objective_;
   const bool resumed_;
+  // [dist] The one place the batch is split: this process computes rows [rows_.begin, rows_.end) of every batch
+  // (all of them without MPI). Every process still draws the whole batch, so all see the same windows.
+  const dist::Rows rows_;
   Checkpoint ckpt_;           // the model, its tokenizer and objective
   Corpus corpus_;
   ResumeState state_;         // step, optimizer, batch sampler: what a checkpoint stores to continue exactly
@@ -72,7 +76,8 @@ class TrainingRun {
 };
 
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
-    : cfg_(cfg), hooks_(hooks), objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr) {
+    : cfg_(cfg), hooks_(hooks), objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr),
+      rows_(dist::my_rows(cfg.batch)) {
   start_model(resume);
   GPT& model = *ckpt_.model;
   const int B = cfg.batch, T = model.config.block_size;
@@ -88,12 +93,14 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
     throw std::runtime_error("--stop-at " + std::to_string(cfg.stop_at) + " must be after the current step (" +
                              std::to_string(state_.step) + ") and at most --steps (" + std::to_string(cfg.steps) + ")");
   check_corpus_fits(corpus_, T);
-  check_fits_in_memory(model.config, B);
-  prepare_output_dir(cfg.out);
-  lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
-  for (const std::string& stale : remove_stale_temporaries(cfg.out))
-    std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
-  if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
+  check_fits_in_memory(model.config, rows_.count());
+  if (hooks_.writes_output) {  // [dist] only rank 0 touches the folder
+    prepare_output_dir(cfg.out);
+    lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
+    for (const std::string& stale : remove_stale_temporaries(cfg.out))
+      std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
+    if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
+  }
   state_.train_config = to_json(cfg);
   ckpt_file_ = checkpoint_path(cfg.out);
   batch_rng_.set_state(state_.batch_rng);
@@ -116,7 +123,7 @@ void TrainingRun::start_model(Checkpoint* resume) {
   ModelConfig model_config = cfg_.model;
   model_config.vocab_size = corpus_.tokenizer.size();
   validate(model_config);
-  check_fits_in_memory(model_config, cfg_.batch);  // before a single parameter is allocated
+  check_fits_in_memory(model_config, rows_.count());  // before a single parameter is allocated
   const std::string mask = cfg_.mask.empty() ? default_mask(objective_) : cfg_.mask;
   ckpt_.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer));
   ckpt_.model->init_weights(cfg_.seed);
@@ -133,9 +140,12 @@ void TrainingRun::print_header() const {
   if (leaks_) std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", cfg_.data.c_str(), corpus_.train.size(),
               corpus_.val.size());
-  std::printf("training %d steps of %d×%d tokens%s on %d thread%s (idle threads wait: %s)\n", cfg_.steps, cfg_.batch,
-              model.config.block_size, state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "",
-              omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s", wait_policy().c_str());
+  std::printf("training %d steps of %d×%d tokens%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
+              cfg_.batch, model.config.block_size,
+              state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", omp_get_max_threads(),
+              omp_get_max_threads() == 1 ? "" : "s",
+              dist::size() == 1 ? "" : (" in each of " + std::to_string(dist::size()) + " processes").c_str(),
+              wait_policy().c_str());
   std::fflush(stdout);
 }
 
@@ -150,6 +160,7 @@ void TrainingRun::evaluate(int step, double& train_loss, double& val_loss, doubl
   train_loss = estimate_loss(model, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng);
   val_loss = estimate_loss(model, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng);
   honest_bits = next_char_score(model, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_).bits;
+  if (!hooks_.writes_output) return;  // [dist] only the process that writes metrics.csv measures these cells
   if (stats_prefix_ >= 0) model.set_prefix_length(stats_prefix_);
   attention_cells = attention_stats_cells(measure_attention(model, stats_x_.data(), stats_y_.data(), B, T));
 }
@@ -159,10 +170,11 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
   const int B = cfg_.batch, T = model.config.block_size;
   const int prefix = batches_->next(corpus_.train, B, T, batch_rng_, x_.data(), y_.data());
   if (prefix >= 0) model.set_prefix_length(prefix);
-  const float loss = model.forward(x_.data(), y_.data(), B, T);
+  const size_t first = (size_t)rows_.begin * T;  // [dist] this process's rows of the batch
+  float loss = model.forward(x_.data() + first, y_.data() + first, rows_.count(), T);
   model.zero_grad();
   model.backward();
-  if (hooks_.after_backward) hooks_.after_backward(model);
+  if (hooks_.after_backward) hooks_.after_backward(model, loss);  // [dist] the whole batch's gradient and loss
   norm = clip_global_norm(model.grads_memory(), cfg_.adamw.grad_clip);
   if (!std::isfinite(loss) || !std::isfinite(norm))
     throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
@@ -179,8 +191,11 @@ void TrainingRun::save(int step) {
   state_.step = step;
   ckpt_.model->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
   state_.batch_rng = batch_rng_.state();
-  if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
-  save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
+  dist::check_same_parameters(ckpt_.model->params_memory(), step);  // [dist] what is saved is every process's model
+  if (hooks_.writes_output) {
+    if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
+    save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
+  }
 }
 
 // Where the last good weights are, for the divergence message. Resuming with --out elsewhere means ckpt_file_ may
@@ -212,14 +227,15 @@ TrainResult TrainingRun::run() {
   // number (left context only, the same for every kind of model) is printed beside it in those cases, and logged
   // to metrics.csv always, so that runs of any objective compare on one curve.
   const bool report_honest = objective_ != Objective::CLM || leaks_;
-  print_header();
+  const bool out = hooks_.writes_output;  // [dist] false on every process of an mpirun job but rank 0
+  if (out) print_header();
   install_stop_handlers();
   Progress progress(cfg_.steps, B * T, cfg_.log_every);
   // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations.
   // --overwrite starts the file afresh, also for a run resumed into another run's folder (train.cpp).
-  metrics_ = std::make_unique<MetricsFile>(cfg_.out + "/metrics.csv", cfg_.overwrite ? 0 : state_.step,
-                                           attention_stats_header(model.config.n_layer));
-  MetricsFile& metrics = *metrics_;
+  if (out)
+    metrics_ = std::make_unique<MetricsFile>(cfg_.out + "/metrics.csv", cfg_.overwrite ? 0 : state_.step,
+                                             attention_stats_header(model.config.n_layer));
   Rng stats_rng(cfg_.seed + 3);
   stats_prefix_ = batches_->next(corpus_.val, B, T, stats_rng, stats_x_.data(), stats_y_.data());
   const double nan = std::nan("");
@@ -235,22 +251,26 @@ TrainResult TrainingRun::run() {
     if (last || step == first_step_ || (cfg_.eval_every && step % cfg_.eval_every == 0)) {
       evaluate(step, train_loss, val_loss, honest_bits, attention_cells);
       result.val_loss = val_loss, result.honest_bits = honest_bits;
-      progress.evaluation(step, train_loss, val_loss, report_honest ? honest_bits : -1);
+      if (out) progress.evaluation(step, train_loss, val_loss, report_honest ? honest_bits : -1);
     }
     if (last) {
-      metrics.row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, attention_cells);
+      if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, attention_cells);
       break;
     }
     const auto t0 = Clock::now();
     double lr = 0, norm = 0;
     const float loss = train_step(step, lr, norm);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    metrics.row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
+    if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
     result.step = step + 1;
-    progress.step(step, step == first_step_, loss, lr, ms);
-    if (stop_requested() || step + 1 == cfg_.stop_at) {
+    if (out) progress.step(step, step == first_step_, loss, lr, ms);
+    // [dist] Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
+    if ((step + 1) % dist::kCheckEvery == 0) dist::check_same_parameters(model.params_memory(), step + 1);
+    // [dist] A stop request reaches the processes at different moments: all stop when one has it.
+    const bool stop = dist::any(stop_requested());
+    if (stop || step + 1 == cfg_.stop_at) {
       save(step + 1);
-      progress.stopped(stop_requested(), step + 1, ckpt_file_);
+      if (out) progress.stopped(stop, step + 1, ckpt_file_);
       result.interrupted = true;
       return result;
     }
@@ -258,7 +278,7 @@ TrainResult TrainingRun::run() {
   }
   save(cfg_.steps);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(), ckpt_file_.c_str());
+  if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(), ckpt_file_.c_str());
   return result;
 }
 
@@ -266,6 +286,6 @@ TrainResult TrainingRun::run() {
 
 TrainResult run_training(const TrainConfig& config, Checkpoint* resume, const TrainHooks& hooks) {
   validate(config);
-  set_threads(config.threads > 0 ? config.threads : default_threads());
+  set_threads(config.threads > 0 ? config.threads : dist::default_threads());  // [dist] cores ÷ processes here
   return TrainingRun(config, resume, hooks).run();
 }

@@ -22,10 +22,14 @@ struct TrainResult {
 };
 
 // Points where an extension hooks into every step without touching the loop.
+// train/distributed.h makes the hooks of a data-parallel (mpirun) run.
 struct TrainHooks {
-  // After backward() and before clipping and the optimizer step: the gradients are complete here (e.g. average
-  // them across data-parallel processes).
-  std::function<void(GPT& model)> after_backward;
+  // After backward() and before clipping and the optimizer step: the gradients and the step's loss are complete
+  // here. A data-parallel hook replaces this process's slice's gradient and loss with the whole batch's.
+  std::function<void(GPT& model, float& loss)> after_backward;
+  // False: train without printing or writing anything — no header, progress, metrics.csv or checkpoint (every
+  // process of a data-parallel job but rank 0, which writes for all).
+  bool writes_output = true;
 };
 
 // Trains from scratch, or continues `resume` (a loaded resumable checkpoint; `config` then holds its own
