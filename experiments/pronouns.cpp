@@ -76,7 +76,9 @@ Annotated load_annotated(const std::string& text_path, const std::string& notes_
 }
 
 struct Sets {
-  std::vector<PronounCase> select, val, probes;
+  std::vector<PronounCase> val, probes;  // val: every corpus case (both splits)
+  std::vector<int> select;                // indices into val of the training split's cases: to choose heads
+  std::vector<PronounCase> ablate[2];     // a spread-out subset of val and of probes for the ablations
 };
 
 // What one model did on one case set.
@@ -85,7 +87,7 @@ struct ModelRun {
   int steps = 0;
   uint64_t seed = 0;
   int L = 0, NH = 0;
-  ResolutionScores val, probes, select;
+  ResolutionScores val, probes;
   std::vector<int> pronoun_heads, nearest_heads;
   // ablation: per set (0 val, 1 probes), per condition: Δ first-char loss and Δ other-char loss per case
   std::map<std::string, LossPair> ablated[2];
@@ -143,8 +145,8 @@ int main(int argc, char** argv) {
     ("probe-antecedents", "its --antecedents table", cxxopts::value<std::string>()->default_value("build/probes.tsv"))
     ("probe-mentions", "its --mentions table", cxxopts::value<std::string>()->default_value("build/probe_names.tsv"))
     ("ablate", "heads removed per ablation", cxxopts::value<int>()->default_value("2"))
-    ("random-sets", "random head sets to ablate as the control", cxxopts::value<int>()->default_value("6"))
-    ("select-cases", "at most this many training-split cases to choose the heads on", cxxopts::value<int>()->default_value("3000"))
+    ("random-sets", "random head sets to ablate as the control", cxxopts::value<int>()->default_value("4"))
+    ("ablation-cases", "at most this many corpus cases and probes per ablation", cxxopts::value<int>()->default_value("400"))
     ("resamples", "bootstrap resamples", cxxopts::value<int>()->default_value("1000"))
     ("out", "markdown tables", cxxopts::value<std::string>()->default_value("docs/pronouns_tables.md"))
     ("plot", "SVG plot", cxxopts::value<std::string>()->default_value("docs/pronouns_accuracy.svg"))
@@ -209,39 +211,52 @@ int main(int argc, char** argv) {
           Sets s;
           const long n = (long)corpus.text.size(), split = (long)(0.9 * n);
           std::vector<long> cs = story_starts(corpus.text), ps = story_starts(probes.text);
-          std::vector<PronounCase> train = build_cases(corpus.notes, corpus.mentions, cs, n, T, 0, split);
-          const size_t want = (size_t)flags["select-cases"].as<int>();
-          const size_t stride = std::max<size_t>(1, train.size() / std::max<size_t>(1, want));
-          for (size_t i = 0; i < train.size() && s.select.size() < want; i += stride) s.select.push_back(train[i]);
           s.val = build_cases(corpus.notes, corpus.mentions, cs, n, T, 0, n);
           s.probes = build_cases(probes.notes, probes.mentions, ps, (long)probes.text.size(), T);
+          for (int i = 0; i < (int)s.val.size(); i++)
+            if (s.val[i].pronoun_offset + T < split) s.select.push_back(i);
+          const size_t want = (size_t)std::max(1, flags["ablation-cases"].as<int>());
+          for (int set = 0; set < 2; set++) {
+            const std::vector<PronounCase>& all = set == 0 ? s.val : s.probes;
+            const double stride = std::max(1.0, (double)all.size() / want);
+            for (double i = 0; (size_t)i < all.size() && s.ablate[set].size() < want; i += stride)
+              s.ablate[set].push_back(all[(size_t)i]);
+          }
           sets_by_T[T] = std::move(s);
         }
         const Sets& s = sets_by_T[T];
         std::vector<int> ctok = ckpt.tokenizer.encode(corpus.text, corpus.path);
         std::vector<int> ptok = ckpt.tokenizer.encode(probes.text, probes.path);
-        std::printf("%s: %s (%d steps, seed %llu): %zu validation cases, %zu probes, %zu cases to choose heads\n",
+        std::printf("%s: %s (%d steps, seed %llu): %zu corpus cases, %zu probes, %zu cases to choose heads\n",
                     group.c_str(), path.c_str(), run.steps, (unsigned long long)run.seed, s.val.size(),
                     s.probes.size(), s.select.size());
         std::fflush(stdout);
         run.val = score_resolution(model, ctok, s.val, corpus.pronoun_chars);
-        run.probes = score_resolution(model, ptok, s.probes, probes.pronoun_chars);
-        run.select = score_resolution(model, ctok, s.select, corpus.pronoun_chars);
+        // The probes' pronouns are "She"/"He" (or "she"/"he" after "Then"): the first letter decides the gender.
+        std::vector<int> rival(ckpt.tokenizer.size(), -1);
+        for (auto [a, b] : {std::pair<char32_t, char32_t>{U'S', U'H'}, {U's', U'h'}}) {
+          const int ia = ckpt.tokenizer.id_of(a), ib = ckpt.tokenizer.id_of(b);
+          if (ia >= 0 && ib >= 0) rival[ia] = ib, rival[ib] = ia;
+        }
+        run.probes = score_resolution(model, ptok, s.probes, probes.pronoun_chars, rival);
         // Choose the heads on the training split: pronoun heads by accuracy where the antecedent is not the
         // nearest name (best of the two queries), recency heads by how often they choose the nearest name.
         const int H = run.L * run.NH;
         std::vector<double> pron(H), near(H);
-        for (int h = 0; h < H; h++) {
+        for (int h = 0; h < H; h++)
           for (int q = 0; q < 2; q++) {
-            pron[h] = std::max(pron[h], split_mean(s.select, head_correct(run.select, q, h), 1).not_nearest.value);
-            double n = 0;
-            for (int i = 0; i < run.select.n_cases; i++) n += run.select.chose_nearest[q][(size_t)h * run.select.n_cases + i];
-            near[h] += n / std::max(1, run.select.n_cases) / 2;
+            double right = 0, cases_not_nearest = 0, nearest = 0;
+            for (int i : s.select) {
+              const size_t at = (size_t)h * run.val.n_cases + i;
+              if (!s.val[i].nearest_correct()) right += run.val.correct[q][at], cases_not_nearest++;
+              nearest += run.val.chose_nearest[q][at];
+            }
+            pron[h] = std::max(pron[h], right / std::max(1.0, cases_not_nearest));
+            near[h] += nearest / std::max<size_t>(1, s.select.size()) / 2;
           }
-        }
         run.pronoun_heads = top_k(pron, k);
         run.nearest_heads = top_k(near, k);
-        const std::vector<PronounCase>* case_sets[2] = {&s.val, &s.probes};
+        const std::vector<PronounCase>* case_sets[2] = {&s.ablate[0], &s.ablate[1]};
         const std::vector<int>* toks[2] = {&ctok, &ptok};
         const Annotated* texts[2] = {&corpus, &probes};
         Rng rng(7);
@@ -343,16 +358,31 @@ int main(int argc, char** argv) {
       }
       md += "\n";
     }
+    md += "### Gender agreement on the probes: does the model prefer the right pronoun's first letter?\n\n"
+          "Fraction of probes where p(first letter of the right pronoun) > p(the other gender's: S against H), at the "
+          "character before the pronoun, and the mean log-odds ln p(right) − ln p(rival).\n\n"
+          "| model | seed | right preferred: all | nearest | not nearest | mean log-odds: nearest | not nearest |\n"
+          "|---|---|---|---|---|---|---|\n";
+    for (const ModelRun& run : runs) {
+      const std::vector<PronounCase>& cases = s0.probes;
+      const ResolutionScores& r = run.probes;
+      SplitStat right = split_mean(cases, [&](int i) { return r.rival_margin[i] > 0 ? 1.0 : 0.0; }, resamples, 8);
+      SplitStat margin = split_mean(cases, [&](int i) { return (double)r.rival_margin[i]; }, resamples, 9);
+      md += "| " + run.group + " | " + std::to_string(run.seed) + " | " + format_interval(right.all) + " | " +
+            format_interval(right.nearest) + " | " + format_interval(right.not_nearest) + " | " +
+            format_interval(margin.nearest, 2) + " | " + format_interval(margin.not_nearest, 2) + " |\n";
+    }
+    md += "\n";
     for (int set = 0; set < 2; set++) {
-      const std::vector<PronounCase>& cases = set == 0 ? s0.val : s0.probes;
+      const std::vector<PronounCase>& cases = s0.ablate[set];
       std::vector<int> not_nearest;
       for (int i = 0; i < (int)cases.size(); i++)
         if (!cases[i].nearest_correct()) not_nearest.push_back(i);
       std::snprintf(line, sizeof line,
-                    "### Ablation (%d heads to 0), %s: change in loss (nats)\n\n"
+                    "### Ablation (%d heads to 0), %s (%zu cases): change in loss (nats)\n\n"
                     "| model | seed | heads | Δ first char of pronoun | Δ first char, not nearest | Δ other characters |\n"
                     "|---|---|---|---|---|---|\n",
-                    k, set_names[set]);
+                    k, set_names[set], cases.size());
       md += line;
       for (const ModelRun& run : runs) {
         auto sub = [&](const std::vector<float>& v) {
@@ -393,11 +423,12 @@ int main(int argc, char** argv) {
     // Across seeds: mean ± standard deviation of the headline numbers per group.
     md += "### Across training seeds (mean ± sd over seeds)\n\n| group | seeds | set | best head accuracy, not nearest "
           "(before) | first-char loss, not nearest | other-char loss | Δ first char, pronoun heads | Δ first char, "
-          "recency heads | Δ first char, random heads |\n|---|---|---|---|---|---|---|---|---|\n";
+          "recency heads | Δ first char, random heads | right pronoun preferred, not nearest |\n"
+          "|---|---|---|---|---|---|---|---|---|---|\n";
     for (auto& [group, paths] : groups)
       for (int set = 0; set < 2; set++) {
         const std::vector<PronounCase>& cases = set == 0 ? s0.val : s0.probes;
-        std::vector<double> cols[6];
+        std::vector<double> cols[7];
         for (const ModelRun& run : runs) {
           if (run.group != group) continue;
           const ResolutionScores& r = set == 0 ? run.val : run.probes;
@@ -414,6 +445,9 @@ int main(int argc, char** argv) {
           for (auto& [name, a] : run.ablated[set])
             if (name.rfind("random", 0) == 0) rnd += mean_of(a.pronoun) - mean_of(run.base[set].pronoun), n++;
           cols[5].push_back(n ? rnd / n : NAN);
+          cols[6].push_back(set == 0 ? NAN
+                                     : split_mean(cases, [&](int i) { return r.rival_margin[i] > 0 ? 1.0 : 0.0; }, 1)
+                                           .not_nearest.value);
         }
         md += "| " + group + " | " + std::to_string(cols[0].size()) + " | " + (set == 0 ? "corpus" : "probes");
         for (auto& c : cols) {
@@ -421,7 +455,7 @@ int main(int argc, char** argv) {
           double v = 0;
           for (double x : c) v += (x - m) * (x - m);
           const double sd = c.size() > 1 ? std::sqrt(v / (c.size() - 1)) : 0.0;
-          md += " | " + fmt("%.3f", m) + " ± " + fmt("%.3f", sd);
+          md += std::isnan(m) ? std::string(" | -") : " | " + fmt("%.3f", m) + " ± " + fmt("%.3f", sd);
         }
         md += " |\n";
       }

@@ -182,7 +182,7 @@ ResolutionScores empty_scores(int n_heads, int n_cases) {
     r.antecedent_mass[q].assign((size_t)n_heads * n_cases, 0);
     r.other_mass[q].assign((size_t)n_heads * n_cases, 0);
   }
-  r.first_char_loss.assign(n_cases, 0), r.other_loss.assign(n_cases, 0);
+  r.first_char_loss.assign(n_cases, 0), r.other_loss.assign(n_cases, 0), r.rival_margin.assign(n_cases, NAN);
   return r;
 }
 
@@ -201,7 +201,7 @@ void score_case(ResolutionScores& r, int head, int i, const PronounCase& c, cons
 }
 
 ResolutionScores score_resolution(GPT& model, const std::vector<int>& tokens, const std::vector<PronounCase>& cases,
-                                  const std::vector<unsigned char>& pronoun_chars) {
+                                  const std::vector<unsigned char>& pronoun_chars, const std::vector<int>& rival) {
   const int T = model.config.block_size, L = model.config.n_layer, NH = model.config.n_head;
   const int V = model.config.vocab_size;
   ResolutionScores r = empty_scores(L * NH, (int)cases.size());
@@ -212,6 +212,13 @@ ResolutionScores score_resolution(GPT& model, const std::vector<int>& tokens, co
       std::vector<float> window(loss.begin() + (size_t)b * T, loss.begin() + (size_t)(b + 1) * T);
       window_losses(window, c, pronoun_chars, (long)tokens.size(), T, &r.first_char_loss[first + b],
                     &r.other_loss[first + b]);
+      const long before = c.pronoun_offset - 1 - c.window_start;
+      const int right = y[(size_t)b * T + before];
+      const int other = right < (int)rival.size() ? rival[right] : -1;
+      if (other >= 0) {  // the logits' difference is the difference of the log-probabilities
+        const float* z = model.logits() + ((size_t)b * T + before) * V;
+        r.rival_margin[first + b] = z[right] - z[other];
+      }
     }
     for (int l = 0; l < L; l++) {
       const float* P = model.attention_probs(l);

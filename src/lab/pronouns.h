@@ -77,6 +77,9 @@ struct ResolutionScores {
   std::vector<float> antecedent_mass[2], other_mass[2];
   std::vector<float> first_char_loss;  // per case
   std::vector<float> other_loss;       // per case: mean loss over the window's characters that are not pronouns
+  // per case: ln p(first character) − ln p(its rival), e.g. "S" of "She" against "H" of "He"; NaN without a rival.
+  // > 0: the model prefers the right pronoun (the probes' behavioural test of gender agreement).
+  std::vector<float> rival_margin;
 };
 // Fills head `head`'s entries for case `i` from its two query rows (own, before) of a window starting at
 // c.window_start. score_resolution calls it for every head and case; the tests call it with hand-built rows.
@@ -85,8 +88,9 @@ void score_case(ResolutionScores& r, int head, int i, const PronounCase& c, cons
 ResolutionScores empty_scores(int n_heads, int n_cases);
 // One forward per case (batched): the window's attention rows at both queries and the losses. `pronoun_chars`
 // marks every character of every annotated pronoun in the text (excluded from other_loss); may be empty.
+// `rival` (may be empty) maps a token id to the id of its rival first character (or −1): see rival_margin.
 ResolutionScores score_resolution(GPT& model, const std::vector<int>& tokens, const std::vector<PronounCase>& cases,
-                                  const std::vector<unsigned char>& pronoun_chars);
+                                  const std::vector<unsigned char>& pronoun_chars, const std::vector<int>& rival = {});
 
 // Mean first-character loss and other-character loss over the cases with the model's current head gates.
 struct LossPair {
