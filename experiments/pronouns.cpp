@@ -167,7 +167,12 @@ int main(int argc, char** argv) {
                                       flags["probe-mentions"].as<std::string>());
 
     std::vector<std::pair<std::string, std::vector<std::string>>> groups;
-    for (const std::string& g : flags["group"].as<std::vector<std::string>>()) {
+    // cxxopts splits a vector flag's value at commas: "tiny=a,b" arrives as "tiny=a", "b"; join them back.
+    std::vector<std::string> group_flags;
+    for (const std::string& g : flags["group"].as<std::vector<std::string>>())
+      if (g.find('=') == std::string::npos && !group_flags.empty()) group_flags.back() += "," + g;
+      else group_flags.push_back(g);
+    for (const std::string& g : group_flags) {
       const size_t eq = g.find('=');
       if (eq == std::string::npos || eq == 0) throw std::runtime_error("--group '" + g + "': expected NAME=ckpt[,ckpt…]");
       std::vector<std::string> paths;

@@ -46,4 +46,7 @@ pronouns-lab: build/bin/pronouns pronoun-tables $(addsuffix /ckpt.safetensors,$(
 	  --group long$(PRONOUN_LONG_STEPS)=$(subst $(space),$(comma),$(PRONOUN_LONG)) \
 	  --expect long$(PRONOUN_LONG_STEPS)=$(PRONOUN_LONG_STEPS) $(PRONOUNS_FLAGS)
 
+# tests/test_pronouns.cpp runs the generator's probe mode.
+test: build/make_stories
+
 -include build/experiments/pronouns.d

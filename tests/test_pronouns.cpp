@@ -1,15 +1,20 @@
 // Pronoun resolution (src/lab/pronouns.h): candidate building, the head's choice, the nearest and random
 // baselines and the nearest / not-nearest split on hand-built attention rows with known answers; the bootstrap
 // against a brute-force case, a constant sample, the normal closed form and coverage on a known distribution;
-// head ablation against a double-precision reference forward with the head's output zeroed.
+// head ablation against a double-precision reference forward with the head's output zeroed; the generator's probe
+// set (build/make_stories --probes) read back through the same tables.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "lab/head_scores.h"
 #include "lab/pronouns.h"
+#include "data/dataset.h"
 #include "model/model.h"
+#include "program_util.h"
 #include "textbook/reference.h"
 
 namespace {
@@ -300,4 +305,43 @@ TEST(PronounAblation, PositionLossesAreCrossEntropy) {
   for (int v = 1; v <= 5; v++) z += std::exp(v);
   EXPECT_NEAR(l[0], std::log(z) - 5, 1e-6);
   EXPECT_NEAR(l[1], std::log(5.0), 1e-6);
+}
+
+// The probe set: deterministic, every probe has exactly two candidates of different genders, the pronoun agrees with
+// its antecedent's, and about half the pronouns refer to the first (not the nearest) name.
+TEST(PronounProbes, GeneratorWritesBalancedProbesWithMatchingTables) {
+  ASSERT_TRUE(progutil::file_exists("build/make_stories")) << "make builds it before the tests";
+  progutil::TempDir dir;
+  auto generate = [&](const std::string& stem) {
+    const std::string cmd = "build/make_stories --probes 300 --seed 3 --out " + dir / (stem + ".txt") +
+                            " --antecedents " + dir / (stem + ".tsv") + " --mentions " + dir / (stem + "_names.tsv");
+    progutil::RunResult r = progutil::run_command(cmd, dir.path());
+    EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  };
+  generate("a"), generate("b");
+  for (const char* ext : {".txt", ".tsv", "_names.tsv"})
+    EXPECT_EQ(progutil::read_file(dir / (std::string("a") + ext)), progutil::read_file(dir / (std::string("b") + ext)))
+        << ext;
+  const std::u32string text = read_text_file(dir / "a.txt");
+  std::vector<PronounNote> notes = read_pronoun_notes(dir / "a.tsv");
+  std::vector<NameMention> names = read_name_mentions(dir / "a_names.tsv");
+  ASSERT_EQ(notes.size(), 300u);
+  ASSERT_EQ(names.size(), 600u);
+  std::vector<PronounCase> cases = build_cases(notes, names, story_starts(text), (long)text.size(), 64);
+  ASSERT_EQ(cases.size(), 300u) << "every probe fits one 64-character window with both names";
+  std::map<long, std::string> gender;
+  for (const NameMention& m : names) gender[m.offset] = m.pronoun;
+  int not_nearest = 0;
+  for (size_t i = 0; i < cases.size(); i++) {
+    const PronounCase& c = cases[i];
+    ASSERT_EQ(c.candidates.size(), 2u);
+    EXPECT_NE(gender[c.candidates[0].offset], gender[c.candidates[1].offset]);
+    std::string p = notes[i].pronoun;
+    p[0] = (char)std::tolower(p[0]);
+    EXPECT_TRUE(p == "she" || p == "he") << p;
+    EXPECT_EQ(gender[notes[i].antecedent_offset], p) << "the pronoun agrees with its antecedent";
+    not_nearest += !c.nearest_correct();
+  }
+  EXPECT_GT(not_nearest, 110);  // Binomial(300, ½): 150 ± 8.7
+  EXPECT_LT(not_nearest, 190);
 }
