@@ -1,10 +1,11 @@
 // ./inspect — look inside a trained model's attention.
 //   ./inspect attention --ckpt out/tiny --prompt "Mira saw Tom. She waved." --out attn.html [--json attn.json]
-//   ./inspect heads --ckpt out/tiny [--csv heads.csv] [--antecedents build/pronouns.tsv]
+//   ./inspect heads --ckpt out/tiny [--csv heads.csv] [--antecedents build/pronouns.tsv] [--mentions build/names.tsv]
 //   ./inspect prune --ckpt out/tiny --data data/stories.txt [--out out/prune]
 // attention: one self-contained HTML page (and/or JSON) with every layer × head pattern for the prompt.
 // heads:     a table of head-type scores (head_scores.h): previous-token, duplicate, induction, sink, distance,
-//            entropy, confidence, OV copying and, with the story corpus's annotations, pronoun → antecedent.
+//            entropy, confidence, OV copying and, with the story corpus's annotations, pronoun → antecedent;
+//            95% bootstrap intervals for every mass, and antecedent accuracy against the nearest-name baseline.
 // prune:     head importance and the exact loss increase per head, then the validation loss as heads are pruned
 //            10% at a time by importance vs in random order (pruning.h); a CSV and an SVG plot.
 #include <sys/stat.h>
@@ -17,7 +18,9 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "data/dataset.h"
+#include "lab/head_intervals.h"
 #include "lab/head_scores.h"
+#include "lab/pronouns.h"
 #include "lab/html_report.h"
 #include "lab/plot.h"
 #include "lab/pruning.h"
@@ -63,6 +66,8 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   const int NH = model.config.n_head;
   std::vector<HeadScores> scores =
       score_heads(model, ckpt.tokenizer.num_chars(), flags["sequences"].as<int>(), flags["seed"].as<uint64_t>());
+  const int resamples = flags["resamples"].as<int>();
+  std::string accuracy;
   std::string notes_path = flags["antecedents"].as<std::string>();
   const std::string data = flags["data"].as<std::string>();
   if (file_exists(notes_path) && file_exists(data)) {
@@ -82,6 +87,16 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
       const int used = score_pronouns(model, tokens, good, scores, flags["pronouns"].as<int>());
       std::printf("pronoun → antecedent: %d pronouns of %s (baseline: mean mass on another name in the window)\n",
                   used, data.c_str());
+      const std::string names = flags["mentions"].as<std::string>();
+      if (file_exists(names) && resamples > 0) {  // antecedent accuracy against the nearest-name baseline
+        std::vector<PronounCase> cases = build_cases(good, read_name_mentions(names), story_starts(text),
+                                                     (long)text.size(), model.config.block_size);
+        if ((int)cases.size() > flags["pronouns"].as<int>()) cases.resize(flags["pronouns"].as<int>());
+        ResolutionScores r = score_resolution(model, tokens, cases, {});
+        accuracy = "Antecedent accuracy (lab/pronouns.h; docs/pronouns.md): the candidate name with the most mass, "
+                   "at the character before the pronoun and at its last character\n\n" +
+                   resolution_table(cases, r, NH, resamples).markdown;
+      }
     }
   } else {
     std::printf("no pronoun scores: %s not found (make pronouns writes it for data/stories.txt)\n", notes_path.c_str());
@@ -89,6 +104,12 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   std::printf("scores on %d sequences of %d random distinct characters repeated twice\n\n%s",
               flags["sequences"].as<int>(), std::min(model.config.block_size, 2 * ckpt.tokenizer.num_chars()) / 2,
               heads_table(scores, NH).c_str());
+  if (resamples > 0) {
+    std::vector<HeadIntervals> iv = head_intervals(model, ckpt.tokenizer.num_chars(), flags["sequences"].as<int>(),
+                                                   flags["seed"].as<uint64_t>(), scores, resamples);
+    std::printf("\n%s", head_intervals_table(iv, NH).c_str());
+  }
+  if (!accuracy.empty()) std::printf("\n%s", accuracy.c_str());
   const std::string csv = flags["csv"].as<std::string>();
   if (!csv.empty()) {
     write_text(csv, heads_csv(scores, NH));
@@ -171,6 +192,9 @@ int main(int argc, char** argv) {
      cxxopts::value<std::string>()->default_value("build/pronouns.tsv"))
     ("sequences", "heads: repeated random sequences to score on", cxxopts::value<int>()->default_value("32"))
     ("pronouns", "heads: at most this many pronouns", cxxopts::value<int>()->default_value("2000"))
+    ("mentions", "heads: data/make_stories.cpp's name-mention table for --data (antecedent accuracy)",
+     cxxopts::value<std::string>()->default_value("build/names.tsv"))
+    ("resamples", "heads: bootstrap resamples for the 95% intervals (0 = none)", cxxopts::value<int>()->default_value("1000"))
     ("batches", "prune: validation batches", cxxopts::value<int>()->default_value("8"))
     ("batch", "prune: sequences per batch", cxxopts::value<int>()->default_value("16"))
     ("seeds", "prune: random orders to compare with", cxxopts::value<int>()->default_value("3"))

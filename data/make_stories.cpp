@@ -21,7 +21,8 @@
 // is checked at the end.
 //
 // Build: g++ -std=c++17 -O2 -Wall -Wextra data/make_stories.cpp -o /tmp/make_stories
-// Run:   /tmp/make_stories --out data/stories.txt [--antecedents pronouns.tsv] [--bytes N] [--seed S]
+// Run:   /tmp/make_stories --out data/stories.txt [--antecedents pronouns.tsv] [--mentions names.tsv] [--bytes N] [--seed S]
+//        /tmp/make_stories --probes 2000 --out probes.txt --antecedents probes.tsv --mentions probe_names.tsv
 
 #include <cstdint>
 #include <cstdio>
@@ -446,6 +447,13 @@ struct Annotation {
     std::string antecedent;
 };
 
+// Every time a person or a group is written by name: the candidates a pronoun could point at.
+struct Mention {
+    size_t offset;
+    std::string name;  // "Mira", or "twins" for "the twins"
+    Pron pron;
+};
+
 // Renders templates into one story's text, deciding name-or-pronoun for every mention.
 class StoryWriter {
 public:
@@ -463,6 +471,7 @@ public:
     }
     const std::string& text() const { return text_; }
     const std::vector<Annotation>& annotations() const { return notes_; }
+    const std::vector<Mention>& mentions() const { return mentions_; }
 
 private:
     void expand(const std::string& tmpl) {
@@ -558,6 +567,7 @@ private:
         }
         emit(described);
         e.name_offset = text_.size();
+        if (e.kind == Kind::Person || e.kind == Kind::Group) mentions_.push_back({text_.size(), e.noun, e.pron});
         emit(e.noun);
         if (form == Form::Possessive) emit(e.kind == Kind::Group && e.noun.back() == 's' ? "'" : "'s");
         e.introduced = true;
@@ -580,6 +590,7 @@ private:
     std::map<char, Entity> cast_;
     std::string text_;
     std::vector<Annotation> notes_;
+    std::vector<Mention> mentions_;
     std::map<std::string, std::string> story_words_;
     int sentence_ = 0;
     int thing_distractor_in_ = -100;
@@ -629,6 +640,7 @@ std::map<char, Entity> chooseCast(Rng& rng) {
 struct Story {
     std::string text;
     std::vector<Annotation> notes;
+    std::vector<Mention> mentions;
 };
 
 bool startsWithPerson(const std::string& tmpl) {  // "{A} ..." can take "Then, " in front
@@ -652,7 +664,7 @@ Story writeStory(Rng& rng) {
         }
     }
     writer.sentence(rng.pick(kClosings));
-    return {writer.text(), writer.annotations()};
+    return {writer.text(), writer.annotations(), writer.mentions()};
 }
 
 uint64_t fnv1a(const std::string& s) {
@@ -664,6 +676,7 @@ uint64_t fnv1a(const std::string& s) {
 struct Corpus {
     std::string text;
     std::vector<Annotation> notes;
+    std::vector<Mention> mentions;
     size_t stories = 0;
 };
 
@@ -682,6 +695,86 @@ Corpus writeCorpus(uint64_t target_bytes, uint64_t seed) {
             note.antecedent_offset += base;
             corpus.notes.push_back(note);
         }
+        for (Mention m : story.mentions) {
+            m.offset += base;
+            corpus.mentions.push_back(m);
+        }
+        corpus.text += story.text + '\n';
+        ++corpus.stories;
+    }
+    return corpus;
+}
+
+// ---------------------------------------------------------------------------------------------- the probe set
+// An evaluation set for pronoun resolution, not training text (--probes N). In the stories a pronoun's antecedent
+// is usually also the nearest name, so "look at the last name" and "resolve the pronoun" cannot be told apart
+// there. Each probe names a woman and a man, in either order, in one sentence, then a pronoun that refers to one
+// of them: "Maya gave Omar the cup. She smiled." Half the probes point at the first name, where the nearest name
+// is wrong by construction and only the pronoun's gender picks the antecedent; half at the second, as a control.
+const Words kProbeSetups = {
+    "One day, {A} met {B} near the {P}.", "{A} gave {B} the {O}.", "{A} waved at {B}.",
+    "{A} had a friend named {B}.",        "{A} ran to {B} and asked for help.",
+    "{A} told {B} about the {O}.",        "After a while, {A} found {B} near the {P}.",
+    "{A} lent the {O} to {B}."};
+const Words kProbeEndings = {"{X} smiled.", "{X} laughed.", "{X} was happy.", "{X} went home.", "Then {x} waved.",
+                             "{X} sat down."};
+
+Story writeProbe(Rng& rng) {
+    const bool she_first = rng.percent(50);
+    const std::string& she = rng.pick(kSheNames);
+    const std::string& he = rng.pick(kHeNames);
+    const std::string first = she_first ? she : he, second = she_first ? he : she;
+    const bool refers_to_first = rng.percent(50);
+    const bool pronoun_is_she = refers_to_first == she_first;
+    const std::string& setup = rng.pick(kProbeSetups);
+    const std::string& ending = rng.pick(kProbeEndings);
+    const std::string& place = rng.pick(kPlaces);
+    const std::string& thing = rng.pick(kThings);
+    Story story;
+    size_t first_at = 0, second_at = 0;
+    auto expand = [&](const std::string& tmpl) {
+        for (size_t i = 0; i < tmpl.size(); ++i) {
+            if (tmpl[i] != '{') { story.text += tmpl[i]; continue; }
+            const char slot = tmpl[i + 1];
+            i += 2;
+            const size_t at = story.text.size();
+            if (slot == 'A') story.text += first, first_at = at;
+            if (slot == 'B') story.text += second, second_at = at;
+            if (slot == 'A' || slot == 'B')
+                story.mentions.push_back({at, slot == 'A' ? first : second,
+                                          (slot == 'A') == she_first ? Pron::She : Pron::He});
+            if (slot == 'P') story.text += place;
+            if (slot == 'O') story.text += thing;
+            if (slot == 'X' || slot == 'x') {
+                std::string word = pronoun_is_she ? "she" : "he";
+                if (slot == 'X') word[0] = toUpper(word[0]);
+                story.text += word;
+                story.notes.push_back({at, word.size(), refers_to_first ? first_at : second_at,
+                                       refers_to_first ? first : second});
+            }
+        }
+    };
+    expand(setup);
+    story.text += ' ';
+    expand(ending);
+    return story;
+}
+
+// n probes, one per "story", separated by blank lines like the corpus.
+Corpus writeProbes(uint64_t n, uint64_t seed) {
+    Rng rng(seed);
+    Corpus corpus;
+    std::set<uint64_t> seen;
+    while (corpus.stories < n) {
+        const Story story = writeProbe(rng);
+        if (!seen.insert(fnv1a(story.text)).second) continue;
+        if (!corpus.text.empty()) corpus.text += '\n';
+        const size_t base = corpus.text.size();
+        for (Annotation note : story.notes) {
+            note.pronoun_offset += base, note.antecedent_offset += base;
+            corpus.notes.push_back(note);
+        }
+        for (Mention m : story.mentions) m.offset += base, corpus.mentions.push_back(m);
         corpus.text += story.text + '\n';
         ++corpus.stories;
     }
@@ -719,6 +812,9 @@ std::string verify(const Corpus& corpus) {
         if (a.antecedent_offset + a.antecedent.size() > a.pronoun_offset) return "antecedent after pronoun" + where;
         annotated.insert(a.pronoun_offset);
     }
+    for (const Mention& m : corpus.mentions)
+        if (text.compare(m.offset, m.name.size(), m.name) != 0 || !isWholeWord(text, m.offset, m.name.size()))
+            return "mention '" + m.name + "' not found at offset " + std::to_string(m.offset);
     for (size_t i = 0; i < text.size();) {
         if (static_cast<unsigned char>(text[i]) > 126) return "non-ASCII byte at offset " + std::to_string(i);
         if (!isLetter(text[i])) { ++i; continue; }
@@ -742,6 +838,15 @@ std::string antecedentTable(const Corpus& corpus) {
     return tsv;
 }
 
+std::string mentionTable(const Corpus& corpus) {
+    static const char* const pronouns[] = {"he", "she", "they", "it"};
+    std::string tsv = "offset\tlength\tname\tpronoun\n";
+    for (const Mention& m : corpus.mentions)
+        tsv += std::to_string(m.offset) + '\t' + std::to_string(m.name.size()) + '\t' + m.name + '\t' +
+               pronouns[static_cast<int>(m.pron)] + '\n';
+    return tsv;
+}
+
 // Writes to "path.tmp" and renames it over path, so a failed run never leaves half a file behind.
 bool writeFileAtomically(const std::string& path, const std::string& content) {
     const std::string temp = path + ".tmp";
@@ -762,16 +867,21 @@ bool writeFileAtomically(const std::string& path, const std::string& content) {
 struct Options {
     std::string out;          // empty: stdout
     std::string antecedents;  // empty: no table
+    std::string mentions;     // empty: no table
+    uint64_t probes = 0;      // > 0: write that many probes instead of the corpus
     uint64_t bytes = 1000000;
     uint64_t seed = 1;
 };
 
 const char* const kUsage =
-    "usage: make_stories [--out FILE] [--bytes N] [--seed S] [--antecedents FILE]\n"
+    "usage: make_stories [--out FILE] [--bytes N] [--seed S] [--antecedents FILE] [--mentions FILE] [--probes N]\n"
     "  --out FILE          write the stories to FILE (default: stdout)\n"
     "  --bytes N           stop after the story that reaches N bytes (default 1000000)\n"
     "  --seed S            random seed; the same flags always give byte-identical output (default 1)\n"
-    "  --antecedents FILE  also write a TSV with every pronoun and the offset of its antecedent\n";
+    "  --antecedents FILE  also write a TSV with every pronoun and the offset of its antecedent\n"
+    "  --mentions FILE     also write a TSV with every person or group written by name (offset, name, pronoun)\n"
+    "  --probes N          write N pronoun probes instead of the stories: \"Maya gave Omar the cup. She smiled.\"\n"
+    "                      (an evaluation set: half the pronouns refer to the first name, not the nearest)\n";
 
 [[noreturn]] void badFlag(const std::string& message) {
     std::cerr << "make_stories: " << message << "\n" << kUsage;
@@ -789,7 +899,8 @@ Options parseOptions(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") { std::cout << kUsage; std::exit(0); }
-        if (flag != "--out" && flag != "--bytes" && flag != "--seed" && flag != "--antecedents")
+        if (flag != "--out" && flag != "--bytes" && flag != "--seed" && flag != "--antecedents" &&
+            flag != "--mentions" && flag != "--probes")
             badFlag("unknown flag '" + flag + "'");
         if (i + 1 >= argc) badFlag(flag + " needs a value");
         const std::string value = argv[++i];
@@ -797,6 +908,8 @@ Options parseOptions(int argc, char** argv) {
         if (flag == "--antecedents") options.antecedents = value;
         if (flag == "--bytes") options.bytes = parseNumber(flag, value);
         if (flag == "--seed") options.seed = parseNumber(flag, value);
+        if (flag == "--mentions") options.mentions = value;
+        if (flag == "--probes") options.probes = parseNumber(flag, value);
     }
     if (options.bytes == 0) badFlag("--bytes must be at least 1");
     return options;
@@ -808,7 +921,7 @@ int main(int argc, char** argv) {
     const Options options = parseOptions(argc, argv);
     Corpus corpus;
     try {
-        corpus = writeCorpus(options.bytes, options.seed);
+        corpus = options.probes > 0 ? writeProbes(options.probes, options.seed) : writeCorpus(options.bytes, options.seed);
     } catch (const std::exception& e) {
         std::cerr << "make_stories: template error: " << e.what() << "\n";
         return 1;
@@ -827,7 +940,11 @@ int main(int argc, char** argv) {
         std::cerr << "make_stories: cannot write " << options.antecedents << "\n";
         return 1;
     }
-    std::cerr << "make_stories: " << corpus.stories << " stories, " << corpus.text.size() << " bytes, "
+    if (!options.mentions.empty() && !writeFileAtomically(options.mentions, mentionTable(corpus))) {
+        std::cerr << "make_stories: cannot write " << options.mentions << "\n";
+        return 1;
+    }
+    std::cerr << "make_stories: " << corpus.stories << (options.probes ? " probes, " : " stories, ") << corpus.text.size() << " bytes, "
               << corpus.notes.size() << " pronouns annotated and verified\n";
     return 0;
 }

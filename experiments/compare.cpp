@@ -1,8 +1,9 @@
 // ./compare — GPT vs BERT vs prefix-LM: the same transformer, the same corpus, the same number of steps and
 // tokens; only the attention mask and the objective differ. Prints one table, a sample or fill from each model,
 // and writes the loss curves as an SVG plot.
-//   make compare                       (defaults: tiny preset, data/stories.txt, 1000 steps each)
-//   build/bin/compare --steps 3000 --mlm-rate 0.4 --out out/compare
+//   make compare                       (defaults: tiny preset, data/stories.txt, 1000 steps each, one seed)
+//   make compare COMPARE_SEEDS=3       (three training seeds per model: the table shows mean ± sd; 3× the time)
+//   build/bin/compare --steps 3000 --mlm-rate 0.4 --seeds 3 --out out/compare
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,10 +26,21 @@
 struct Contender {
   Contender(std::string n, std::string o) : name(std::move(n)), objective(std::move(o)) {}
   std::string name, objective;
-  double seconds = 0;
-  CharScore next, masked;
-  std::string example;
+  std::vector<double> seconds, next_bits, masked_bits, masked_accuracy;  // one entry per training seed
+  std::string example;                                                   // from the first seed
 };
+
+// "2.273" for one seed; "2.273 ± 0.012" (mean ± sample standard deviation) for several.
+static std::string mean_spread(const std::vector<double>& v, const char* format) {
+  double mean = 0, var = 0;
+  for (double x : v) mean += x / v.size();
+  for (double x : v) var += (x - mean) * (x - mean);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, format, mean);
+  std::string out = buf;
+  if (v.size() > 1) std::snprintf(buf, sizeof buf, format, std::sqrt(var / (v.size() - 1))), out += std::string(" ± ") + buf;
+  return out;
+}
 
 // The honest_bits column of metrics.csv against the step.
 static Series honest_curve(const std::string& metrics_csv, const std::string& label) {
@@ -72,6 +84,7 @@ int main(int argc, char** argv) {
     ("data", "UTF-8 corpus", cxxopts::value<std::string>()->default_value("data/stories.txt"))
     ("out", "output directory", cxxopts::value<std::string>()->default_value("out/compare"))
     ("steps", "training steps for each model", cxxopts::value<int>()->default_value("1000"))
+    ("seeds", "training seeds per model (the table shows mean ± sd over seeds)", cxxopts::value<int>()->default_value("1"))
     ("mlm-rate", "fraction of positions the MLM model is trained on", cxxopts::value<float>()->default_value("0.15"))
     ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
@@ -84,10 +97,14 @@ int main(int argc, char** argv) {
                                    {"BERT (bidirectional, mlm)", "mlm"},
                                    {"prefix-LM (prefix, prefix-lm)", "prefix-lm"}};
     Chart chart{"Next-character loss from left context only (validation)", "step", "bits per character", {}};
+    const int seeds = flags["seeds"].as<int>();
+    if (seeds < 1) throw std::runtime_error("--seeds must be at least 1");
+    for (int seed = 0; seed < seeds; seed++)
     for (Contender& run : runs) {
       TrainConfig config = preset("tiny");
+      config.seed += seed;  // seed 0 is the preset's own: out/compare/<objective> as before
       config.data = flags["data"].as<std::string>();
-      config.out = out + "/" + run.objective;
+      config.out = out + "/" + run.objective + (seed ? "-seed" + std::to_string(config.seed) : "");
       config.objective = run.objective;
       config.mlm_rate = flags["mlm-rate"].as<float>();
       config.steps = flags["steps"].as<int>();
@@ -95,29 +112,33 @@ int main(int argc, char** argv) {
       config.eval_iters = 10;  // a point of the curve every 10% of the run, cheaply
       config.ckpt_every = 0;
       config.threads = flags["threads"].as<int>();
-      std::printf("\n=== %s ===\n", run.name.c_str());
+      std::printf("\n=== %s, seed %llu ===\n", run.name.c_str(), (unsigned long long)config.seed);
       const auto start = std::chrono::steady_clock::now();
       run_training(config);
-      run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      chart.series.push_back(honest_curve(config.out + "/metrics.csv", run.name));
+      run.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      chart.series.push_back(honest_curve(config.out + "/metrics.csv",
+                                          run.name + (seeds > 1 ? ", seed " + std::to_string(config.seed) : "")));
 
       Checkpoint ckpt = load_checkpoint(checkpoint_path(config.out));
       Corpus corpus = load_corpus(config.data, ckpt.tokenizer);
       const int mask = ckpt.objective == Objective::MLM ? ckpt.tokenizer.special_id(kMaskToken) : -1;
-      run.next = next_char_score(*ckpt.model, corpus.val, 4096, 7, mask);
+      const CharScore next = next_char_score(*ckpt.model, corpus.val, 4096, 7, mask);
       const int windows = (int)std::min<size_t>(128, corpus.val.size() / ckpt.model->config.block_size - 1);
-      run.masked = masked_char_score(*ckpt.model, corpus.val, windows, 0.15f, 7, mask);
-      run.example = example(ckpt);
+      const CharScore masked = masked_char_score(*ckpt.model, corpus.val, windows, 0.15f, 7, mask);
+      run.next_bits.push_back(next.bits), run.masked_bits.push_back(masked.bits);
+      run.masked_accuracy.push_back(100 * masked.accuracy);
+      if (seed == 0) run.example = example(ckpt);
     }
     const int tokens_per_run = flags["steps"].as<int>() * 12 * 64;
     std::string table = "| model | next-char bits/char (left context) | masked-char bits/char | masked-char accuracy "
                         "| tokens/s (incl. evals) |\n|---|---|---|---|---|\n";
     for (const Contender& r : runs) {
-      char row[256];
-      std::snprintf(row, sizeof row, "| %s | %.3f | %.3f | %.1f%% | %.0f |\n", r.name.c_str(), r.next.bits,
-                    r.masked.bits, 100 * r.masked.accuracy, tokens_per_run / r.seconds);
-      table += row;
+      std::vector<double> speed;
+      for (double t : r.seconds) speed.push_back(tokens_per_run / t);
+      table += "| " + r.name + " | " + mean_spread(r.next_bits, "%.3f") + " | " + mean_spread(r.masked_bits, "%.3f") +
+               " | " + mean_spread(r.masked_accuracy, "%.1f") + "% | " + mean_spread(speed, "%.0f") + " |\n";
     }
+    if (seeds > 1) table += "\nMean ± sample standard deviation over " + std::to_string(seeds) + " training seeds.\n";
     std::printf("\n%s\nEach model: %d steps × 12 × 64 = %d tokens. Masked-char: BERT sees both sides of each blank; "
                 "the others see only the left side.\n\n",
                 table.c_str(), flags["steps"].as<int>(), tokens_per_run);

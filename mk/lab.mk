@@ -1,6 +1,6 @@
 # The attention lab: ./inspect (attention maps, head scores, pruning) and its experiments.
 #   make inspect      build ./inspect (also built by `make programs`)
-#   make pronouns     build/pronouns.tsv: the pronoun → antecedent table of data/stories.txt, for ./inspect heads
+#   make pronouns     build/pronouns.tsv and build/names.tsv: pronoun → antecedent and name tables of data/stories.txt
 #   make test-html    render ./inspect attention's page in headless Chromium and fail on a script error
 #                     (skipped without Chromium; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
 #   make induction    2-layer attention-only model vs 1-layer control on copied random segments (≈ 2 min, build/induction/)
@@ -19,7 +19,7 @@ inspect: build/bin/inspect
 build/pronouns.tsv: build/make_stories
 	./build/make_stories --out build/stories_for_pronouns.txt --antecedents $@
 	@cmp -s build/stories_for_pronouns.txt data/stories.txt || echo "warning: build/stories_for_pronouns.txt differs from data/stories.txt"
-pronouns: build/pronouns.tsv
+pronouns: build/pronouns.tsv build/names.tsv  # names.tsv: every name mention (mk/pronouns.mk)
 
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || command -v google-chrome)
 HTML_TEST_DIR := build/test-html

@@ -24,11 +24,12 @@
 class GPT;
 class Rng;
 
-// A running mean.
+// A running mean; it keeps the values too, for bootstrap intervals (lab/pronouns.h).
 struct Mean {
   double sum = 0;
   long count = 0;
-  void add(double v) { sum += v, count++; }
+  std::vector<float> values;
+  void add(double v) { sum += v, count++, values.push_back((float)v); }
   double value() const { return count ? sum / count : 0.0; }
 };
 
