@@ -26,6 +26,10 @@ static void add_flags(cxxopts::Options& options) {
     ("block", "context length (block_size)", cxxopts::value<int>())
     ("attn-only", "blocks without MLPs (attention-only transformer)")
     ("attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number", cxxopts::value<std::string>())
+    ("attention", "attention of every layer: softmax or linear (O(T), docs/linear_attention.md)",
+     cxxopts::value<std::string>())
+    ("layer-attention", "one attention per layer, comma-separated, e.g. linear,softmax,linear,linear",
+     cxxopts::value<std::string>())
     ("objective", "clm (GPT: next character), mlm (BERT: masked characters) or prefix-lm", cxxopts::value<std::string>())
     ("mask", "attention mask of every layer: causal, bidirectional, prefix:N or window:W (default: the objective's own)",
      cxxopts::value<std::string>())
@@ -64,6 +68,12 @@ static void apply_flags(const cxxopts::ParseResult& r, TrainConfig& c) {
   if (r.count("mask") && r.count("layer-masks")) throw std::runtime_error("give --mask or --layer-masks, not both");
   set("n-layer", c.model.n_layer), set("n-head", c.model.n_head), set("n-embd", c.model.n_embd);
   set("block", c.model.block_size), set("attn-only", c.model.attn_only), set("attn-scale", c.model.attn_scale);
+  set("attention", c.model.attention), set("layer-attention", c.model.attention);
+  if (r.count("attention") && r.count("layer-attention"))
+    throw std::runtime_error("give --attention or --layer-attention, not both");
+  if (r.count("attention") && c.model.attention.find(',') != std::string::npos)
+    throw std::runtime_error("--attention takes one kind for every layer (softmax or linear); use --layer-attention "
+                             "for a list");
   set("block", c.model.block_size), set("batch", c.batch), set("steps", c.steps);
   set("lr", c.adamw.lr), set("min-lr", c.adamw.min_lr), set("warmup", c.adamw.warmup_steps);
   set("beta1", c.adamw.beta1), set("beta2", c.adamw.beta2), set("eps", c.adamw.eps);

@@ -14,6 +14,7 @@
 #include "ops/gelu.h"
 #include "ops/head_gate.h"
 #include "ops/layernorm.h"
+#include "ops/linear_attention.h"
 #include "ops/linear.h"
 #include "base/rng.h"
 #include "base/threads.h"
@@ -83,6 +84,7 @@ GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks) : confi
     throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
                              std::to_string(masks.size()));
   attn_scale = attention_scale(config);
+  layer_attention_ = parse_layer_attention(config.attention, config.n_layer);
   table = gpt_tensor_table(config);
   params_memory.assign(total_floats(table), 0.0f);
   grads_memory.assign(params_memory.size(), 0.0f);
@@ -113,7 +115,10 @@ const float* GPT::attention_probs(int layer) const {
   float* P = probs_memory_.data() + per_layer * layer;
   if (!probs_ready_[layer]) {
     const LayerActivations& la = acts_.layers[layer];
-    ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
+    if (layer_attention_[layer] == AttentionKind::Linear)
+      linear_attention_probs(P, la.qkv, last_masks_[layer], B_, T_, config.n_embd, config.n_head);
+    else
+      ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
     probs_ready_[layer] = 1;
   }
   return P;
@@ -166,7 +171,11 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     // x ← x + attn_proj(attention(qkv(ln_1(x))))
     layernorm_forward(a.ln, la.ln1_mean, la.ln1_rstd, residual, p.ln_1_w, p.ln_1_b, BT, C);
     linear_forward(la.qkv, a.ln, p.attn_qkv_w, p.attn_qkv_b, BT, C, 3 * C);
-    attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], attn_scale, B, T, C, NH);
+    // ---- the one place a layer's attention kind matters (and its backward below) ----
+    if (layer_attention_[l] == AttentionKind::Linear)
+      linear_attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], B, T, C, NH);  // att_lse holds den_i
+    else
+      attention_forward(la.att_out, la.att_lse, la.qkv, masks[l], attn_scale, B, T, C, NH);
     const float* heads = la.att_out;
     if (!head_gates.empty()) {
       head_gate_forward(la.att_gated, la.att_out, &head_gates[(size_t)l * NH], BT, NH, C / NH);
@@ -237,7 +246,10 @@ void GPT::backward() {
       head_gate_backward(a.d_att_out, &head_gate_grads[(size_t)l * NH], a.d_ln, la.att_out,
                          &head_gates[(size_t)l * NH], BT, NH, C / NH);
     }
-    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
+    if (layer_attention_[l] == AttentionKind::Linear)
+      linear_attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], B, T, C, NH);
+    else
+      attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks[l], attn_scale, B, T, C, NH);
     layernorm_recompute(a.ln, block_input, p.ln_1_w, p.ln_1_b, la.ln1_mean, la.ln1_rstd, BT, C);
     linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,

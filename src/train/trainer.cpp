@@ -33,7 +33,7 @@ std::string to_json(const TrainConfig& c) {
   const AdamWConfig& a = c.adamw;
   json j = {{"data", c.data}, {"out", c.out}, {"n_layer", c.model.n_layer}, {"n_head", c.model.n_head},
             {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size}, {"attn_only", c.model.attn_only},
-            {"attn_scale", c.model.attn_scale}, {"objective", c.objective}, {"mask", c.mask},
+            {"attn_scale", c.model.attn_scale}, {"attention", c.model.attention}, {"objective", c.objective}, {"mask", c.mask},
             {"mlm_rate", c.mlm_rate}, {"allow_leak", c.allow_leak}, {"batch", c.batch},
             {"steps", c.steps}, {"lr", a.lr}, {"min_lr", a.min_lr}, {"warmup_steps", a.warmup_steps},
             {"beta1", a.beta1}, {"beta2", a.beta2}, {"eps", a.eps}, {"weight_decay", a.weight_decay},
@@ -84,6 +84,7 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
     r.read("n_layer", c.model.n_layer), r.read("n_head", c.model.n_head), r.read("n_embd", c.model.n_embd);
     r.read("block_size", c.model.block_size);
     r.read("attn_only", c.model.attn_only), r.read("attn_scale", c.model.attn_scale);
+    if (j.contains("attention")) r.read("attention", c.model.attention);  // absent before linear attention
     r.read("batch", c.batch), r.read("steps", c.steps);
     r.read("lr", a.lr), r.read("min_lr", a.min_lr), r.read("warmup_steps", a.warmup_steps);
     r.read("beta1", a.beta1), r.read("beta2", a.beta2), r.read("eps", a.eps);
