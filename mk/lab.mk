@@ -63,7 +63,7 @@ scale: build/bin/scale
 	OMP_WAIT_POLICY=passive ./build/bin/scale $(SCALE_FLAGS)
 
 # make recall: multi-query associative recall, softmax vs linear vs hybrid attention (experiments/recall.cpp);
-# ≈ 15 min on 2 cores with the defaults, output in build/recall/ (docs/recall.md holds a measured run).
+# output in build/recall/; docs/recall.md holds a reduced run (26 min on a heavily loaded 2-core machine).
 RECALL_FLAGS ?=
 .PHONY: recall
 recall: build/bin/recall

@@ -489,7 +489,13 @@ TEST(MaskGradients, FastModelMatchesReferenceUnderEveryMask) {
 }
 
 // Linear-attention layers (all linear, and hybrids with softmax) under every mask: the fast model against the
-// double reference, and the reference against finite differences.
+// double reference (every stack at the short length, a few at the long one), and the reference against finite
+// differences on one stack of each mask kind (finite differences of the whole model are the slow part).
+static bool representative(const std::string& stack) {
+  return stack == "causal" || stack == "bidirectional" || stack == "prefix:3" || stack == "window:3" ||
+         stack == "causal,window:2,bidirectional";
+}
+
 TEST(MaskGradients, LinearAndHybridStacksMatchReferenceAndFiniteDifferences) {
   SingleThread one_thread;
   const int B = 2;
@@ -497,6 +503,7 @@ TEST(MaskGradients, LinearAndHybridStacksMatchReferenceAndFiniteDifferences) {
     const std::vector<int> x = testutil::random_ids(B * T, 9, 331), y = random_targets(B * T, 9, 332);
     for (const Stack& s : stacks_for(T))
       for (const std::string& attention : attention_variants(s.n_layer)) {
+        if (T == kLongT && !representative(s.text)) continue;
         if (attention == "softmax") continue;  // covered above
         SCOPED_TRACE("masks " + s.text + " attention " + attention + " T=" + std::to_string(T));
         expect_fast_matches_reference(make_config(s.n_layer, 2, 8, T, 9, attention), stack_of(s.text, s.n_layer), x,
@@ -507,7 +514,7 @@ TEST(MaskGradients, LinearAndHybridStacksMatchReferenceAndFiniteDifferences) {
   const std::vector<int> x = testutil::random_ids(B * T, 7, 341), y = random_targets(B * T, 7, 342);
   for (const Stack& s : stacks_for(T))
     for (const std::string& attention : attention_variants(s.n_layer)) {
-      if (attention == "softmax") continue;
+      if (attention == "softmax" || !representative(s.text)) continue;
       SCOPED_TRACE("finite differences, masks " + s.text + " attention " + attention);
       expect_reference_matches_finite_differences(make_config(s.n_layer, 2, 8, T, 7, attention),
                                                   stack_of(s.text, s.n_layer), x, y, B, T);
