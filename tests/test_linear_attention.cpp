@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "lab/attention_stats.h"
 #include "lab/head_scores.h"
+#include "lab/html_report.h"
 #include "model/model.h"
 #include "ops/linear_attention.h"
 #include "ops/mask.h"
@@ -105,9 +106,10 @@ TEST(OpsLinearAttention, MatchesTextbookAndFiniteDifferencesForEveryMask) {
         ref_linear_attention_forward(out.data(), probs.data(), qkv.data(), mask, B, T, C, NH);
         return dot(dout, out);
       };
-      if (T <= 16)  // finite differences of the O(T²·HS) textbook forward: 2·3·B·T·C evaluations
+      if (T <= 16) {  // finite differences of the O(T²·HS) textbook forward: 2·3·B·T·C evaluations
         EXPECT_TRUE(all_close(dqkv, finite_differences(loss, qkv.data(), qkv.size()), kFdRel, kFdAbs,
                               "textbook dqkv vs finite differences"));
+      }
     }
 }
 
@@ -334,4 +336,18 @@ TEST(LinearAttentionLab, HeadScoresAndStatisticsWorkOnLinearLayers) {
   const std::string cells = attention_stats_cells(st);
   EXPECT_EQ(cells.substr(0, 3), ",,,") << cells;  // layer 0: two empty logit cells, then the entropy
   EXPECT_EQ(cells.find("nan"), std::string::npos) << cells;
+}
+
+// ./inspect attention's data: a linear layer's pattern is its implied weights, and the dump says which layers are
+// linear (the page labels them).
+TEST(LinearAttentionLab, InspectDumpLabelsLinearLayers) {
+  set_threads(1);
+  const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
+  auto model = small_model("linear,softmax,linear", tok);
+  const std::vector<int> ids = tok.encode(U"abc def", "test");
+  const AttentionDump dump = dump_attention(*model, ids, tok);
+  ASSERT_EQ(dump.attention, (std::vector<std::string>{"linear", "softmax", "linear"}));
+  const int T = (int)ids.size(), NH = 2;
+  for (size_t k = 0; k < (size_t)NH * T * T; k++) ASSERT_EQ(dump.attn[k], model->attention_probs(0)[k]);
+  EXPECT_NE(attention_json(dump).find("\"attention\":[\"linear\",\"softmax\",\"linear\"]"), std::string::npos);
 }
