@@ -76,6 +76,11 @@ static int train_main(int argc, char** argv) {
     }
     if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
     if (flags.count("mask") && flags.count("layer-masks")) throw std::runtime_error("give --mask or --layer-masks, not both");
+    if (flags.count("attention") && flags.count("layer-attention"))
+      throw std::runtime_error("give --attention or --layer-attention, not both");
+    if (flags.count("attention") && flags["attention"].as<std::string>().find(',') != std::string::npos)
+      throw std::runtime_error("--attention takes one kind for every layer (softmax or linear); use --layer-attention "
+                               "for a list");
     if (flags.count("resume")) {
       resume(flags);
       return 0;

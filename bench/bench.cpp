@@ -7,6 +7,9 @@
 //                               timed step, median, tokens/s, peak RSS, the analytic estimate). `make bench` runs
 //                               each preset this way in a fresh process, so each peak RSS is that preset's alone;
 //                               bench/compare.py uses the same mode against the PyTorch twin.
+//   build/bench/bench --linear [--quick]
+//                               only section 7: softmax vs linear attention, cost per token against T (training
+//                               step and generation), one thread; also the last section of `make bench`.
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
 //
@@ -48,6 +51,7 @@
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
+#include "ops/linear_attention.h"
 #include "model/model.h"
 #include "base/rng.h"
 #include "generate/sampling.h"
@@ -490,6 +494,8 @@ static std::string machine_description() {
   return "unknown CPU";
 }
 
+static json linear_vs_softmax(bool quick);  // section 7, below
+
 static int run_full(const Options& o) {
   const auto start = Clock::now();
   json results;
@@ -726,6 +732,8 @@ static int run_full(const Options& o) {
   }
   results["attention_only"] = {{"B", AB}, {"C", tiny.model.n_embd}, {"n_head", tiny.model.n_head},
                                {"threads", att_threads}, {"rows", att_table}};
+  hr();
+  results["linear_vs_softmax"] = linear_vs_softmax(o.quick);
 
   const double total_s = ms_since(start) / 1000;
   results["meta"]["wall_s"] = total_s;
@@ -736,11 +744,77 @@ static int run_full(const Options& o) {
   return 0;
 }
 
+// ---- softmax vs linear attention: cost per token against T ---------------------------------------------------
+// The tiny model at block size T, all layers softmax or all linear (ops/linear_attention.h), one thread:
+//   train µs/token   one training step (forward, backward, AdamW) at B = 4, divided by the 4·T tokens
+//   attn µs/token    the attention op alone (forward + backward, all layers) per token
+//   gen µs/token     Decoder::push for the tokens at context lengths T/2 … T−1 (no slide), per token
+// Softmax attention per token grows with T (each query reads every earlier key); linear stays flat (each token
+// updates and reads an HS×HS state). What the whole step does depends on how much of it attention is.
+static json linear_vs_softmax(bool quick) {
+  Preset tiny = get_preset("tiny");
+  std::printf("7. softmax vs linear attention, cost per token against T: tiny model (%d layers, %d wide, %d heads), "
+              "1 thread, µs per token (median)\n", tiny.model.n_layer, tiny.model.n_embd, tiny.model.n_head);
+  std::printf("  %6s | %12s %12s %7s | %12s %12s %7s | %12s %12s %7s\n", "T", "train soft", "train lin", "ratio",
+              "attn soft", "attn lin", "ratio", "gen soft", "gen lin", "ratio");
+  set_threads(1);
+  json rows = json::array();
+  std::vector<int> Ts = {64, 128, 256, 512, 1024};
+  if (quick) Ts.pop_back();
+  const int B = 4;
+  for (int T : Ts) {
+    double train_us[2], attn_us[2], gen_us[2];
+    for (int k = 0; k < 2; k++) {
+      ModelConfig c = tiny.model;
+      c.block_size = T, c.attention = k == 0 ? "softmax" : "linear";
+      const int reps = quick ? 2 : (T >= 512 ? 3 : 5);
+      train_us[k] = 1000 * time_training_steps(c, B, 1, 1, reps).median_ms / (B * T);
+      const int C = c.n_embd, NH = c.n_head;
+      Rng rng(17);
+      std::vector<float> qkv = randn((size_t)B * T * 3 * C, 1, rng), aux((size_t)B * NH * T), out((size_t)B * T * C);
+      std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
+      const AttentionMask causal;
+      const float scale = 1.0f / std::sqrt((float)(C / NH));
+      const Timing at = measure([&] {
+        if (k == 0) {
+          attention_forward(out.data(), aux.data(), qkv.data(), causal, scale, B, T, C, NH);
+          attention_backward(dqkv.data(), dout.data(), qkv.data(), aux.data(), out.data(), causal, scale, B, T, C, NH);
+        } else {
+          linear_attention_forward(out.data(), aux.data(), qkv.data(), causal, B, T, C, NH);
+          linear_attention_backward(dqkv.data(), dout.data(), qkv.data(), aux.data(), out.data(), causal, B, T, C, NH);
+        }
+      }, 3, 50, quick ? 40 : 120);
+      attn_us[k] = 1000 * at.median * c.n_layer / (B * T);
+      GPT model(c);
+      model.init_weights(3);
+      std::vector<double> per_token;
+      for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
+        Decoder dec(model);
+        std::vector<int> toks = random_tokens(T, c.vocab_size, rng);
+        for (int t = 0; t < T / 2; t++) dec.push(toks[t]);
+        const auto t0 = Clock::now();
+        for (int t = T / 2; t < T; t++) dec.push(toks[t]);
+        per_token.push_back(1000 * ms_since(t0) / (T - T / 2));
+      }
+      gen_us[k] = median(per_token);
+    }
+    std::printf("  %6d | %12.2f %12.2f %7.2f | %12.2f %12.2f %7.2f | %12.2f %12.2f %7.2f\n", T, train_us[0],
+                train_us[1], train_us[0] / train_us[1], attn_us[0], attn_us[1], attn_us[0] / attn_us[1], gen_us[0],
+                gen_us[1], gen_us[0] / gen_us[1]);
+    rows.push_back({{"T", T}, {"train_us_per_token_softmax", train_us[0]}, {"train_us_per_token_linear", train_us[1]},
+                    {"attention_us_per_token_softmax", attn_us[0]}, {"attention_us_per_token_linear", attn_us[1]},
+                    {"generate_us_per_token_softmax", gen_us[0]}, {"generate_us_per_token_linear", gen_us[1]}});
+    std::fflush(stdout);
+  }
+  return {{"B", B}, {"threads", 1}, {"rows", rows}, {"load_average_end", load_average()}};
+}
+
 static void usage() {
   std::printf(
       "usage: bench [--quick] [--json PATH]          the full benchmark (tables + JSON)\n"
       "       bench --step tiny|small --threads N [--warmup W] [--repeats R]   one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
+      "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "BENCH_QUICK=1 in the environment is the same as --quick.\n");
 }
 
@@ -750,7 +824,7 @@ int main(int argc, char** argv) {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
     std::string step_preset;
-    bool sample = false;
+    bool sample = false, linear_only = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500;
     for (int i = 1; i < argc; i++) {
       const std::string a = argv[i];
@@ -762,6 +836,7 @@ int main(int argc, char** argv) {
       else if (a == "--json") o.json_path = value();
       else if (a == "--step") step_preset = value();
       else if (a == "--sample") sample = true;
+      else if (a == "--linear") linear_only = true;
       else if (a == "--threads") threads = std::stoi(value());
       else if (a == "--warmup") warmup = std::stoi(value());
       else if (a == "--repeats") repeats = std::stoi(value());
@@ -775,6 +850,11 @@ int main(int argc, char** argv) {
       json r = step_report(step_preset, threads, warmup >= 0 ? warmup : (small ? 1 : 5),
                            repeats > 0 ? repeats : (small ? 3 : 30));
       std::printf("%s\n", r.dump().c_str());
+      return 0;
+    }
+    if (linear_only) {
+      std::printf("machine load average %.1f\n", load_average());
+      linear_vs_softmax(o.quick);
       return 0;
     }
     if (sample) {

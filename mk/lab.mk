@@ -61,3 +61,11 @@ induction: build/bin/induction
 SCALE_FLAGS ?=
 scale: build/bin/scale
 	OMP_WAIT_POLICY=passive ./build/bin/scale $(SCALE_FLAGS)
+
+# make recall: multi-query associative recall, softmax vs linear vs hybrid attention (experiments/recall.cpp);
+# output in build/recall/; docs/recall.md holds a reduced run (26 min on a heavily loaded 2-core machine).
+RECALL_FLAGS ?=
+.PHONY: recall
+recall: build/bin/recall
+	OMP_WAIT_POLICY=passive ./build/bin/recall $(RECALL_FLAGS)
+-include build/experiments/recall.d

@@ -212,21 +212,25 @@ TEST(FastModel, MatchesReferenceAtInitialisation) {
 }
 
 // Every option of the fast model against the textbook (src/textbook/reference.h), under every kind of mask:
-// the attention scale (sqrt, inv, none, a number), attention-only blocks and head gates (ξ ≠ 1, one ξ = 0).
+// the attention scale (sqrt, inv, none, a number), attention-only blocks, head gates (ξ ≠ 1, one ξ = 0), and
+// linear attention (every layer, or a softmax/linear hybrid).
 TEST(FastModel, MatchesReferenceUnderEveryOption) {
   struct Option {
     const char* name;
     const char* attn_scale;
     bool attn_only, gates;
+    const char* attention = "softmax";
   };
   const Option options[] = {{"scale inv", "inv", false, false},     {"scale none", "none", false, false},
                             {"scale 0.7", "0.7", false, false},     {"attention-only", "sqrt", true, false},
-                            {"head gates", "sqrt", false, true},    {"all three", "inv", true, true}};
+                            {"head gates", "sqrt", false, true},    {"all three", "inv", true, true},
+                            {"linear", "sqrt", false, false, "linear"},
+                            {"hybrid, gated, inv", "inv", false, true, "softmax,linear"}};
   for (const Option& o : options)
     for (const char* masks : {"causal", "bidirectional", "prefix:3", "window:2", "causal,window:3"}) {
       SCOPED_TRACE(std::string(o.name) + ", masks " + masks);
       ModelConfig c = tiny_config();
-      c.attn_scale = o.attn_scale, c.attn_only = o.attn_only;
+      c.attn_scale = o.attn_scale, c.attn_only = o.attn_only, c.attention = o.attention;
       GPT fast(c, masks_from(masks, 2));
       set_arena(fast.params_memory(), testutil::random_params(c, 21));
       if (o.gates) {

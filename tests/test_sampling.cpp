@@ -26,9 +26,10 @@ namespace {
 // A random model whose weights are large enough (std 0.3 everywhere, LayerNorm gains included) that attention is
 // sharp and positions matter: a decoder that got a position or a cached key wrong changes the logits visibly.
 std::unique_ptr<GPT> random_model(const std::string& mask, int n_layer = 2, int block = 8, int vocab = 11,
-                                  uint64_t seed = 3) {
+                                  uint64_t seed = 3, const std::string& attention = "softmax") {
   ModelConfig c;
   c.n_layer = n_layer, c.n_head = 2, c.n_embd = 16, c.block_size = block, c.vocab_size = vocab;
+  c.attention = attention;
   auto model = std::make_unique<GPT>(c, parse_layer_masks(mask, n_layer));
   Rng rng(seed);
   for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());
@@ -118,6 +119,27 @@ TEST(SamplingDecoder, OddBlockSizeSlides) {
   set_threads(1);
   auto model = random_model("causal", 1, 7);
   check_decoder_matches_forward(*model, random_tokens(25, 11, 8), true);
+}
+
+// Linear-attention layers generate from their running state (S, z per head) instead of a key/value cache; the
+// logits must match a full forward at every step, across slides (the state is rebuilt from the re-encoded
+// context), under window masks (keys leave the state again) and beside softmax layers.
+TEST(SamplingDecoder, LinearLayersStateMatchesFullRecompute) {
+  set_threads(1);
+  for (const char* attention : {"linear", "linear,softmax", "softmax,linear"})
+    for (const char* mask : {"causal", "window:3", "window:2,causal"}) {
+      SCOPED_TRACE(std::string("attention ") + attention + ", mask " + mask);
+      auto model = random_model(mask, 2, 8, 11, 3, attention);
+      check_decoder_matches_forward(*model, random_tokens(29, 11, 12), true);
+    }
+  // Memory: a causal linear layer keeps NH·(HS² + HS) = 2·(64 + 8) floats, a softmax layer 2·block·C = 2·8·16.
+  EXPECT_EQ(Decoder(*random_model("causal", 2, 8, 11, 3, "linear")).memory_floats(), 2u * 2 * (64 + 8));
+  EXPECT_EQ(Decoder(*random_model("causal", 2, 8, 11, 3, "linear,softmax")).memory_floats(), 2u * (64 + 8) + 2 * 8 * 16);
+  auto odd = random_model("causal", 3, 7, 11, 4, "linear,softmax,linear");
+  check_decoder_matches_forward(*odd, random_tokens(25, 11, 13), true);
+  // A bidirectional linear model has no recurrent form for the next token: full recompute, same answers.
+  auto bidir = random_model("bidirectional", 2, 8, 11, 5, "linear");
+  check_decoder_matches_forward(*bidir, random_tokens(21, 11, 14), false);
 }
 
 TEST(SamplingDecoder, BidirectionalModelRecomputesAndStillMatches) {

@@ -32,6 +32,7 @@ void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer&
       {"vocab", tokenizer.vocab_utf8()},
       {"specials", nlohmann::json(tokenizer.specials()).dump()},
       {"mask", masks_to_string(model.masks())},
+      {"attention", attention_kinds_to_string(parse_layer_attention(c.attention, c.n_layer))},
       {"objective", to_string(objective)},
   };
   if (resume) {
@@ -128,6 +129,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   config.block_size = meta.integer("block_size", 1);
   config.vocab_size = meta.integer("vocab_size", 1);
   config.attn_scale = meta.text_or("attn_scale", "sqrt");
+  config.attention = meta.text_or("attention", "softmax");  // checkpoints from before linear attention: softmax
   const std::string attn_only = meta.text_or("attn_only", "false");
   if (attn_only != "true" && attn_only != "false")
     throw std::runtime_error(path + ": metadata field 'attn_only' should be true or false, got '" +

@@ -1,6 +1,7 @@
 // Checkpoints: one safetensors file. The weights carry Hugging Face GPT-2 names ("wte.weight",
 // "h.0.attn.c_attn.weight", …; linear weights [in, out]); "__metadata__" holds the config, the vocabulary, the
-// masks and the format version. A checkpoint written during training also holds AdamW's m and v (as
+// masks, the attention kind of every layer ("attention": softmax, linear or a per-layer list; absent = softmax)
+// and the format version. A checkpoint written during training also holds AdamW's m and v (as
 // "optimizer.m.<name>", "optimizer.v.<name>") plus the step and the batch sampler's state, so --resume continues
 // the run exactly. Files are written atomically, and the loader checks everything it reads.
 #pragma once

@@ -4,6 +4,53 @@
 #include <cmath>
 
 #include "model/model.h"
+#include "ops/linear_attention.h"
+
+// Entropy, max weight and saturation of one row of weights p over its n keys, added to the running sums.
+struct RowStats {
+  double entropy = 0, entropy_norm = 0, max_weight = 0;
+  long saturated = 0, rows = 0;
+  void add(const double* p, int n) {
+    if (n < 2) return;
+    double H = 0, pmax = 0;
+    for (int j = 0; j < n; j++) {
+      if (p[j] > 0) H -= p[j] * std::log(p[j]);
+      pmax = std::max(pmax, p[j]);
+    }
+    entropy += H, entropy_norm += H / std::log((double)n), max_weight += pmax;
+    saturated += pmax > 0.99;
+    rows++;
+  }
+};
+
+LayerAttentionStats layer_linear_attention_stats(const float* qkv, const AttentionMask& mask, int B, int T, int C,
+                                                 int NH) {
+  const int HS = C / NH;
+  RowStats rs;
+  std::vector<double> p(T), fq(HS);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+      for (int i = 0; i < T; i++) {
+        const float* q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
+        for (int d = 0; d < HS; d++) fq[d] = q[d] > 0 ? q[d] + 1.0 : std::exp((double)q[d]);
+        const KeyRange K = mask.keys_for(i, T);
+        double den = kLinearAttentionEps;
+        for (int j = K.begin; j < K.end; j++) {
+          const float* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+          double s = 0;
+          for (int d = 0; d < HS; d++) s += fq[d] * (k[d] > 0 ? k[d] + 1.0 : std::exp((double)k[d]));
+          p[j - K.begin] = s, den += s;
+        }
+        for (int j = 0; j < K.end - K.begin; j++) p[j] /= den;
+        rs.add(p.data(), K.end - K.begin);
+      }
+  LayerAttentionStats st;
+  st.logit_var = st.logit_max = NAN;  // no logits
+  if (rs.rows)
+    st.entropy = rs.entropy / rs.rows, st.entropy_norm = rs.entropy_norm / rs.rows,
+    st.max_weight = rs.max_weight / rs.rows, st.saturated = (double)rs.saturated / rs.rows;
+  return st;
+}
 
 LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask& mask, float scale, int B, int T,
                                           int C, int NH) {
@@ -59,7 +106,9 @@ std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const st
   const int C = model.config.n_embd, NH = model.config.n_head;
   std::vector<LayerAttentionStats> out;
   for (int l = 0; l < model.config.n_layer; l++) {
-    LayerAttentionStats st = layer_attention_stats(qkv[l], model.masks()[l], model.attn_scale, B, T, C, NH);
+    LayerAttentionStats st = model.attention_kind(l) == AttentionKind::Linear
+                                 ? layer_linear_attention_stats(qkv[l], model.masks()[l], B, T, C, NH)
+                                 : layer_attention_stats(qkv[l], model.masks()[l], model.attn_scale, B, T, C, NH);
     const float* g = model.grads().h[l].attn_qkv_w;  // (C, 3C)
     double gq = 0, gk = 0;
     for (int r = 0; r < C; r++)
@@ -90,7 +139,8 @@ std::string attention_stats_cells(const std::vector<LayerAttentionStats>& stats)
   for (const LayerAttentionStats& s : stats)
     for (double v : {s.logit_var, s.logit_max, s.entropy, s.entropy_norm, s.max_weight, s.saturated, s.grad_q,
                      s.grad_k})
-      std::snprintf(cell, sizeof cell, ",%.6g", v), out += cell;
+      if (std::isnan(v)) out += ",";  // does not apply (a linear layer's logits)
+      else std::snprintf(cell, sizeof cell, ",%.6g", v), out += cell;
   return out;
 }
 

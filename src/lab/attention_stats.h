@@ -7,6 +7,8 @@
 //   max_weight   mean over rows of max_j P_ij
 //   saturated    fraction of rows whose max_j P_ij > 0.99
 // Row statistics use rows with |K(i)| ≥ 2 (a one-key row has no choice to make).
+// A linear-attention layer (ops/linear_attention.h) has no logits: its logit_var and logit_max are NaN (empty cells
+// in metrics.csv), and the row statistics are those of its implied weights A_ij = φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j).
 //   grad_q, grad_k  Frobenius norms of ∂L/∂W_Q and ∂L/∂W_K: columns [0, C) and [C, 2C) of attn.c_attn.weight's
 //                   gradient (read from model.grads, so call after backward()).
 #pragma once
@@ -27,6 +29,9 @@ LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask&
 
 // One entry per layer. qkv[l] is layer l's (B, T, 3C) activation of the model's last forward (GPT::layer_qkv);
 // B, T that forward's shape. Gradient norms come from model.grads.
+LayerAttentionStats layer_linear_attention_stats(const float* qkv, const AttentionMask& mask, int B, int T, int C,
+                                                 int NH);
+
 std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const std::vector<const float*>& qkv, int B,
                                                       int T);
 

@@ -15,6 +15,7 @@ AttentionDump dump_attention(GPT& model, const std::vector<int>& ids, const Toke
   AttentionDump d;
   d.n_layer = L, d.n_head = NH, d.T = T, d.masks = model.masks();
   for (int id : ids) d.tokens.push_back(tokenizer.decode_one(id));
+  for (int l = 0; l < L; l++) d.attention.push_back(to_string(model.attention_kind(l)));
   model.forward(ids.data(), nullptr, 1, T);
   for (int l = 0; l < L; l++) {
     const float* p = model.attention_probs(l);
@@ -60,7 +61,8 @@ static nlohmann::json to_json(const AttentionDump& d) {
                       {"ov_copying", num(s.ov_copying)}});
   }
   return {{"tokens", d.tokens}, {"n_layer", d.n_layer}, {"n_head", NH}, {"T", T},
-          {"masks", masks},    {"mask", mask},         {"attn", attn},   {"scores", scores}};
+          {"masks", masks},    {"mask", mask},         {"attn", attn},   {"scores", scores},
+          {"attention", d.attention.empty() ? std::vector<std::string>(d.n_layer, "softmax") : d.attention}};
 }
 
 std::string attention_json(const AttentionDump& d) { return to_json(d).dump(); }
@@ -106,7 +108,7 @@ function scoreText(l, h) {
 }
 function select(l, h) {
   document.querySelectorAll('.head').forEach(e => e.classList.toggle('sel', +e.dataset.l === l && +e.dataset.h === h));
-  document.getElementById('dtitle').textContent = 'Layer ' + l + ', head ' + h + ' (mask ' + D.masks[l] + ')  ' + scoreText(l, h);
+  document.getElementById('dtitle').textContent = 'Layer ' + l + ', head ' + h + ' (mask ' + D.masks[l] + ', ' + D.attention[l] + ')  ' + scoreText(l, h);
   const big = document.getElementById('big'), cell = Math.max(4, Math.floor(520 / T));
   const fresh = big.cloneNode(false);  // a new canvas: the old one's listeners go with it
   big.replaceWith(fresh);
@@ -154,7 +156,7 @@ const grid = document.getElementById('grid'), small = Math.max(2, Math.min(6, Ma
 for (let l = 0; l < D.n_layer; l++) {
   const tr = document.createElement('tr');
   const th = document.createElement('th');
-  th.textContent = 'layer ' + l;
+  th.textContent = 'layer ' + l + (D.attention[l] === 'linear' ? ' (linear)' : '');
   tr.appendChild(th);
   for (let h = 0; h < D.n_head; h++) {
     const td = document.createElement('td'), c = document.createElement('canvas'), cap = document.createElement('div');

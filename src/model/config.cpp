@@ -1,5 +1,8 @@
 #include "model/config.h"
 
+#include "ops/linear_attention.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -20,6 +23,15 @@ void validate(const ModelConfig& c) {
   require_positive("block_size (--block)", c.block_size, 65536);
   require_positive("vocab_size", c.vocab_size, 1 << 21);
   attention_scale(c);
+  std::vector<AttentionKind> kinds;
+  try {
+    kinds = parse_layer_attention(c.attention, c.n_layer);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("attention (--attention, --layer-attention): ") + e.what());
+  }
+  if (c.attn_scale != "sqrt" && std::find(kinds.begin(), kinds.end(), AttentionKind::Softmax) == kinds.end())
+    throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales softmax logits, and every layer "
+                             "of this model is linear (linear attention has no 1/√d_k)");
   if (c.n_embd % c.n_head != 0)
     throw std::runtime_error("n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
                              std::to_string(c.n_head) + "): check --n-embd and --n-head");
@@ -39,5 +51,6 @@ float attention_scale(const ModelConfig& c) {
 
 std::string describe(const ModelConfig& c) {
   return std::to_string(c.n_layer) + (c.attn_only ? " attention-only" : "") + " layers, " + std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) +
-         " wide, block " + std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size);
+         " wide, block " + std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size) +
+         (c.attention == "softmax" ? "" : ", attention " + c.attention);
 }

@@ -10,6 +10,9 @@ struct ModelConfig {
   int vocab_size = 0;   // set from the tokenizer
   bool attn_only = false;           // blocks without their MLP (for the induction-head experiment)
   std::string attn_scale = "sqrt";  // multiplies q·k: sqrt = 1/√HS, inv = 1/HS, none = 1, or a number
+  // softmax or linear (ops/linear_attention.h) for every layer, or one per layer: "softmax,linear,linear".
+  // Linear layers have no q·k logits, so attn_scale applies to the softmax layers only.
+  std::string attention = "softmax";
 
   int head_size() const { return n_embd / n_head; }
 };

@@ -15,6 +15,7 @@
 #include "ops/gelu.h"
 #include "ops/head_gate.h"
 #include "ops/layernorm.h"
+#include "ops/linear_attention.h"
 #include "ops/linear.h"
 #include "base/rng.h"
 #include "base/threads.h"
@@ -80,6 +81,7 @@ void check_fits_in_memory(const ModelConfig& config, int B) {
 GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)
     : config((validate(cfg), cfg)), attn_scale(attention_scale(cfg)) {
   set_masks(layer_masks.empty() ? std::vector<AttentionMask>(config.n_layer) : std::move(layer_masks));
+  layer_attention_ = parse_layer_attention(config.attention, config.n_layer);
   table_ = gpt_tensor_table(config);
   params_memory_.assign(total_floats(table_), 0.0f);
   grads_memory_.assign(params_memory_.size(), 0.0f);
@@ -134,7 +136,10 @@ const float* GPT::attention_probs(int layer) const {
   float* P = probs_memory_.data() + per_layer * layer;
   if (!probs_ready_[layer]) {
     const LayerActivations& la = acts_.layers[layer];
-    ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
+    if (layer_attention_[layer] == AttentionKind::Linear)
+      linear_attention_probs(P, la.qkv, last_masks_[layer], B_, T_, config.n_embd, config.n_head);
+    else
+      ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
     probs_ready_[layer] = 1;
   }
   return P;
@@ -188,7 +193,11 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     const float* gates = head_gates_.empty() ? nullptr : &head_gates_[(size_t)l * NH];
     block_forward<BatchedProducts>(buffers, residual, params_.h[l], gates, config.attn_only, BT, C, NH,
                                    [&](const float* qkv, float* att_out) {
-                                     attention_forward(att_out, la.att_lse, qkv, masks_[l], attn_scale, B, T, C, NH);
+                                     // ---- the one place a layer's attention kind matters (and its backward) ----
+                                     if (layer_attention_[l] == AttentionKind::Linear)  // att_lse holds den_i
+                                       linear_attention_forward(att_out, la.att_lse, qkv, masks_[l], B, T, C, NH);
+                                     else
+                                       attention_forward(att_out, la.att_lse, qkv, masks_[l], attn_scale, B, T, C, NH);
                                    });
     residual = la.residual3;
   }
@@ -245,7 +254,10 @@ void GPT::backward() {
       head_gate_backward(a.d_att_out, &head_gate_grads_[(size_t)l * NH], a.d_ln, la.att_out,
                          &head_gates_[(size_t)l * NH], BT, NH, C / NH);
     }
-    attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks_[l], attn_scale, B, T, C, NH);
+    if (layer_attention_[l] == AttentionKind::Linear)
+      linear_attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks_[l], B, T, C, NH);
+    else
+      attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks_[l], attn_scale, B, T, C, NH);
     layernorm_recompute(a.ln, block_input, p.ln_1_w, p.ln_1_b, la.ln1_mean, la.ln1_rstd, BT, C);
     linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
     layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,

@@ -11,6 +11,7 @@
 
 #include "base/span.h"
 #include "model/config.h"
+#include "ops/linear_attention.h"
 #include "ops/mask.h"
 #include "model/params.h"
 
@@ -19,7 +20,8 @@ struct LayerActivations {
   float *ln1_mean, *ln1_rstd;        // (B,T) (B,T)           LayerNorm 1's statistics (its output is recomputed)
   float* qkv;                        // (B,T,3C)
   float* att_lse;                    // (B,NH,T)              log-normaliser of each softmax row: P is
-                                     //                       rebuilt from it in the backward (attention.h)
+                                     //                       rebuilt from it in the backward (attention.h);
+                                     //                       a linear layer keeps its den_i here instead
   float* att_out;                    // (B,T,C)               O, heads side by side
   float* att_gated;                  // (B,T,C)               ξ_h·O per head; only when head gates are on
   float* residual2;                  // (B,T,C)               x + attn(ln1(x))
@@ -62,7 +64,10 @@ class GPT {
 
   const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
   // P of the last forward, (B, NH, T, T), 0 where the mask forbids. Not kept by training: rebuilt on request.
+  // For a linear layer, the weights it implies: φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j) (linear_attention.h).
   const float* attention_probs(int layer) const;
+  // Softmax or linear, per layer: parsed once from config.attention.
+  AttentionKind attention_kind(int layer) const { return layer_attention_[layer]; }
   const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
   int last_B() const { return B_; }
   int last_T() const { return T_; }
@@ -109,6 +114,7 @@ class GPT {
   int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
   int B_ = 0, T_ = 0;                    // the last forward's shape
   std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
+  std::vector<AttentionKind> layer_attention_;  // parse_layer_attention(config.attention)
   mutable std::vector<float> probs_memory_;  // attention_probs() rebuilds layer l into slice l on first request
   mutable std::vector<char> probs_ready_;    // per layer, since the last forward
   std::vector<int> inputs_, targets_;

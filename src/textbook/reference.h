@@ -19,6 +19,7 @@
 #include "ops/layernorm.h"      // kLayerNormEps
 #include "ops/mask.h"           // AttentionMask
 #include "model/params.h"         // gpt_tensor_table: the parameter arena layout
+#include "textbook/linear_attention.h"  // ref_linear_attention_*: layers with config.attention = linear
 
 // ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C), out (B,T,C).
 template <typename F>
@@ -312,6 +313,7 @@ struct ReferenceGPT {
   };
   ModelConfig config;
   std::vector<AttentionMask> masks;  // one per layer
+  std::vector<AttentionKind> kinds;  // softmax or linear, one per layer (config.attention)
   std::vector<TensorSpec> table;     // the arena layout
   std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
   std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
@@ -323,7 +325,8 @@ struct ReferenceGPT {
   std::vector<Layer> layers;
 
   explicit ReferenceGPT(const ModelConfig& c, std::vector<AttentionMask> layer_masks = {})
-      : config(c), masks(std::move(layer_masks)), table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
+      : config(c), masks(std::move(layer_masks)), kinds(parse_layer_attention(c.attention, c.n_layer)),
+        table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
     if (masks.empty()) masks.assign(c.n_layer, AttentionMask{});
   }
 
@@ -355,7 +358,10 @@ struct ReferenceGPT {
       ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x.data(), p(l, "ln_1.weight"),
                             p(l, "ln_1.bias"), N, C);
       ref_linear_forward(a.qkv.data(), a.ln1.data(), p(l, "attn.c_attn.weight"), p(l, "attn.c_attn.bias"), N, C, 3 * C);
-      ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], scale, B, T, C, NH);
+      if (kinds[l] == AttentionKind::Linear)
+        ref_linear_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], B, T, C, NH);
+      else
+        ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], scale, B, T, C, NH);
       const std::vector<F>& heads = head_gates.empty() ? a.att : a.gated;
       if (!head_gates.empty()) ref_head_gate_forward(a.gated.data(), a.att.data(), &head_gates[l * NH], N, NH, HS);
       ref_linear_forward(a.res2.data(), heads.data(), p(l, "attn.c_proj.weight"), p(l, "attn.c_proj.bias"), N, C, C);
@@ -425,8 +431,11 @@ struct ReferenceGPT {
         ref_head_gate_backward(d_att.data(), &gate_grads[l * NH], d_gated.data(), a.att.data(), &head_gates[l * NH], N,
                                NH, HS);
       }
-      ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), masks[l], scale,
-                             B, T, C, NH);
+      if (kinds[l] == AttentionKind::Linear)
+        ref_linear_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), masks[l], B, T, C, NH);
+      else
+        ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), masks[l], scale,
+                               B, T, C, NH);
       ref_linear_backward(d_ln1.data(), gl(l, "attn.c_attn.weight"), gl(l, "attn.c_attn.bias"), d_qkv.data(),
                           a.ln1.data(), p(l, "attn.c_attn.weight"), N, C, 3 * C);
       ref_layernorm_backward(d_x.data(), gl(l, "ln_1.weight"), gl(l, "ln_1.bias"), d_ln1.data(), block_input(l).data(),

@@ -25,6 +25,10 @@ const std::vector<Setting<TrainConfig>>& train_settings() {
     {"attn_only",    "attn-only",    "blocks without MLPs (attention-only transformer)",   FIELD(model.attn_only),    any_value(),  S::Run},
     {"attn_scale",   "attn-scale",   "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
                                                                                            FIELD(model.attn_scale),   any_value(),  S::Run},
+    {"attention",    "attention",    "attention of every layer: softmax or linear (O(T), docs/linear_attention.md)",
+                                                                                           FIELD(model.attention),    any_value(),  S::Run},
+    {nullptr,        "layer-attention", "one attention per layer, comma-separated, e.g. linear,softmax,linear,linear",
+                                                                                           FIELD(model.attention),    any_value(),  S::Run},
     {"objective",    "objective",    "clm (GPT: next character), mlm (BERT: masked characters) or prefix-lm",
                                                                                            FIELD(objective),          any_value(),  S::Run},
     {"mask",         "mask",         "attention mask of every layer: causal, bidirectional, prefix:N or window:W "

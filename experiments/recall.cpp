@@ -1,0 +1,249 @@
+// ./recall — multi-query associative recall (MQAR; Arora et al. 2023, "Zoology"): what a fixed-size state can
+// and cannot remember. Every sequence is N key–value pairs followed by Q queries:
+//     k₁ v₁ k₂ v₂ … k_N v_N   q₁ a₁ q₂ a₂ … q_Q a_Q        (keys distinct, each qᵢ one of the keys, aᵢ its value)
+// Keys come from the first half of the vocabulary and values from the second; a key's value is drawn afresh in
+// every sequence, so nothing can be memorised in the weights: the model must read the pairs from its context. The
+// loss is on the answers only (predict aᵢ at the position of qᵢ), and accuracy is argmax = aᵢ on a fixed set of
+// held-out sequences.
+//
+// Softmax attention can look any pair up exactly, however many there are. A linear-attention layer carries its
+// whole past in S = Σ φ(k_j) v_jᵀ, HS × HS numbers per head, so it can hold about HS² "bits of association" and
+// no more: recall should fall as N grows at a fixed width, and rise with the width at a fixed N. A hybrid keeps
+// one softmax layer among linear ones. Two sweeps, each for softmax, linear and the hybrid:
+//   pairs   N ∈ --pairs at width --width
+//   width   C ∈ --widths at N = --fixed-pairs
+// Every model has --n-layer layers of one head each (so the state of a linear layer is HS² = C² + C numbers), with
+// MLPs, trained for --steps on fresh batches. Output in --out: recall.csv, recall.md (the tables), recall_pairs.svg,
+// recall_width.svg. See docs/recall.md for a measured run and how to read it.
+//   make recall                          (RECALL_FLAGS="--steps 400" etc. to change the budget)
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cxxopts.hpp>
+#include <sstream>
+
+#include "base/rng.h"
+#include "base/threads.h"
+#include "io/atomic_file.h"
+#include "lab/plot.h"
+#include "model/adamw.h"
+#include "model/model.h"
+#include "ops/cross_entropy.h"
+
+namespace {
+
+struct Task {
+  int pairs, queries, vocab;  // keys are [0, vocab/2), values [vocab/2, vocab)
+  int length() const { return 2 * pairs + 2 * queries - 1; }  // inputs: the last answer is only a target
+};
+
+// B sequences: x (B, T) inputs, y (B, T) targets with kNoTarget everywhere but the answers.
+void make_batch(const Task& task, int B, Rng& rng, std::vector<int>& x, std::vector<int>& y) {
+  const int T = task.length(), half = task.vocab / 2;
+  x.assign((size_t)B * T, 0), y.assign((size_t)B * T, kNoTarget);
+  std::vector<int> keys(half), values(task.pairs), seq(T + 1);
+  for (int b = 0; b < B; b++) {
+    for (int k = 0; k < half; k++) keys[k] = k;
+    for (int i = 0; i < task.pairs; i++) std::swap(keys[i], keys[i + rng.below(half - i)]);  // N distinct keys
+    for (int i = 0; i < task.pairs; i++) {
+      values[i] = half + rng.below(half);
+      seq[2 * i] = keys[i], seq[2 * i + 1] = values[i];
+    }
+    for (int q = 0; q < task.queries; q++) {
+      const int i = rng.below(task.pairs), at = 2 * task.pairs + 2 * q;
+      seq[at] = keys[i], seq[at + 1] = values[i];
+    }
+    for (int t = 0; t < T; t++) {
+      x[(size_t)b * T + t] = seq[t];
+      if (t >= 2 * task.pairs && (t - 2 * task.pairs) % 2 == 0) y[(size_t)b * T + t] = seq[t + 1];  // at a query
+    }
+  }
+}
+
+// Fraction of answers whose argmax logit is the right value.
+double accuracy(GPT& model, const std::vector<int>& x, const std::vector<int>& y, int B, int T) {
+  model.forward(x.data(), nullptr, B, T);
+  const int V = model.config.vocab_size;
+  long right = 0, total = 0;
+  for (size_t i = 0; i < (size_t)B * T; i++) {
+    if (y[i] == kNoTarget) continue;
+    const float* row = model.logits() + i * V;
+    right += std::max_element(row, row + V) - row == y[i];
+    total++;
+  }
+  return total ? (double)right / total : 0.0;
+}
+
+struct Result {
+  std::string model, attention;
+  int pairs, width;
+  long state;  // floats of one linear layer's state per head, HS² + HS (0 for softmax-only)
+  double accuracy, loss, seconds;
+};
+
+Result run(const std::string& name, const std::string& attention, const Task& task, int width,
+           const cxxopts::ParseResult& f) {
+  ModelConfig c;
+  c.n_layer = f["n-layer"].as<int>(), c.n_head = 1, c.n_embd = width, c.block_size = task.length();
+  c.vocab_size = task.vocab, c.attention = attention;
+  GPT model(c);
+  model.init_weights(f["seed"].as<uint64_t>());
+  AdamW opt;
+  AdamWConfig a;
+  a.lr = f["lr"].as<float>(), a.min_lr = a.lr / 10, a.warmup_steps = 50, a.weight_decay = 0.0f;
+  const int steps = f["steps"].as<int>(), B = f["batch"].as<int>(), T = task.length();
+  Rng rng(f["seed"].as<uint64_t>() + 1), eval_rng(12345);
+  std::vector<int> x, y, ex, ey;
+  const int eval_B = 256;
+  make_batch(task, eval_B, eval_rng, ex, ey);
+  const auto start = std::chrono::steady_clock::now();
+  for (int step = 0; step < steps; step++) {
+    make_batch(task, B, rng, x, y);
+    model.zero_grad();
+    model.forward(x.data(), y.data(), B, T);
+    model.backward();
+    clip_global_norm(model.grads_memory(), a.grad_clip);
+    opt.update(model, a, learning_rate(a, step, steps));
+  }
+  Result r{name, attention, task.pairs, width, 0, 0, 0, 0};
+  const bool any_linear = attention.find("linear") != std::string::npos;
+  r.state = any_linear ? (long)width * width + width : 0;
+  r.loss = model.forward(ex.data(), ey.data(), eval_B, T);
+  r.accuracy = accuracy(model, ex, ey, eval_B, T);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%-8s %-22s pairs %3d width %4d state %6ld | recall %5.1f%%  loss %.3f | %.0fs\n", name.c_str(),
+              attention.c_str(), r.pairs, r.width, r.state, 100 * r.accuracy, r.loss, r.seconds);
+  std::fflush(stdout);
+  return r;
+}
+
+std::vector<int> int_list(const std::string& text, const char* flag) {
+  std::vector<int> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 4096)
+      throw std::runtime_error(std::string("--") + flag + ": '" + item + "' is not a whole number in [1, 4096]");
+    out.push_back((int)v);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prefer_passive_waiting(argv);  // see threads.h
+  cxxopts::Options options("recall", "Multi-query associative recall: softmax vs linear vs hybrid attention.");
+  // clang-format off
+  options.add_options()
+    ("out", "output directory", cxxopts::value<std::string>()->default_value("build/recall"))
+    ("pairs", "key-value pairs, the first sweep", cxxopts::value<std::string>()->default_value("4,8,16,32"))
+    ("width", "model width of the pairs sweep", cxxopts::value<int>()->default_value("32"))
+    ("widths", "model widths of the second sweep", cxxopts::value<std::string>()->default_value("16,32,64"))
+    ("fixed-pairs", "key-value pairs of the width sweep", cxxopts::value<int>()->default_value("16"))
+    ("queries", "queries per sequence", cxxopts::value<int>()->default_value("8"))
+    ("vocab", "tokens: keys are the first half, values the second", cxxopts::value<int>()->default_value("64"))
+    ("n-layer", "layers", cxxopts::value<int>()->default_value("2"))
+    ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,linear"))
+    ("steps", "training steps per model", cxxopts::value<int>()->default_value("600"))
+    ("batch", "sequences per step", cxxopts::value<int>()->default_value("32"))
+    ("lr", "peak learning rate", cxxopts::value<float>()->default_value("3e-3"))
+    ("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))
+    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
+    ("h,help", "show this help");
+  // clang-format on
+  try {
+    auto f = options.parse(argc, argv);
+    if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    if (!f.unmatched().empty()) throw std::runtime_error("unexpected argument '" + f.unmatched()[0] + "'");
+    set_threads(f["threads"].as<int>() > 0 ? f["threads"].as<int>() : default_threads());
+    const int vocab = f["vocab"].as<int>(), queries = f["queries"].as<int>(), n_layer = f["n-layer"].as<int>();
+    const std::vector<int> pairs = int_list(f["pairs"].as<std::string>(), "pairs");
+    const std::vector<int> widths = int_list(f["widths"].as<std::string>(), "widths");
+    const int fixed_pairs = f["fixed-pairs"].as<int>();
+    if (vocab < 4 || vocab % 2) throw std::runtime_error("--vocab must be even and ≥ 4");
+    if (queries < 1) throw std::runtime_error("--queries must be ≥ 1");
+    for (int n : pairs)
+      if (n > vocab / 2) throw std::runtime_error("--pairs: " + std::to_string(n) + " distinct keys need --vocab ≥ " + std::to_string(2 * n));
+    if (fixed_pairs < 1 || fixed_pairs > vocab / 2) throw std::runtime_error("--fixed-pairs must be in [1, vocab/2]");
+    const std::string hybrid = f["hybrid"].as<std::string>();
+    parse_layer_attention(hybrid, n_layer);  // throws on a bad list before any training
+    const std::vector<std::pair<std::string, std::string>> models = {
+        {"softmax", "softmax"}, {"linear", "linear"}, {"hybrid", hybrid}};
+    const std::string out = f["out"].as<std::string>();
+    std::system(("mkdir -p '" + out + "'").c_str());
+    const auto start = std::chrono::steady_clock::now();
+
+    std::vector<Result> by_pairs, by_width;
+    for (int n : pairs)
+      for (const auto& [name, attention] : models)
+        by_pairs.push_back(run(name, attention, {n, queries, vocab}, f["width"].as<int>(), f));
+    for (int w : widths)
+      for (const auto& [name, attention] : models)
+        by_width.push_back(run(name, attention, {fixed_pairs, queries, vocab}, w, f));
+
+    // Tables: one row per sweep point, one column per model; the state size beside the point.
+    auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
+      std::string s = pairs_sweep ? "| pairs N | state HS²+HS (per linear layer) |" : "| width C = HS | state HS²+HS (per linear layer) |";
+      for (const auto& m : models) s += " " + m.first + (m.first == "hybrid" ? " (" + hybrid + ")" : "") + " |";
+      s += "\n|---|---|---|---|---|\n";
+      char cell[64];
+      for (size_t i = 0; i < rs.size(); i += models.size()) {
+        const Result& r0 = rs[i];
+        std::snprintf(cell, sizeof cell, "| %d | %ld |", pairs_sweep ? r0.pairs : r0.width,
+                      (long)r0.width * r0.width + r0.width);
+        s += cell;
+        for (size_t m = 0; m < models.size(); m++) {
+          std::snprintf(cell, sizeof cell, " %.1f%% |", 100 * rs[i + m].accuracy);
+          s += cell;
+        }
+        s += "\n";
+      }
+      return s;
+    };
+    char head[512];
+    std::snprintf(head, sizeof head,
+                  "Recall accuracy on 256 held-out sequences (%d queries each): %d layers, 1 head, vocabulary %d, "
+                  "%d steps of batch %d, lr %g. Chance is %.1f%%.\n\n",
+                  queries, n_layer, vocab, f["steps"].as<int>(), f["batch"].as<int>(), f["lr"].as<float>(),
+                  200.0 / vocab);
+    const std::string md = std::string(head) + "Pairs sweep, width " + std::to_string(f["width"].as<int>()) +
+                           ":\n\n" + table(by_pairs, true) + "\nWidth sweep, " + std::to_string(fixed_pairs) +
+                           " pairs:\n\n" + table(by_width, false);
+    std::string csv = "sweep,model,attention,pairs,width,state_per_head,accuracy,answer_loss,seconds\n";
+    char line[256];
+    for (auto [rs, sweep] : {std::pair{&by_pairs, "pairs"}, std::pair{&by_width, "width"}})
+      for (const Result& r : *rs) {
+        std::snprintf(line, sizeof line, "%s,%s,\"%s\",%d,%d,%ld,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
+                      r.attention.c_str(), r.pairs, r.width, (long)r.width * r.width + r.width, r.accuracy, r.loss,
+                      r.seconds);
+        csv += line;
+      }
+    Chart cp{"MQAR recall vs key-value pairs (width " + std::to_string(f["width"].as<int>()) + ")", "pairs N",
+             "recall accuracy", {}};
+    Chart cw{"MQAR recall vs width (" + std::to_string(fixed_pairs) + " pairs; linear state = C² + C)", "width C",
+             "recall accuracy", {}};
+    for (const auto& m : models) {
+      Series sp{m.first == "hybrid" ? "hybrid " + hybrid : m.first, {}, {}}, sw = sp;
+      for (const Result& r : by_pairs)
+        if (r.model == m.first) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
+      for (const Result& r : by_width)
+        if (r.model == m.first) sw.x.push_back(r.width), sw.y.push_back(r.accuracy);
+      cp.series.push_back(sp), cw.series.push_back(sw);
+    }
+    const std::string svg_p = render_svg(cp), svg_w = render_svg(cw);
+    write_file_atomically(out + "/recall.csv", {{csv.data(), csv.size()}});
+    write_file_atomically(out + "/recall.md", {{md.data(), md.size()}});
+    write_file_atomically(out + "/recall_pairs.svg", {{svg_p.data(), svg_p.size()}});
+    write_file_atomically(out + "/recall_width.svg", {{svg_w.data(), svg_w.size()}});
+    std::printf("\n%s\ntotal %.0fs; wrote %s/recall.csv, recall.md, recall_pairs.svg, recall_width.svg\n", md.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), out.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "recall: error: %s\n", e.what());
+    return 1;
+  }
+}
