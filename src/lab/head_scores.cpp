@@ -131,10 +131,10 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
   return scores;
 }
 
-std::vector<PronounNote> read_pronoun_notes(const std::string& path) {
+void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
+                      const std::function<void(const std::vector<std::string>&)>& row) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open the pronoun table");
-  std::vector<PronounNote> notes;
+  if (!in) throw std::runtime_error(path + ": cannot open the " + what);
   std::string line;
   std::getline(in, line);  // header
   for (int line_no = 2; std::getline(in, line); line_no++) {
@@ -143,13 +143,20 @@ std::vector<PronounNote> read_pronoun_notes(const std::string& path) {
     std::stringstream s(line);
     for (std::string cell; std::getline(s, cell, '\t');) cells.push_back(cell);
     try {
-      if (cells.size() != 6) throw std::runtime_error("expected 6 tab-separated cells");
-      notes.push_back({std::stol(cells[0]), std::stol(cells[1]), std::stol(cells[3]), std::stol(cells[4]), cells[2],
-                       cells[5]});
+      if (cells.size() != columns)
+        throw std::runtime_error("expected " + std::to_string(columns) + " tab-separated cells");
+      row(cells);
     } catch (const std::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
     }
   }
+}
+
+std::vector<PronounNote> read_pronoun_notes(const std::string& path) {
+  std::vector<PronounNote> notes;
+  for_each_tsv_row(path, "pronoun table", 6, [&](const std::vector<std::string>& c) {
+    notes.push_back({std::stol(c[0]), std::stol(c[1]), std::stol(c[3]), std::stol(c[4]), c[2], c[5]});
+  });
   return notes;
 }
 

@@ -16,6 +16,7 @@
 // raises. Its nonzero eigenvalues are those of A = W_O^h·diag(γ_f)·W_Eᵀ·W_E·diag(γ₁)·W_V^h (HS × HS), and
 //   copying = Σ Re λ / Σ |λ|  ∈ [−1, 1]     (+1: attending to a token raises that same token's logit)
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ struct PronounNote {
 };
 // Reads the generator's TSV; throws naming the file on a malformed line.
 std::vector<PronounNote> read_pronoun_notes(const std::string& path);
+// Calls row(cells) for every line after the header of a tab-separated table with `columns` cells a line; errors
+// (also those row throws) name the file and line. `what` names the table when the file cannot be opened.
+void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
+                      const std::function<void(const std::vector<std::string>&)>& row);
 
 // For each note whose antecedent lies within block_size − 1 characters before the pronoun's last character, runs
 // the window that ends at that character and adds, per head, the query row's mass on the antecedent's characters

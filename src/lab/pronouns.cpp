@@ -15,25 +15,12 @@
 
 // ---------------------------------------------------------------------------------------------- cases
 std::vector<NameMention> read_name_mentions(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open the name-mention table");
   std::vector<NameMention> out;
-  std::string line;
-  std::getline(in, line);  // header
-  for (int line_no = 2; std::getline(in, line); line_no++) {
-    if (line.empty()) continue;
-    std::vector<std::string> cells;
-    std::stringstream s(line);
-    for (std::string cell; std::getline(s, cell, '\t');) cells.push_back(cell);
-    try {
-      if (cells.size() != 4) throw std::runtime_error("expected 4 tab-separated cells");
-      NameMention m{std::stol(cells[0]), std::stol(cells[1]), cells[2], cells[3]};
-      if (m.offset < 0 || m.length <= 0) throw std::runtime_error("negative offset or empty name");
-      out.push_back(m);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
-    }
-  }
+  for_each_tsv_row(path, "name-mention table", 4, [&](const std::vector<std::string>& c) {
+    NameMention m{std::stol(c[0]), std::stol(c[1]), c[2], c[3]};
+    if (m.offset < 0 || m.length <= 0) throw std::runtime_error("negative offset or empty name");
+    out.push_back(m);
+  });
   std::sort(out.begin(), out.end(), [](const NameMention& a, const NameMention& b) { return a.offset < b.offset; });
   return out;
 }
