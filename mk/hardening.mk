@@ -8,13 +8,13 @@
 #   make fuzz-seeds               regenerate the committed seeds that follow the code (fuzz/make_seeds.cpp)
 # Both live under build/, so `make clean` removes them and git ignores them; the normal build is not touched.
 #
-# The ASan suite runs with build/asan/bin as its working directory: the tests start ./train, ./sample and
-# ./inspect, and there those are the sanitized programs, so the end-to-end tests check the programs too (a
-# sanitizer report in a child program fails the test that started it, see exitcode=86 below). The tests read no
-# other files relative to the working directory except tests/regressions/ and fuzz/corpus/, found through
-# PLAINGPT_ROOT.
+# The ASan suite runs in build/asan/root/, a mirror of the repository root: the source folders (src/, docs/,
+# data/, tests/, …) are links to the real ones, while ./train, ./sample, ./inspect, ./build/make_stories and
+# ./build/bin/induction are the sanitized programs. So every test runs exactly as under `make test` (the tour
+# included), and the end-to-end tests check the programs too: a sanitizer report in a child program fails the test
+# that started it (see exitcode=86 below).
 
-.PHONY: test-asan asan-programs fuzz fuzz-build fuzz-replay fuzz-seeds
+.PHONY: test-asan asan-programs asan-root fuzz fuzz-build fuzz-replay fuzz-seeds
 
 # ---- ASan + UBSan -----------------------------------------------------------------------------------------------
 
@@ -66,13 +66,35 @@ $(ASAN_DIR)/bin/%: $(ASAN_DIR)/main/%.o $(ASAN_DIR)/libplaingpt.a
 $(ASAN_DIR)/run_tests: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libplaingpt.a
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(GTEST_LIBS) $(ASAN_LIBS)
 
+# The experiments and the story generator that tests start (the tour's induction run, the pronoun probes).
+$(ASAN_DIR)/experiments/%.o: experiments/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(ASAN_DIR)/bin/induction: $(ASAN_DIR)/experiments/induction.o $(ASAN_DIR)/libplaingpt.a
+	@mkdir -p $(dir $@)
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(ASAN_LIBS)
+
+$(ASAN_DIR)/bin/make_stories: data/make_stories.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(ASAN_CXX) $(ASAN_CXXFLAGS) $< -o $@
+
 asan-programs:
-	@$(MAKE) --no-print-directory $(ASAN_PROGRAMS)
+	@$(MAKE) --no-print-directory $(ASAN_PROGRAMS) $(ASAN_DIR)/bin/induction $(ASAN_DIR)/bin/make_stories
 
-test-asan: $(ASAN_DIR)/run_tests asan-programs
-	cd $(ASAN_DIR)/bin && $(ASAN_ENV) ../run_tests $(GTEST_FLAGS)
+# The mirror root (see the top of this file): links, remade on every run so a new top-level folder is picked up.
+ASAN_ROOT      := $(ASAN_DIR)/root
+ASAN_MIRRORED   = $(filter-out build out train sample inspect,$(wildcard *)) .ci
+asan-root: asan-programs
+	@rm -rf $(ASAN_ROOT) && mkdir -p $(ASAN_ROOT)/build
+	@for f in $(ASAN_MIRRORED); do ln -s $(CURDIR)/$$f $(ASAN_ROOT)/$$f 2>/dev/null || true; done
+	@for p in $(notdir $(ASAN_PROGRAMS)); do rm -f $(ASAN_ROOT)/$$p; ln -s ../bin/$$p $(ASAN_ROOT)/$$p; done
+	@ln -s ../../bin $(ASAN_ROOT)/build/bin && ln -s ../../bin/make_stories $(ASAN_ROOT)/build/make_stories
 
--include $(ASAN_OBJ:.o=.d) $(ASAN_TEST_OBJ:.o=.d) $(wildcard $(ASAN_DIR)/main/*.d)
+test-asan: $(ASAN_DIR)/run_tests asan-root
+	cd $(ASAN_ROOT) && $(ASAN_ENV) ../run_tests $(GTEST_FLAGS)
+
+-include $(ASAN_OBJ:.o=.d) $(ASAN_TEST_OBJ:.o=.d) $(wildcard $(ASAN_DIR)/main/*.d) $(wildcard $(ASAN_DIR)/experiments/*.d)
 
 # ---- libFuzzer ---------------------------------------------------------------------------------------------------
 # clang only. On Debian: apt-get install clang libclang-rt-14-dev libomp-14-dev (the version matching clang).
