@@ -85,14 +85,15 @@ struct Result {
 Result run(const std::string& name, const std::string& attention, const Task& task, int width,
            const cxxopts::ParseResult& f) {
   ModelConfig c;
-  c.n_layer = f["n-layer"].as<int>(), c.n_head = 1, c.n_embd = width, c.block_size = task.length();
-  c.vocab_size = task.vocab, c.attention = attention;
+  c.n_layer = f["n-layer"].as<int>(), c.n_head = f["n-head"].as<int>(), c.n_embd = width, c.block_size = task.length();
+  c.vocab_size = task.vocab, c.attention = attention, c.attn_only = f["attn-only"].as<bool>();
   GPT model(c);
   model.init_weights(f["seed"].as<uint64_t>());
   AdamW opt;
   AdamWConfig a;
   a.lr = f["lr"].as<float>(), a.min_lr = a.lr / 10, a.warmup_steps = 50, a.weight_decay = 0.0f;
   const int steps = f["steps"].as<int>(), B = f["batch"].as<int>(), T = task.length();
+  const int report_every = f["report-every"].as<int>();
   Rng rng(f["seed"].as<uint64_t>() + 1), eval_rng(12345);
   std::vector<int> x, y, ex, ey;
   const int eval_B = 256;
@@ -105,6 +106,9 @@ Result run(const std::string& name, const std::string& attention, const Task& ta
     model.backward();
     clip_global_norm(model.grads_memory(), a.grad_clip);
     opt.update(model, a, learning_rate(a, step, steps));
+    if (report_every > 0 && (step + 1) % report_every == 0 && step + 1 < steps)
+      std::printf("  %-8s pairs %3d width %4d  step %5d  recall %5.1f%%\n", name.c_str(), task.pairs, width, step + 1,
+                  100 * accuracy(model, ex, ey, eval_B, T)), std::fflush(stdout);
   }
   Result r{name, attention, task.pairs, width, 0, 0, 0, 0};
   const bool any_linear = attention.find("linear") != std::string::npos;
@@ -118,11 +122,17 @@ Result run(const std::string& name, const std::string& attention, const Task& ta
   return r;
 }
 
-std::vector<int> int_list(const std::string& text, const char* flag) {
-  std::vector<int> out;
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
   std::stringstream s(text);
   std::string item;
-  while (std::getline(s, item, ',')) {
+  while (std::getline(s, item, ',')) out.push_back(item);
+  return out;
+}
+
+std::vector<int> int_list(const std::string& text, const char* flag) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(text)) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v > 4096)
@@ -147,8 +157,12 @@ int main(int argc, char** argv) {
     ("queries", "queries per sequence", cxxopts::value<int>()->default_value("8"))
     ("vocab", "tokens: keys are the first half, values the second", cxxopts::value<int>()->default_value("64"))
     ("n-layer", "layers", cxxopts::value<int>()->default_value("2"))
+    ("attn-only", "blocks without their MLP", cxxopts::value<bool>()->default_value("false"))
+    ("n-head", "heads per layer (every width must divide by it)", cxxopts::value<int>()->default_value("1"))
+    ("models", "which models to train: softmax, linear, hybrid", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
     ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,linear"))
     ("steps", "training steps per model", cxxopts::value<int>()->default_value("600"))
+    ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"))
     ("batch", "sequences per step", cxxopts::value<int>()->default_value("32"))
     ("lr", "peak learning rate", cxxopts::value<float>()->default_value("3e-3"))
     ("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))
@@ -171,8 +185,13 @@ int main(int argc, char** argv) {
     if (fixed_pairs < 1 || fixed_pairs > vocab / 2) throw std::runtime_error("--fixed-pairs must be in [1, vocab/2]");
     const std::string hybrid = f["hybrid"].as<std::string>();
     parse_layer_attention(hybrid, n_layer);  // throws on a bad list before any training
-    const std::vector<std::pair<std::string, std::string>> models = {
-        {"softmax", "softmax"}, {"linear", "linear"}, {"hybrid", hybrid}};
+    std::vector<std::pair<std::string, std::string>> models;
+    for (const std::string& name : split_list(f["models"].as<std::string>())) {
+      if (name != "softmax" && name != "linear" && name != "hybrid")
+        throw std::runtime_error("--models: '" + name + "' is not softmax, linear or hybrid");
+      models.push_back({name, name == "hybrid" ? hybrid : name});
+    }
+    if (models.empty()) throw std::runtime_error("--models: name at least one of softmax, linear, hybrid");
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
     const auto start = std::chrono::steady_clock::now();
@@ -189,7 +208,9 @@ int main(int argc, char** argv) {
     auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
       std::string s = pairs_sweep ? "| pairs N | state HS²+HS (per linear layer) |" : "| width C = HS | state HS²+HS (per linear layer) |";
       for (const auto& m : models) s += " " + m.first + (m.first == "hybrid" ? " (" + hybrid + ")" : "") + " |";
-      s += "\n|---|---|---|---|---|\n";
+      s += "\n|---|---|";
+      for (size_t m = 0; m < models.size(); m++) s += "---|";
+      s += "\n";
       char cell[64];
       for (size_t i = 0; i < rs.size(); i += models.size()) {
         const Result& r0 = rs[i];

@@ -172,6 +172,20 @@ TEST(FastModel, MatchesReferenceAcrossShapes) {
     expect_fast_matches_reference(fast, fast.masks(), random_batch(B, T, c.vocab_size, B * 10 + T), B, T);
 }
 
+// Windows longer than the attention's query block (16 rows in src/ops/attention.cpp), at lengths that are not a
+// multiple of it, under a causal and a windowed mask, with ignored targets: the shapes the experiments train at.
+TEST(FastModel, MatchesReferenceBeyondOneQueryBlock) {
+  const ModelConfig c = make_config(2, 2, 16, 40, 13);
+  for (const char* masks : {"causal", "window:5,causal"}) {
+    GPT fast(c, masks_from(masks, 2));
+    set_arena(fast.params_memory(), testutil::random_params(c, 31));
+    for (int T : {17, 23, 31, 40}) {
+      SCOPED_TRACE(std::string(masks) + ", T = " + std::to_string(T));
+      expect_fast_matches_reference(fast, fast.masks(), random_batch(2, T, c.vocab_size, 40 + T, 3), 2, T);
+    }
+  }
+}
+
 TEST(FastModel, MatchesReferenceMixedMasks) {
   const ModelConfig c = tiny_config();
   for (const char* masks : {"causal,window:2", "window:2,causal", "prefix:3,window:1"}) {
