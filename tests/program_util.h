@@ -18,7 +18,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+// A substring check whose failure prints what was looked for and where.
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "looking for: " << (needle) << "\nin: " << (haystack)
+
 namespace progutil {
+
+// The source tree, for tests that read committed files (fuzz corpora, regressions, tools/): $PLAINGPT_ROOT, or the
+// working directory, which is the repository root under `make test`.
+inline std::string source_root() {
+  const char* root = std::getenv("PLAINGPT_ROOT");
+  return root && *root ? root : ".";
+}
 
 // A fresh directory under /tmp (mkdtemp), removed with everything in it when the object goes away.
 class TempDir {

@@ -108,9 +108,6 @@ struct RawFile {
   }
 };
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
-
 // The load fails with a std::runtime_error whose message names the file and each of `words`.
 void expect_load_fails(const std::string& path, const std::vector<std::string>& words) {
   SCOPED_TRACE(path);

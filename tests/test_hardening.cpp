@@ -69,13 +69,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "looking for: " << (needle) << "\nin: " << (haystack)
-
-std::string source_root() {
-  const char* root = std::getenv("PLAINGPT_ROOT");
-  return root && *root ? root : ".";
-}
+using progutil::source_root;
 
 // ---- child processes -------------------------------------------------------------------------------------------
 

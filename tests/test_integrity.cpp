@@ -47,13 +47,7 @@ extern char** environ;
 
 namespace {
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "looking for: " << (needle) << "\nin: " << (haystack)
-
-std::string source_root() {
-  const char* root = std::getenv("PLAINGPT_ROOT");
-  return root && *root ? root : ".";
-}
+using progutil::source_root;
 
 // A small weights-only checkpoint written by save_checkpoint.
 void write_small_checkpoint(const std::string& path) {

@@ -38,9 +38,6 @@ using progutil::write_file;
 
 namespace {
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "looking for: " << (needle) << "\nin: " << (haystack)
-
 // Tiny shapes run on one thread (on a busy machine every OpenMP barrier otherwise waits for a descheduled
 // thread). Restores the count afterwards.
 struct SingleThread {

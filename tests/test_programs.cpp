@@ -35,9 +35,6 @@ extern char** environ;
 
 namespace {
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "looking for: " << (needle) << "\nin: " << (haystack)
-
 class Programs : public ::testing::Test {
  protected:
   void SetUp() override {
