@@ -1,6 +1,6 @@
 # make pronouns-lab: do any heads resolve pronouns? (experiments/pronouns.cpp, docs/pronouns.md)
 #   Trains, or reuses when present, the `make train` model (out/tiny, seed 1337) and two more seeds of it, and a
-#   longer-trained model of the same shape (PRONOUN_LONG_STEPS, ≈ 10 minutes on two idle cores at 8000), then
+#   longer-trained model of the same shape (PRONOUN_LONG_STEPS; 8000 steps take 6-13 minutes on two idle cores), then
 #   writes docs/pronouns_tables.md and docs/pronouns_accuracy.svg. A checkpoint that is present but was trained for
 #   another number of steps is an error (delete it to retrain).
 #   PRONOUN_SEEDS        seeds of the make-train recipe (the first is out/tiny itself)     default 1337 1338 1339
