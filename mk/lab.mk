@@ -63,8 +63,8 @@ scale: build/bin/scale
 	OMP_WAIT_POLICY=passive ./build/bin/scale $(SCALE_FLAGS)
 
 # make recall: multi-query associative recall, softmax vs linear vs hybrid attention (experiments/recall.cpp);
-# output in build/recall/; docs/recall.md holds the measured tables (18 runs of 2000 steps, about 40 minutes of
-# one core; RECALL_FLAGS="--threads 1 --pairs 4,8" etc. to change it).
+# output in build/recall/; docs/recall.md holds the measured tables (18 runs of 2000 steps; the two sweeps, run
+# side by side beside other work, took 49 and 41 minutes; RECALL_FLAGS="--threads 1 --pairs 4,8" etc. to change it).
 RECALL_FLAGS ?=
 .PHONY: recall
 recall: build/bin/recall
