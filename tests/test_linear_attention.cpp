@@ -35,24 +35,8 @@ namespace {
 constexpr double kTol = 2e-5;
 constexpr double kFdRel = 1e-6, kFdAbs = 1e-8;
 
-struct Shape {
-  int B, T, C, NH;
-};
 // HS = 1, 3 (odd), 5 (odd), 2, 4; T = 1, 2, 7, 16, 37 (not multiples of anything in particular).
-const Shape kShapes[] = {{1, 1, 3, 1}, {2, 2, 3, 3}, {1, 7, 9, 3}, {2, 7, 5, 1}, {1, 16, 15, 3}, {1, 37, 8, 2}};
-
-std::vector<AttentionMask> all_masks(int T) {
-  std::vector<AttentionMask> masks;
-  for (std::string m : std::vector<std::string>{"causal", "bidirectional", "prefix:0", "prefix:" + std::to_string(T),
-                                                "prefix:3", "window:1", "window:3", "window:" + std::to_string(T + 5)})
-    masks.push_back(AttentionMask::parse(m));
-  return masks;
-}
-
-std::string describe(const Shape& s, const AttentionMask& m) {
-  return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
-         " NH=" + std::to_string(s.NH) + " mask=" + m.to_string();
-}
+const AttentionShape kShapes[] = {{1, 1, 3, 1}, {2, 2, 3, 3}, {1, 7, 9, 3}, {2, 7, 5, 1}, {1, 16, 15, 3}, {1, 37, 8, 2}};
 
 }  // namespace
 
@@ -61,7 +45,7 @@ std::string describe(const Shape& s, const AttentionMask& m) {
 
 TEST(OpsLinearAttention, MatchesTextbookAndFiniteDifferencesForEveryMask) {
   set_threads(1);
-  for (const Shape& s : kShapes)
+  for (const AttentionShape& s : kShapes)
     for (const AttentionMask& mask : all_masks(s.T)) {
       SCOPED_TRACE(describe(s, mask));
       const int B = s.B, T = s.T, C = s.C, NH = s.NH;
@@ -140,7 +124,7 @@ TEST(OpsLinearAttention, TwoThreadsGiveTheSameResult) {
 // ~1e-8 of the gradient's scale on the keys behind it, allowed here up to 1e-5 of the scale.
 TEST(OpsLinearAttention, NoGradientToKeysAQueryCannotSee) {
   set_threads(1);
-  for (const Shape& s : kShapes)
+  for (const AttentionShape& s : kShapes)
     for (const AttentionMask& mask : all_masks(s.T))
       for (int i : {0, s.T / 2, s.T - 1}) {
         SCOPED_TRACE(describe(s, mask) + " query " + std::to_string(i));

@@ -353,27 +353,9 @@ TEST(OpsHeadGate, MatchesReferenceAndFiniteDifferences) {
 
 namespace {
 
-struct AttentionShape {
-  int B, T, C, NH;
-};
 // T = 37 spans three query blocks of attention.cpp (16 rows each), the last one partial.
 const AttentionShape kAttentionShapes[] = {{1, 1, 3, 1}, {2, 2, 3, 3}, {1, 7, 9, 3}, {2, 7, 7, 1}, {1, 16, 15, 3},
                                            {1, 37, 4, 2}};
-
-// Every mask kind, including ones that degenerate at this T (prefix:0 = causal, prefix:T = bidirectional,
-// window:1 = only itself, window:T+5 = causal).
-std::vector<AttentionMask> all_masks(int T) {
-  std::vector<AttentionMask> masks;
-  for (std::string m : std::vector<std::string>{"causal", "bidirectional", "prefix:0", "prefix:" + std::to_string(T),
-                                                "prefix:3", "window:1", "window:3", "window:" + std::to_string(T + 5)})
-    masks.push_back(AttentionMask::parse(m));
-  return masks;
-}
-
-std::string describe(const AttentionShape& s, const AttentionMask& m) {
-  return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
-         " NH=" + std::to_string(s.NH) + " mask=" + m.to_string();
-}
 
 }  // namespace
 

@@ -15,8 +15,29 @@
 #include "base/span.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "ops/mask.h"
 
 namespace testutil {
+
+// The shape of an attention op test: batch, length, width, heads.
+struct AttentionShape {
+  int B, T, C, NH;
+};
+
+// Every mask kind, including ones that degenerate at this T (prefix:0 = causal, prefix:T = bidirectional,
+// window:1 = only itself, window:T+5 = causal). Shared by the softmax and the linear attention tests.
+inline std::vector<AttentionMask> all_masks(int T) {
+  std::vector<AttentionMask> masks;
+  for (std::string m : std::vector<std::string>{"causal", "bidirectional", "prefix:0", "prefix:" + std::to_string(T),
+                                                "prefix:3", "window:1", "window:3", "window:" + std::to_string(T + 5)})
+    masks.push_back(AttentionMask::parse(m));
+  return masks;
+}
+
+inline std::string describe(const AttentionShape& s, const AttentionMask& m) {
+  return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
+         " NH=" + std::to_string(s.NH) + " mask=" + m.to_string();
+}
 
 // n values uniform in [lo, hi), from a seeded generator so every run sees the same data.
 inline std::vector<double> uniform(size_t n, std::mt19937& rng, double lo = -1.0, double hi = 1.0) {
