@@ -62,9 +62,10 @@ static void resume(const cxxopts::ParseResult& flags) {
 // Parses the flags and runs (or resumes) the training; returns the exit status, having printed any error.
 static int train_main(int argc, char** argv) {
   cxxopts::Options options("train", "Train a character-level GPT on a UTF-8 text file. Defaults are the tiny preset's.");
+  std::string preset_help = "start from a preset, then apply the other flags:";
+  for (const Preset& p : presets()) preset_help += std::string("\n  ") + p.name + ": " + p.summary;
   options.add_options()
-    ("preset", "tiny (4 layers, 128 wide, block 64, batch 12) or small (6 layers, 384 wide, block 256, batch 64)",
-     cxxopts::value<std::string>()->default_value("tiny"))
+    ("preset", preset_help, cxxopts::value<std::string>()->default_value("tiny"))
     ("resume", "continue from a checkpoint file or an output directory", cxxopts::value<std::string>());
   add_flags(options, train_settings(), preset("tiny"));
   options.add_options()("h,help", "show this help");

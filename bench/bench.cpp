@@ -12,6 +12,9 @@
 //                               step and generation), one thread; also the last section of `make bench`.
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
+//   build/bench/bench --plot CHART.json OUT.svg
+//                               draws a chart with src/lab/plot.h (bench/frontier.py's loss-vs-time plot): JSON
+//                               {title, x_label, y_label, log_x, series: [{label, x, y, colour, dashed}]}.
 //
 // Benchmarks must run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (mk/bench.mk unsets them); we warn if they
 // are set. The machine may be shared: every number is a median of repeated measurements.
@@ -54,8 +57,10 @@
 #include "ops/linear_attention.h"
 #include "model/model.h"
 #include "base/rng.h"
+#include "generate/generate.h"
 #include "generate/sampling.h"
 #include "base/threads.h"
+#include "lab/plot.h"
 #include "train/trainer.h"
 
 using nlohmann::json;
@@ -165,13 +170,13 @@ static std::string self_exe() {
 
 // ---- presets and the FLOP count ------------------------------------------------------------------------------
 
-struct Preset {
+struct BenchPreset {
   std::string name;
   ModelConfig model;
   int batch;
 };
 
-static Preset get_preset(const std::string& name) {
+static BenchPreset get_preset(const std::string& name) {
   TrainConfig t = preset(name);  // trainer.h: the same presets ./train uses
   t.model.vocab_size = 65;       // Tiny Shakespeare's character set
   return {name, t.model, t.batch};
@@ -367,22 +372,19 @@ static std::vector<OpRow> op_breakdown(const ModelConfig& c, int B, int T, int t
 
 // ---- sampling ------------------------------------------------------------------------------------------------
 
-// Tokens per second generating n tokens through the Decoder (KV cache) with the default sampling options.
+// Tokens per second generating n tokens with generate() (the Decoder's KV cache, ./sample's path and its thread
+// choice) and the default sampling options, from a one-token prompt.
 static double sampling_tokens_per_s(int threads, int n, int reps) {
   set_threads(threads);
-  Preset p = get_preset("tiny");
+  BenchPreset p = get_preset("tiny");
   GPT model(p.model);
   model.init_weights(1337);
-  Decoder decoder(model);
   SamplingOptions options;
-  std::vector<std::pair<float, int>> scratch;
   std::vector<double> rates;
   for (int r = 0; r < reps + 1; r++) {
     Rng rng(r + 1);
-    decoder.reset();
     const auto t0 = Clock::now();
-    const float* logits = decoder.push(0);
-    for (int i = 0; i < n; i++) logits = decoder.push(sample_token(logits, p.model.vocab_size, options, rng, scratch));
+    generate(model, {0}, n, options, rng, /*mask_token=*/-1, [](int) {});
     const double ms = ms_since(t0);
     if (r > 0) rates.push_back(n / (ms / 1000.0));
   }
@@ -392,7 +394,7 @@ static double sampling_tokens_per_s(int threads, int n, int reps) {
 // ---- child-process modes -------------------------------------------------------------------------------------
 
 static json step_report(const std::string& name, int threads, int warmup, int reps) {
-  Preset p = get_preset(name);
+  BenchPreset p = get_preset(name);
   StepTimes st = time_training_steps(p.model, p.batch, threads, warmup, reps);
   const double tokens = (double)p.batch * p.model.block_size;
   const double gflop = tokens * flops_per_token(p.model, p.model.block_size) / 1e9;
@@ -614,7 +616,7 @@ static int run_full(const Options& o) {
   std::vector<BD> bds = {{"tiny", 1}, {"tiny", 2}};
   if (!o.quick) bds.push_back({"small", 2});  // a small step's ops take ~one step per repeat: the full run only
   for (const BD& bd : bds) {
-    Preset p = get_preset(bd.name);
+    BenchPreset p = get_preset(bd.name);
     const bool small = p.name == "small";
     // tiny: warm-up call, then repeats for ≥ 3 calls and ~100 ms per op; small: two calls each, no warm-up (each
     // op takes 10–1000 ms, so one call is its own warm-up as far as timers go)
@@ -649,7 +651,7 @@ static int run_full(const Options& o) {
 
   // 5. cost growth ------------------------------------------------------------------------------------------------
   hr();
-  Preset tiny = get_preset("tiny");
+  BenchPreset tiny = get_preset("tiny");
   std::printf("5. cost growth: tiny model (%d layers, %d wide), %d threads; attention = fwd+bwd of all layers from\n"
               "   per-op timing; its share of the step shows where T² takes over\n",
               tiny.model.n_layer, tiny.model.n_embd, max_threads);
@@ -752,7 +754,7 @@ static int run_full(const Options& o) {
 // Softmax attention per token grows with T (each query reads every earlier key); linear stays flat (each token
 // updates and reads an HS×HS state). What the whole step does depends on how much of it attention is.
 static json linear_vs_softmax(bool quick) {
-  Preset tiny = get_preset("tiny");
+  BenchPreset tiny = get_preset("tiny");
   std::printf("7. softmax vs linear attention, cost per token against T: tiny model (%d layers, %d wide, %d heads), "
               "1 thread, µs per token (median)\n", tiny.model.n_layer, tiny.model.n_embd, tiny.model.n_head);
   std::printf("  %6s | %12s %12s %7s | %12s %12s %7s | %12s %12s %7s\n", "T", "train soft", "train lin", "ratio",
@@ -809,12 +811,35 @@ static json linear_vs_softmax(bool quick) {
   return {{"B", B}, {"threads", 1}, {"rows", rows}, {"load_average_end", load_average()}};
 }
 
+// A chart described in JSON (the fields of Chart and Series in src/lab/plot.h), rendered to SVG.
+static void plot_chart(const std::string& json_path, const std::string& svg_path) {
+  std::ifstream in(json_path);
+  if (!in) throw std::runtime_error(json_path + ": cannot read");
+  const json j = json::parse(in);
+  Chart chart;
+  chart.title = j.value("title", ""), chart.x_label = j.value("x_label", ""), chart.y_label = j.value("y_label", "");
+  chart.log_x = j.value("log_x", false);
+  for (const json& s : j.at("series")) {
+    Series series;
+    series.label = s.at("label").get<std::string>();
+    series.x = s.at("x").get<std::vector<double>>(), series.y = s.at("y").get<std::vector<double>>();
+    if (series.x.size() != series.y.size()) throw std::runtime_error(json_path + ": series '" + series.label +
+                                                                       "' has x and y of different lengths");
+    series.colour = s.value("colour", -1), series.dashed = s.value("dashed", false);
+    chart.series.push_back(series);
+  }
+  std::ofstream out(svg_path);
+  out << render_svg(chart);
+  if (!out) throw std::runtime_error(svg_path + ": cannot write");
+}
+
 static void usage() {
   std::printf(
       "usage: bench [--quick] [--json PATH]          the full benchmark (tables + JSON)\n"
       "       bench --step tiny|small --threads N [--warmup W] [--repeats R]   one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
+      "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
       "BENCH_QUICK=1 in the environment is the same as --quick.\n");
 }
 
@@ -832,6 +857,11 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
         return argv[++i];
       };
+      if (a == "--plot") {
+        const std::string chart = value(), svg = value();
+        plot_chart(chart, svg);
+        return 0;
+      }
       if (a == "--quick") o.quick = true;
       else if (a == "--json") o.json_path = value();
       else if (a == "--step") step_preset = value();

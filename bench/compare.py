@@ -77,7 +77,7 @@ def ours_step(preset, threads, warmup, repeats, env=None):
 
 def twin_step(preset, variant, warmup, repeats):
     env = clean_env(variant["env"])
-    return run_json(TWIN + ["--bench", "--preset", preset, "--threads", str(variant["torch_threads"]), "--warmup",
+    return run_json(TWIN + ["--bench", "--preset", preset, "--threads", str(variant["torch_threads"]), "--bench-warmup",
                             str(warmup), "--repeats", str(repeats)], env=env)
 
 

@@ -4,13 +4,13 @@
 The same model as src/: learned token + position embeddings, pre-LayerNorm blocks (fused c_attn with bias, scale
 1/sqrt(head_size), c_proj; MLP 4C with tanh-GELU), final LayerNorm, LM head tied to wte, no dropout. Init N(0, 0.02),
 residual projections N(0, 0.02/sqrt(2L)), zero biases. AdamW betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on 2-D
-weights only (wte and wpe included, as in src/model/params.cpp), global-norm gradient clip 1.0, linear warm-up 100 steps
-then cosine decay 1e-3 -> 1e-4 (src/model/adamw.cpp).
+weights only (wte and wpe included, as in src/model/params.cpp), global-norm gradient clip 1.0, linear warm-up then
+cosine decay from lr to min_lr (src/model/adamw.cpp), with each preset's numbers (PRESETS below).
 
   /usr/bin/python3 bench/torch_twin.py --bench --preset tiny --threads 2      ms/step, tokens/s, peak RSS (one JSON line)
   /usr/bin/python3 bench/torch_twin.py --sample-bench --threads 1            nanoGPT generate(): full recompute per token
   /usr/bin/python3 bench/torch_twin.py --score CKPT TEXT                     mean next-char loss, as ./sample --score
-  /usr/bin/python3 bench/torch_twin.py --train DATA --steps 2000 --threads 2  time-to-quality, as ./train --preset tiny
+  /usr/bin/python3 bench/torch_twin.py --train DATA --threads 2 [--preset P --lr …]   as ./train --preset P --lr …
 
 Needs Debian's python3-torch and python3-numpy (apt-get install -y python3-torch) for /usr/bin/python3. Benchmarks
 should run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (mk/bench.mk does that).
@@ -34,9 +34,18 @@ except ImportError as e:  # the twin is optional: say how to get it, with a dist
           " then run this script with /usr/bin/python3", file=sys.stderr)
     sys.exit(3)
 
-PRESETS = {  # src/train/trainer.cpp preset(): model shape and batch; vocabulary 65 = Tiny Shakespeare's characters
-    "tiny": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch=12),
-    "small": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch=64),
+# src/train/settings.cpp presets(): model shape, batch, schedule and evaluation cadence, under ./train's flag names
+# (--block is block_size, --warmup the learning-rate warm-up). Every --train flag below overrides its preset value.
+RECIPE_KEYS = ("n_layer", "n_head", "n_embd", "block", "batch", "steps", "lr", "min_lr", "warmup", "eval_every",
+               "eval_iters")
+TINY = dict(n_layer=4, n_head=4, n_embd=128, block=64, batch=12, steps=1500, lr=6e-3, min_lr=6e-4, warmup=50,
+            eval_every=250, eval_iters=20)
+NANOGPT = dict(TINY, steps=2000, lr=1e-3, min_lr=1e-4, warmup=100)
+PRESETS = {
+    "tiny": TINY,
+    "nanogpt": NANOGPT,
+    "frontier": dict(TINY, block=128, batch=16, steps=2480, lr=4e-3, min_lr=4e-4, warmup=100, eval_iters=10),
+    "small": dict(NANOGPT, n_layer=6, n_head=6, n_embd=384, block=256, batch=64, steps=5000),
 }
 
 
@@ -187,12 +196,12 @@ def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/model/a
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def train_step(model, opt, x, y, step, total, peak_lr=1e-3, min_lr=1e-4):
+def train_step(model, opt, x, y, step, total, peak_lr=1e-3, min_lr=1e-4, warmup=100):
     _, loss = model(x, y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    lr = learning_rate(step, total, peak_lr, min_lr)
+    lr = learning_rate(step, total, peak_lr, min_lr, warmup)
     for g in opt.param_groups:
         g["lr"] = lr
     opt.step()
@@ -220,10 +229,10 @@ def runtime_info(threads):
 def bench(args):
     p = PRESETS[args.preset]
     torch.manual_seed(1337)
-    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block"], 65)
     opt = make_optimizer(model, args.foreach)
-    B, T = p["batch"], p["block_size"]
-    warmup = args.warmup if args.warmup >= 0 else (1 if args.preset == "small" else 5)
+    B, T = p["batch"], p["block"]
+    warmup = args.bench_warmup if args.bench_warmup >= 0 else (1 if args.preset == "small" else 5)
     repeats = args.repeats if args.repeats > 0 else (3 if args.preset == "small" else 30)
     g = torch.Generator().manual_seed(42)
     x = torch.randint(0, 65, (B, T), generator=g)
@@ -263,7 +272,7 @@ def generate(model, idx, n, temperature=0.8, top_k=40):
 def sample_bench(args):
     p = PRESETS["tiny"]
     torch.manual_seed(1337)
-    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block"], 65)
     model.eval()
     rates = []
     for r in range(args.repeats if args.repeats > 0 else 3):
@@ -379,8 +388,21 @@ def estimate_loss(model, data, B, T, iters, g):
     return total / iters
 
 
+def recipe(args):
+    """The preset's recipe with every flag the command line gave in its place (./train's flags, same names)."""
+    r = dict(PRESETS[args.preset])
+    for key in RECIPE_KEYS:
+        if getattr(args, key) is not None:
+            r[key] = getattr(args, key)
+    return r
+
+
 def train(args):
-    p = PRESETS[args.preset]
+    """./train --preset P [flags] in PyTorch: the same split, batches drawn the same way, the same schedule, the same
+    evaluation cadence (at 0, every --eval-every steps and at the end, --eval-iters batches per split, the same
+    batches every time). --time-limit stops after an evaluation once that many seconds have passed (for a
+    frontier: the loss reached in a wall-clock budget)."""
+    r = recipe(args)
     with open(args.train, encoding="utf-8", newline="") as f:
         text = f.read()
     chars = sorted(set(text))
@@ -388,31 +410,30 @@ def train(args):
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
     n_train = int(0.9 * len(data))
     train_data, val_data = data[:n_train], data[n_train:]
-    B, T = p["batch"], p["block_size"]
+    B, T, steps = r["batch"], r["block"], r["steps"]
     torch.manual_seed(1337)
-    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], T, len(chars))
+    model = GPT(r["n_layer"], r["n_head"], r["n_embd"], T, len(chars))
     opt = make_optimizer(model, args.foreach)
     g = torch.Generator().manual_seed(1337 ^ 0x5EED)
-    eval_every, eval_iters = 250, 20  # ./train's defaults: evaluate at 0, every 250 steps and at the end
     t_start = time.perf_counter()
     val = float("nan")
-    for step in range(args.steps + 1):
-        if step % eval_every == 0 or step == args.steps:
-            # the same evaluation batches every time, as src/train/trainer.cpp
+    for step in range(steps + 1):
+        out_of_time = args.time_limit > 0 and time.perf_counter() - t_start >= args.time_limit
+        if (r["eval_every"] > 0 and step % r["eval_every"] == 0) or step == 0 or step == steps or out_of_time:
             eg = torch.Generator().manual_seed(1338)
-            tr = estimate_loss(model, train_data, B, T, eval_iters, eg)
-            val = estimate_loss(model, val_data, B, T, eval_iters, eg)
+            tr = estimate_loss(model, train_data, B, T, r["eval_iters"], eg)
+            val = estimate_loss(model, val_data, B, T, r["eval_iters"], eg)
             print(f"step {step}: train loss {tr:.4f}, val loss {val:.4f} ({time.perf_counter() - t_start:.1f} s)",
                   flush=True)
-        if step == args.steps:
+        if step == steps or out_of_time:
             break
         ix = torch.randint(0, len(train_data) - T, (B,), generator=g)
         x = torch.stack([train_data[i:i + T] for i in ix])
         y = torch.stack([train_data[i + 1:i + T + 1] for i in ix])
-        train_step(model, opt, x, y, step, args.steps, args.lr, args.min_lr)
+        train_step(model, opt, x, y, step, steps, r["lr"], r["min_lr"], r["warmup"])
     wall = time.perf_counter() - t_start
-    out = {"impl": "pytorch", "preset": args.preset, "steps": args.steps, "wall_s": wall, "val_loss": val,
-           "peak_rss_mb": peak_rss_mb()}
+    out = {"impl": "pytorch", "preset": args.preset, "recipe": r, "steps_run": step, "wall_s": wall,
+           "val_loss": val, "peak_rss_mb": peak_rss_mb()}
     out.update(runtime_info(args.threads))
     print(json.dumps(out))
 
@@ -426,18 +447,22 @@ def main():
     mode.add_argument("--train", metavar="DATA", help="train from scratch on a text file (time-to-quality)")
     ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
-    ap.add_argument("--warmup", type=int, default=-1)
+    ap.add_argument("--bench-warmup", type=int, default=-1, help="--bench: untimed steps first")
     ap.add_argument("--repeats", type=int, default=-1)
     ap.add_argument("-n", type=int, default=500, help="tokens to generate for --sample-bench")
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--lr", type=float, default=1e-3, help="--train: peak learning rate (./train --lr)")
-    ap.add_argument("--min-lr", type=float, default=1e-4, help="--train: floor of the cosine (./train --min-lr)")
+    recipe_flags = ap.add_argument_group("--train: the recipe, as ./train's flags (default: the --preset's)")
+    for key in RECIPE_KEYS:
+        recipe_flags.add_argument("--" + key.replace("_", "-"), type=float if "lr" in key else int, default=None)
+    ap.add_argument("--time-limit", type=float, default=0, help="--train: stop after this many seconds (0 = never)")
     ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
                     help="AdamW foreach implementation (default: PyTorch's choice)")
     args = ap.parse_args()
     if args.foreach is not None:
         args.foreach = bool(args.foreach)
     torch.set_num_threads(args.threads)
+    # As ./train (src/base/threads.cpp): denormal floats flushed to zero, or a high learning rate's denormals slow
+    # every step (PyTorch's own switch; without it the twin's tiny-preset steps took ~20% longer here).
+    torch.set_flush_denormal(True)
     if args.bench:
         bench(args)
     elif args.sample_bench:

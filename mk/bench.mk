@@ -2,7 +2,9 @@
 #   make bench              tables + bench/results.json            (~5 min on 2 cores; BENCH_QUICK=1 ~1 min)
 #   make bench-compare      ours vs PyTorch, A/B alternated, plus the checkpoint agreement check (needs
 #                           python3-torch for /usr/bin/python3; without it only our side is shown)
-#   make bench-quality      time-to-quality: ./train --preset tiny on $(BENCH_DATA) for 2000 steps, 2 threads
+#   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
+#                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
+#                           bench/frontier.json and docs/frontier.svg (~35 min)
 # Every benchmark command runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the environment pins them for
 # the tests); tests and CI keep them.
 
@@ -10,10 +12,9 @@ BENCH_ENV    ?= env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 BENCH_PY     ?= /usr/bin/python3
 BENCH_JSON   ?= bench/results.json
 BENCH_DATA   ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
-BENCH_OUT    ?= /tmp/plaingpt-bench-quality
 BENCH_BIN    := build/bench/bench
 
-.PHONY: bench bench-compare bench-quality bench-build
+.PHONY: bench bench-compare bench-frontier bench-build
 
 build/bench/%.o: bench/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -30,7 +31,7 @@ bench: $(BENCH_BIN)
 bench-compare: $(BENCH_BIN) programs
 	$(BENCH_ENV) $(BENCH_PY) bench/compare.py $(if $(filter-out 0,$(BENCH_QUICK)),--quick) $(BENCH_COMPARE_FLAGS)
 
-bench-quality: programs
-	$(BENCH_ENV) $(BENCH_PY) bench/quality.py --data $(BENCH_DATA) --out $(BENCH_OUT) $(BENCH_QUALITY_FLAGS)
+bench-frontier: $(BENCH_BIN) programs
+	$(BENCH_ENV) $(BENCH_PY) bench/frontier.py --data $(BENCH_DATA) $(BENCH_FRONTIER_FLAGS)
 
 -include build/bench/bench.d

@@ -15,6 +15,7 @@
 #include "train/evaluate.h"
 #include "lab/head_scores.h"
 #include "lab/html_report.h"
+#include "lab/plot.h"
 #include "model/model.h"
 #include "program_util.h"
 #include "lab/pruning.h"
@@ -486,3 +487,65 @@ TEST(LabProgram, SamplePruneRunsTheModelWithoutThoseHeads) {
   EXPECT_NE(bad.err.find("no head L2H0"), std::string::npos) << bad.err;
 }
 
+
+// ---- charts (lab/plot.h) --------------------------------------------------------------------------------------
+
+// The x coordinates of the first polyline of an SVG, in drawing order.
+static std::vector<double> polyline_xs(const std::string& svg) {
+  const size_t at = svg.find("points=\"", svg.find("<polyline")) + 8;
+  std::vector<double> xs;
+  std::string points = svg.substr(at, svg.find('"', at) - at);
+  for (size_t pos = 0; pos < points.size();) {
+    const size_t comma = points.find(',', pos), space = points.find(' ', comma);
+    xs.push_back(std::stod(points.substr(pos, comma - pos)));
+    pos = space + 1;
+  }
+  return xs;
+}
+
+TEST(LabPlot, LogAxisSpacesPowersOfTenEquallyAndTicksAtOneTwoFive) {
+  Chart chart;
+  chart.log_x = true;
+  chart.series.push_back({"run", {1, 10, 100, 1000}, {3, 2, 1.5, 1.4}});
+  const std::string svg = render_svg(chart);
+  const std::vector<double> xs = polyline_xs(svg);
+  ASSERT_EQ(xs.size(), 4u);
+  EXPECT_NEAR(xs[1] - xs[0], xs[2] - xs[1], 0.2);  // a decade is a decade, wherever it is (0.1 px rounding)
+  EXPECT_NEAR(xs[2] - xs[1], xs[3] - xs[2], 0.2);
+  const std::string x_tick = "text-anchor=\"middle\">";  // x tick labels are centred under their tick
+  for (const char* label : {"1<", "2<", "5<", "10<", "20<", "50<", "100<", "500<", "1000<"})
+    EXPECT_CONTAINS(svg, x_tick + label);
+  EXPECT_EQ(svg.find(x_tick + "3<"), std::string::npos) << "a log axis has no tick at 3";
+  // x ≤ 0 has no place on a log axis: skipped, never a NaN coordinate.
+  chart.series[0].x[0] = 0;
+  EXPECT_EQ(render_svg(chart).find("nan"), std::string::npos);
+  EXPECT_EQ(polyline_xs(render_svg(chart)).size(), 3u);
+}
+
+TEST(LabPlot, LinearAxisXsAreProportionalAndZeroTickIsZero) {
+  Chart chart;
+  chart.series.push_back({"run", {0, 1, 3}, {-0.6, 0.1, 0.2}});
+  const std::string svg = render_svg(chart);
+  const std::vector<double> xs = polyline_xs(svg);
+  ASSERT_EQ(xs.size(), 3u);
+  EXPECT_NEAR(xs[2] - xs[1], 2 * (xs[1] - xs[0]), 0.3);
+  EXPECT_CONTAINS(svg, ">0<");  // the y tick at zero, reached by adding 0.2 three times to −0.6
+  EXPECT_EQ(svg.find("e-1"), std::string::npos) << "a rounding residue labelled as a tick";
+  EXPECT_EQ(svg.find(">-0<"), std::string::npos);
+}
+
+TEST(LabPlot, DashedSeriesAndSharedColour) {
+  Chart chart;
+  chart.series.push_back({"ours", {1, 2}, {2, 1}});
+  Series twin{"twin", {1, 2}, {2.5, 1.5}};
+  twin.colour = 0, twin.dashed = true;
+  chart.series.push_back(twin);
+  const std::string svg = render_svg(chart);
+  size_t dashes = 0;
+  for (size_t at = svg.find("stroke-dasharray"); at != std::string::npos; at = svg.find("stroke-dasharray", at + 1))
+    dashes++;
+  EXPECT_EQ(dashes, 2u) << "the twin's line and its legend entry, nothing else";
+  size_t blue = 0;
+  for (size_t at = svg.find("#1f77b4"); at != std::string::npos; at = svg.find("#1f77b4", at + 1)) blue++;
+  EXPECT_EQ(blue, 4u) << "both series in palette colour 0, line and legend each";
+}

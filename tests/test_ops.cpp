@@ -63,6 +63,29 @@ std::vector<double> written(const std::vector<double>& grad) { return std::vecto
 // ---------------------------------------------------------------------------------------------------------------
 // Embedding
 
+// set_threads flushes denormal floats to zero in every thread (base/threads.cpp says why): a product below
+// FLT_MIN comes out as exactly 0 on the calling thread and on each OpenMP thread.
+TEST(OpsThreads, DenormalsAreFlushedToZeroInEveryThread) {
+#if defined(__SSE2__)
+  set_threads(2);
+  volatile float tiny = 1e-20f;  // volatile: the product is computed at run time, under the thread's MXCSR
+  int nonzero = 0, threads_seen = 0;
+#pragma omp parallel reduction(+ : nonzero, threads_seen)
+  {
+    const float product = tiny * tiny;  // 1e-40: a denormal unless flushed
+    nonzero += product != 0.0f;
+    threads_seen += 1;
+  }
+  EXPECT_EQ(threads_seen, 2);
+  EXPECT_EQ(nonzero, 0);
+  volatile float denormal = 1e-40f;  // an input that is already denormal reads as zero (DAZ)
+  EXPECT_EQ(denormal * 1.0f, 0.0f);
+  set_threads(1);
+#else
+  GTEST_SKIP() << "flushing denormals is set only on x86 (SSE)";
+#endif
+}
+
 TEST(OpsEmbedding, MatchesReferenceAndFiniteDifferences) {
   struct Shape {
     int B, T, C, V, maxT;

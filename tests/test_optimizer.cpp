@@ -84,9 +84,10 @@ TEST(OptimizerSchedule, WarmupThenCosineAtEveryStep) {
       ASSERT_NEAR(learning_rate(c, s, k.total), reference_lr(k.lr, k.min_lr, k.warmup, s, k.total), 1e-6 * k.lr)
           << "step " << s << " of " << k.total << ", warm-up " << k.warmup;
   }
-  // Closed-form points of the tiny preset's schedule: the peak right after warm-up, the midpoint of the cosine
-  // halfway between lr and min_lr, min_lr at the end.
-  AdamWConfig c;  // lr 1e-3, min 1e-4, warm-up 100
+  // Closed-form points of nanoGPT's schedule: the peak right after warm-up, the midpoint of the cosine halfway
+  // between lr and min_lr, min_lr at the end.
+  AdamWConfig c;
+  c.lr = 1e-3f, c.min_lr = 1e-4f, c.warmup_steps = 100;
   EXPECT_FLOAT_EQ(learning_rate(c, 0, 2000), 1e-3f / 101);
   EXPECT_FLOAT_EQ(learning_rate(c, 100, 2000), 1e-3f);
   EXPECT_FLOAT_EQ(learning_rate(c, 1050, 2000), 5.5e-4f);

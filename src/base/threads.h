@@ -13,6 +13,18 @@ void set_threads(int threads);  // OpenMP threads; OpenBLAS is set to 1 thread p
 // (`#pragma omp parallel if (worth_threads(work))`). It matters most for generation, one position at a time.
 inline bool worth_threads(size_t work) { return work >= 32768; }
 
+// Within its scope, OpenMP regions use at most `n` threads (never more than before); the count is restored after.
+class AtMostThreads {
+ public:
+  explicit AtMostThreads(int n);
+  ~AtMostThreads();
+  AtMostThreads(const AtMostThreads&) = delete;
+  AtMostThreads& operator=(const AtMostThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
 // How idle OpenMP threads wait between parallel regions. libgomp reads OMP_WAIT_POLICY once, when it is loaded,
 // before main() runs, and by default lets idle threads spin. On a 2-core machine that runs anything else, a
 // spinning thread holds a core that the thread doing the work needs, and every one of the ~150 parallel regions of

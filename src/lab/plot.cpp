@@ -30,20 +30,39 @@ static double tick_step(double span, int count) {
   return 10 * power;
 }
 
+// Ticks over [lo, hi]: multiples of a nice step, or on a log axis 1, 2 and 5 times each power of ten (axis values,
+// not their logarithms). A tick within rounding of zero is exactly 0 (never labelled "-0").
+static std::vector<double> ticks(double lo, double hi, bool log_scale) {
+  std::vector<double> out;
+  if (log_scale) {
+    for (double power = std::pow(10.0, std::floor(std::log10(lo))); power <= hi; power *= 10)
+      for (double m : {1.0, 2.0, 5.0})
+        if (m * power >= lo * (1 - 1e-9) && m * power <= hi * (1 + 1e-9)) out.push_back(m * power);
+    return out;
+  }
+  const double step = tick_step(hi - lo, 6);
+  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9 * step; t += step)
+    out.push_back(std::fabs(t) < 1e-9 * step ? 0.0 : t);
+  return out;
+}
+
 std::string render_svg(const Chart& chart) {
   const double W = 720, H = 440, left = 70, right = 180, top = 40, bottom = 55;
+  const bool log_x = chart.log_x;
+  auto shown = [&](const Series& s, size_t i) { return std::isfinite(s.y[i]) && (!log_x || s.x[i] > 0); };
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const Series& s : chart.series)
     for (size_t i = 0; i < s.x.size(); i++)
-      if (std::isfinite(s.y[i])) {
+      if (shown(s, i)) {
         x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
         y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
       }
-  if (!(x0 < x1)) x0 = x0 - 1, x1 = x0 + 2;
+  if (!(x0 < x1)) x0 = log_x ? x0 / 2 : x0 - 1, x1 = log_x ? x0 * 4 : x0 + 2;
   if (!(y0 < y1)) y0 = y0 - 1, y1 = y0 + 2;
   const double pad = 0.05 * (y1 - y0);
   y0 -= pad, y1 += pad;
-  auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (W - left - right); };
+  auto axis = [&](double x) { return log_x ? std::log10(x) : x; };
+  auto px = [&](double x) { return left + (axis(x) - axis(x0)) / (axis(x1) - axis(x0)) * (W - left - right); };
   auto py = [&](double y) { return H - bottom - (y - y0) / (y1 - y0) * (H - top - bottom); };
 
   const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
@@ -53,12 +72,11 @@ std::string render_svg(const Chart& chart) {
   svg += "<text x=\"" + number(W / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" +
          escape_xml(chart.title) + "</text>\n";
   // Axes with grid lines at nice ticks.
-  const double xs = tick_step(x1 - x0, 6), ys = tick_step(y1 - y0, 6);
-  for (double t = std::ceil(x0 / xs) * xs; t <= x1 + 1e-9 * xs; t += xs)
+  for (double t : ticks(x0, x1, log_x))
     svg += "<line x1=\"" + number(px(t)) + "\" y1=\"" + number(top) + "\" x2=\"" + number(px(t)) + "\" y2=\"" +
            number(H - bottom) + "\" stroke=\"#eee\"/><text x=\"" + number(px(t)) + "\" y=\"" + number(H - bottom + 16) +
            "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
-  for (double t = std::ceil(y0 / ys) * ys; t <= y1 + 1e-9 * ys; t += ys)
+  for (double t : ticks(y0, y1, false))
     svg += "<line x1=\"" + number(left) + "\" y1=\"" + number(py(t)) + "\" x2=\"" + number(W - right) + "\" y2=\"" +
            number(py(t)) + "\" stroke=\"#eee\"/><text x=\"" + number(left - 6) + "\" y=\"" + number(py(t) + 4) +
            "\" text-anchor=\"end\">" + number(t) + "</text>\n";
@@ -70,22 +88,24 @@ std::string render_svg(const Chart& chart) {
          ") rotate(-90)\" text-anchor=\"middle\">" + escape_xml(chart.y_label) + "</text>\n";
   for (size_t k = 0; k < chart.series.size(); k++) {
     const Series& s = chart.series[k];
-    const std::string colour = colours[k % 8];
+    const std::string colour = colours[(s.colour >= 0 ? s.colour : k) % 8];
+    const std::string stroke = "stroke=\"" + colour + "\"" + (s.dashed ? " stroke-dasharray=\"6 4\"" : "");
     std::string points;
+    auto flush = [&] {
+      if (!points.empty()) svg += "<polyline fill=\"none\" " + stroke + " stroke-width=\"2\" points=\"" + points + "\"/>\n";
+      points.clear();
+    };
     for (size_t i = 0; i < s.x.size(); i++) {
-      if (!std::isfinite(s.y[i])) {  // a gap: close the current line
-        if (!points.empty())
-          svg += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
-        points.clear();
+      if (!shown(s, i)) {  // a gap: close the current line
+        flush();
         continue;
       }
       points += number(px(s.x[i])) + "," + number(py(s.y[i])) + " ";
     }
-    if (!points.empty())
-      svg += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
+    flush();
     const double ly = top + 10 + 20 * k;
     svg += "<line x1=\"" + number(W - right + 12) + "\" y1=\"" + number(ly) + "\" x2=\"" + number(W - right + 36) +
-           "\" y2=\"" + number(ly) + "\" stroke=\"" + colour + "\" stroke-width=\"3\"/><text x=\"" +
+           "\" y2=\"" + number(ly) + "\" " + stroke + " stroke-width=\"3\"/><text x=\"" +
            number(W - right + 42) + "\" y=\"" + number(ly + 4) + "\">" + escape_xml(s.label) + "</text>\n";
   }
   return svg + "</svg>\n";

@@ -9,10 +9,10 @@
 
 class GPT;
 
-struct AdamWConfig {
-  float lr = 1e-3f;         // peak learning rate
-  float min_lr = 1e-4f;     // floor of the cosine decay
-  int warmup_steps = 100;   // linear warm-up from ~0 to lr
+struct AdamWConfig {  // the tiny preset's values (train/settings.cpp says how they were chosen)
+  float lr = 6e-3f;         // peak learning rate
+  float min_lr = 6e-4f;     // floor of the cosine decay
+  int warmup_steps = 50;    // linear warm-up from ~0 to lr
   float beta1 = 0.9f;
   float beta2 = 0.99f;
   float eps = 1e-8f;

@@ -20,7 +20,7 @@ struct TrainConfig {
   float mlm_rate = 0.15f;    // MLM: fraction of positions chosen per sequence
   bool allow_leak = false;   // train even when the mask lets a position see its answer (a demonstration)
   int batch = 12;
-  int steps = 2000;          // total optimizer steps of the run (the cosine schedule ends here)
+  int steps = 1500;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
   int eval_every = 250;      // 0 = only at the start and the end
   int eval_iters = 20;       // batches per split per evaluation
@@ -42,7 +42,15 @@ std::string to_json(const TrainConfig& config);
 // added after the checkpoint was written) keeps its default and is appended to `missing` when given.
 TrainConfig train_config_from_json(const std::string& json, const std::string& source,
                                    std::vector<std::string>* missing = nullptr);
-// "tiny" (nanoGPT's CPU recipe) or "small" (nanoGPT's shakespeare_char model); throws on other names.
+// A named starting point for ./train --preset: the defaults (which are the tiny preset) with some settings changed.
+struct Preset {
+  const char* name;
+  const char* summary;            // one line for --help and docs/usage.md
+  void (*apply)(TrainConfig& c);  // the settings it changes from the defaults
+};
+// Every preset, in --help order (settings.cpp says why each recipe is what it is).
+const std::vector<Preset>& presets();
+// The defaults with the named preset applied; throws, listing the names, on an unknown one.
 TrainConfig preset(const std::string& name);
 // Throws, naming the flag, on a setting that cannot work (zero batch, negative steps, lr ≤ 0, …): the table's
 // ranges, then the checks that involve two settings or parse a value.
