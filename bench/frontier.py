@@ -29,9 +29,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TWIN_PY = os.environ.get("BENCH_PY") or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
+from compare import HERE, ROOT, TWIN_PY, clean_env, load_average, torch_available  # bench/compare.py
 THRESHOLDS = (2.0, 1.88, 1.7, 1.6)
 
 # name → (./train flags, the twin's wall-clock budget as a multiple of ours; 0 = run the whole recipe). The twin
@@ -42,22 +40,6 @@ RECIPES = {
     "tiny": (["--preset", "tiny"], 0),
     "frontier": (["--preset", "frontier"], 1.0),
 }
-
-
-def load_average():
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except OSError:
-        return float("nan")
-
-
-def clean_env(extra=None):
-    env = dict(os.environ)
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS"):
-        env.pop(var, None)
-    env.update(extra or {})
-    return env
 
 
 def run_timed(cmd, env, log):
@@ -101,8 +83,7 @@ def main():
     for n in names:
         if n not in RECIPES:
             sys.exit(f"frontier: unknown recipe '{n}' (expected {', '.join(RECIPES)})")
-    have_torch = not args.no_torch and subprocess.run([TWIN_PY, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                                                      stderr=subprocess.DEVNULL).returncode == 0
+    have_torch = not args.no_torch and torch_available()
     if not args.no_torch and not have_torch:
         print("frontier: PyTorch is not installed for /usr/bin/python3 (apt-get install -y python3-torch "
               "python3-numpy): ours only")
