@@ -178,6 +178,35 @@ TEST(SettingsTable, HelpListsEveryFlagWithItsDefault) {
   EXPECT_NE(sample.out.find("(default: 0.8)"), std::string::npos) << sample.out;
 }
 
+// Every preset is a valid run, --help names each, and an unknown name is refused with the list. nanogpt keeps the
+// recipe the mask and pronoun tables were measured with (docs/masks.md, docs/pronouns.md).
+TEST(SettingsPresets, EveryPresetIsValidListedAndUnknownNamesAreRefused) {
+  progutil::TempDir dir;
+  progutil::RunResult help = progutil::run_command("./train --help", dir.path());
+  for (const Preset& p : presets()) {
+    TrainConfig c = preset(p.name);
+    EXPECT_NO_THROW(validate(c)) << p.name;
+    c.model.vocab_size = 65;
+    EXPECT_NO_THROW(validate(c.model)) << p.name;
+    EXPECT_CONTAINS(help.out, std::string(p.name) + ": ");
+  }
+  const TrainConfig tiny = preset("tiny"), defaults;
+  EXPECT_EQ(to_json(tiny), to_json(defaults)) << "the defaults are the tiny preset";
+  const TrainConfig nano = preset("nanogpt");
+  EXPECT_FLOAT_EQ(nano.adamw.lr, 1e-3f);
+  EXPECT_FLOAT_EQ(nano.adamw.min_lr, 1e-4f);
+  EXPECT_EQ(nano.adamw.warmup_steps, 100);
+  EXPECT_EQ(nano.steps, 2000);
+  EXPECT_EQ(nano.batch, 12);
+  EXPECT_EQ(nano.model.block_size, tiny.model.block_size);
+  try {
+    preset("huge");
+    ADD_FAILURE() << "an unknown preset was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "'huge' (expected tiny, nanogpt, frontier, small)");
+  }
+}
+
 // End to end: a resumable checkpoint whose stored settings lack a key (as one written before that setting existed)
 // resumes, keeping the default and saying so.
 TEST(SettingsResume, ACheckpointWithoutANewerSettingResumesAndSaysSo) {
