@@ -17,7 +17,8 @@ class Rng;
 int generation_threads(const ModelConfig& config);
 
 // Continues `prompt` (non-empty) by n tokens, calling on_token with each as soon as it is chosen (so text can
-// stream), on at most generation_threads(model.config) threads. A prefix-LM reads the prompt as its bidirectional prefix; an MLM model (mask_token ≥ 0) predicts at
-// an appended [MASK] — allowed, and visibly worse than a model trained to generate.
+// stream), on at most generation_threads(model.config) threads. A prefix-LM reads the prompt as its bidirectional
+// prefix; an MLM model (mask_token ≥ 0) predicts at an appended [MASK] — allowed, and visibly worse than a model
+// trained to generate.
 void generate(GPT& model, const std::vector<int>& prompt, int n, const SamplingOptions& options, Rng& rng,
               int mask_token, const std::function<void(int)>& on_token);
