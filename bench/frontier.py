@@ -30,6 +30,7 @@ import tempfile
 import time
 
 from compare import HERE, ROOT, TWIN_PY, clean_env, load_average, torch_available  # bench/compare.py
+
 THRESHOLDS = (2.0, 1.88, 1.7, 1.6)
 
 # name → (./train flags, the twin's wall-clock budget as a multiple of ours; 0 = run the whole recipe). The twin
@@ -105,15 +106,14 @@ def main():
             results["runs"].append({"recipe": name, "impl": "plaingpt", "flags": flags, "wall_s": wall, "evals": evals})
             if not have_torch:
                 continue
-            twin_flags = list(flags)
             limit = RECIPES[name][1] * wall
             tcmd = [TWIN_PY, os.path.join(HERE, "torch_twin.py"), "--train", args.data, "--time-limit", f"{limit:.1f}"]
-            tcmd += twin_flags
+            tcmd += flags
             env = clean_env({"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": str(args.threads)})
             log(f"{name}, PyTorch twin: OMP_WAIT_POLICY=PASSIVE {' '.join(tcmd)}")
             tevals, twall, last = run_timed(tcmd, env, log)
             info = json.loads(last) if last.startswith("{") else {}
-            results["runs"].append({"recipe": name, "impl": "pytorch", "flags": twin_flags, "wall_s": twall,
+            results["runs"].append({"recipe": name, "impl": "pytorch", "flags": flags, "wall_s": twall,
                                     "evals": tevals, "stopped_by_time_limit": info.get("steps_run", 0) <
                                     info.get("recipe", {}).get("steps", 0), "torch": info.get("torch", "")})
     results["load_average_end"] = load_average()
