@@ -26,6 +26,15 @@ static std::string directory_of(const std::string& file) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
 }
 
+// --print-settings: the settings a run would use, as its checkpoint will store them, without training. Tools that
+// need a preset's recipe (bench/torch_twin.py) ask for it this way instead of keeping a copy.
+static bool print_settings(const cxxopts::ParseResult& flags, const TrainConfig& config) {
+  if (!flags.count("print-settings")) return false;
+  validate(config);
+  std::printf("%s\n", to_json(config).c_str());
+  return true;
+}
+
 // Resuming continues the checkpoint's own run: its model, optimizer and schedule. Only the settings whose row is
 // a Knob (paths, step count, logging, threads) or this invocation's may be given; --steps may extend the run.
 static void resume(const cxxopts::ParseResult& flags) {
@@ -56,6 +65,7 @@ static void resume(const cxxopts::ParseResult& flags) {
   if (config.steps < ckpt.resume.step)
     throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                              std::to_string(ckpt.resume.step) + ")");
+  if (print_settings(flags, config)) return;
   run_training(config, &ckpt, dist::training_hooks());  // [dist] no-ops without mpirun
 }
 
@@ -66,7 +76,9 @@ static int train_main(int argc, char** argv) {
   for (const Preset& p : presets()) preset_help += std::string("\n  ") + p.name + ": " + p.summary;
   options.add_options()
     ("preset", preset_help, cxxopts::value<std::string>()->default_value("tiny"))
-    ("resume", "continue from a checkpoint file or an output directory", cxxopts::value<std::string>());
+    ("resume", "continue from a checkpoint file or an output directory", cxxopts::value<std::string>())
+    ("print-settings", "print the settings these flags give (JSON, as the checkpoint stores them) and exit without "
+                       "training");
   add_flags(options, train_settings(), preset("tiny"));
   options.add_options()("h,help", "show this help");
   try {
@@ -88,6 +100,7 @@ static int train_main(int argc, char** argv) {
     }
     TrainConfig config = preset(flags["preset"].as<std::string>());
     apply_flags(flags, train_settings(), config);
+    if (print_settings(flags, config)) return 0;
     run_training(config, nullptr, dist::training_hooks());  // [dist] no-ops without mpirun
     return 0;
   } catch (const std::exception& e) {

@@ -34,7 +34,7 @@ from compare import HERE, ROOT, TWIN_PY, clean_env, load_average, torch_availabl
 THRESHOLDS = (2.0, 1.88, 1.7, 1.6)
 
 # name → (./train flags, the twin's wall-clock budget as a multiple of ours; 0 = run the whole recipe). The twin
-# takes the same flags (torch_twin.py --train mirrors ./train's names and presets). The frontier recipe is a
+# takes the same flags (torch_twin.py reads the recipe from ./train --print-settings). The frontier recipe is a
 # 10-minute budget, so the twin gets the same wall time; the short recipes run to the end on both sides.
 RECIPES = {
     "nanogpt": (["--preset", "nanogpt"], 0),

@@ -5,12 +5,16 @@ The same model as src/: learned token + position embeddings, pre-LayerNorm block
 1/sqrt(head_size), c_proj; MLP 4C with tanh-GELU), final LayerNorm, LM head tied to wte, no dropout. Init N(0, 0.02),
 residual projections N(0, 0.02/sqrt(2L)), zero biases. AdamW betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on 2-D
 weights only (wte and wpe included, as in src/model/params.cpp), global-norm gradient clip 1.0, linear warm-up then
-cosine decay from lr to min_lr (src/model/adamw.cpp), with each preset's numbers (PRESETS below).
+cosine decay from lr to min_lr (src/model/adamw.cpp). The numbers (model shape, batch, schedule, optimizer settings,
+evaluation cadence) are not copied here: they are ./train's own, read from `./train --preset P [flags]
+--print-settings`, so a preset changed in src/train/settings.cpp changes the twin's recipe too.
 
   /usr/bin/python3 bench/torch_twin.py --bench --preset tiny --threads 2      ms/step, tokens/s, peak RSS (one JSON line)
   /usr/bin/python3 bench/torch_twin.py --sample-bench --threads 1            nanoGPT generate(): full recompute per token
   /usr/bin/python3 bench/torch_twin.py --score CKPT TEXT                     mean next-char loss, as ./sample --score
   /usr/bin/python3 bench/torch_twin.py --train DATA --threads 2 [--preset P --lr …]   as ./train --preset P --lr …
+
+Any flag the twin does not know is one of ./train's (--lr, --steps, --block, …) and goes to ./train --print-settings.
 
 Needs Debian's python3-torch and python3-numpy (apt-get install -y python3-torch) for /usr/bin/python3. Benchmarks
 should run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (mk/bench.mk does that).
@@ -21,6 +25,7 @@ import math
 import os
 import resource
 import struct
+import subprocess
 import sys
 import time
 
@@ -34,19 +39,20 @@ except ImportError as e:  # the twin is optional: say how to get it, with a dist
           " then run this script with /usr/bin/python3", file=sys.stderr)
     sys.exit(3)
 
-# src/train/settings.cpp presets(): model shape, batch, schedule and evaluation cadence, under ./train's flag names
-# (--block is block_size, --warmup the learning-rate warm-up). Every --train flag below overrides its preset value.
-RECIPE_KEYS = ("n_layer", "n_head", "n_embd", "block", "batch", "steps", "lr", "min_lr", "warmup", "eval_every",
-               "eval_iters")
-TINY = dict(n_layer=4, n_head=4, n_embd=128, block=64, batch=12, steps=1500, lr=6e-3, min_lr=6e-4, warmup=50,
-            eval_every=250, eval_iters=20)
-NANOGPT = dict(TINY, steps=2000, lr=1e-3, min_lr=1e-4, warmup=100)
-PRESETS = {
-    "tiny": TINY,
-    "nanogpt": NANOGPT,
-    "frontier": dict(TINY, block=128, batch=16, steps=2480, lr=4e-3, min_lr=4e-4, warmup=100, eval_iters=10),
-    "small": dict(NANOGPT, n_layer=6, n_head=6, n_embd=384, block=256, batch=64, steps=5000),
-}
+TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train")
+
+
+def recipe(preset, train_flags=()):
+    """./train's settings for `--preset preset train_flags…`, as its checkpoints store them (src/train/settings.cpp:
+    n_layer, block_size, batch, steps, lr, min_lr, warmup_steps, beta1, weight_decay, grad_clip, eval_every, …)."""
+    cmd = [TRAIN, "--preset", preset, *train_flags, "--print-settings"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"torch_twin: cannot run {TRAIN} ({e}); build it first: make programs")
+    if done.returncode != 0:
+        sys.exit(f"torch_twin: {' '.join(cmd)} failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)
 
 
 # ---- masks (src/ops/mask.cpp): query i sees keys [begin, end) -------------------------------------------------------
@@ -179,15 +185,15 @@ class GPT(nn.Module):
         return logits, loss
 
 
-def make_optimizer(model, foreach):
+def make_optimizer(model, r, foreach):
     decay = [p for p in model.parameters() if p.dim() >= 2]  # wte, wpe and the linear weights
     no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm
-    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": r["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
     kwargs = {"foreach": foreach} if foreach is not None else {}
-    return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, **kwargs)
+    return torch.optim.AdamW(groups, lr=r["lr"], betas=(r["beta1"], r["beta2"]), eps=r["eps"], **kwargs)
 
 
-def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/model/adamw.cpp learning_rate
+def learning_rate(step, total, lr, min_lr, warmup):  # src/model/adamw.cpp learning_rate
     if step < warmup:
         return lr * (step + 1) / (warmup + 1)
     if step >= total:
@@ -196,12 +202,13 @@ def learning_rate(step, total, lr=1e-3, min_lr=1e-4, warmup=100):  # src/model/a
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
 
 
-def train_step(model, opt, x, y, step, total, peak_lr=1e-3, min_lr=1e-4, warmup=100):
+def train_step(model, opt, r, x, y, step):
     _, loss = model(x, y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    lr = learning_rate(step, total, peak_lr, min_lr, warmup)
+    if r["grad_clip"] > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), r["grad_clip"])
+    lr = learning_rate(step, r["steps"], r["lr"], r["min_lr"], r["warmup_steps"])
     for g in opt.param_groups:
         g["lr"] = lr
     opt.step()
@@ -227,11 +234,11 @@ def runtime_info(threads):
 # ---- modes ------------------------------------------------------------------------------------------------------
 
 def bench(args):
-    p = PRESETS[args.preset]
+    p = recipe(args.preset, args.train_flags)
     torch.manual_seed(1337)
-    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block"], 65)
-    opt = make_optimizer(model, args.foreach)
-    B, T = p["batch"], p["block"]
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
+    opt = make_optimizer(model, p, args.foreach)
+    B, T = p["batch"], p["block_size"]
     warmup = args.bench_warmup if args.bench_warmup >= 0 else (1 if args.preset == "small" else 5)
     repeats = args.repeats if args.repeats > 0 else (3 if args.preset == "small" else 30)
     g = torch.Generator().manual_seed(42)
@@ -240,7 +247,7 @@ def bench(args):
     times, cpu = [], []
     for i in range(warmup + repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        train_step(model, opt, x, y, i, 2000)
+        train_step(model, opt, p, x, y, i)
         ms, cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
         if i >= warmup:
             times.append(ms)
@@ -270,9 +277,9 @@ def generate(model, idx, n, temperature=0.8, top_k=40):
 
 
 def sample_bench(args):
-    p = PRESETS["tiny"]
+    p = recipe("tiny")
     torch.manual_seed(1337)
-    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block"], 65)
+    model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
     model.eval()
     rates = []
     for r in range(args.repeats if args.repeats > 0 else 3):
@@ -388,21 +395,12 @@ def estimate_loss(model, data, B, T, iters, g):
     return total / iters
 
 
-def recipe(args):
-    """The preset's recipe with every flag the command line gave in its place (./train's flags, same names)."""
-    r = dict(PRESETS[args.preset])
-    for key in RECIPE_KEYS:
-        if getattr(args, key) is not None:
-            r[key] = getattr(args, key)
-    return r
-
-
 def train(args):
     """./train --preset P [flags] in PyTorch: the same split, batches drawn the same way, the same schedule, the same
     evaluation cadence (at 0, every --eval-every steps and at the end, --eval-iters batches per split, the same
     batches every time). --time-limit stops after an evaluation once that many seconds have passed (for a
     frontier: the loss reached in a wall-clock budget)."""
-    r = recipe(args)
+    r = recipe(args.preset, args.train_flags)
     with open(args.train, encoding="utf-8", newline="") as f:
         text = f.read()
     chars = sorted(set(text))
@@ -410,10 +408,10 @@ def train(args):
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
     n_train = int(0.9 * len(data))
     train_data, val_data = data[:n_train], data[n_train:]
-    B, T, steps = r["batch"], r["block"], r["steps"]
+    B, T, steps = r["batch"], r["block_size"], r["steps"]
     torch.manual_seed(1337)
     model = GPT(r["n_layer"], r["n_head"], r["n_embd"], T, len(chars))
-    opt = make_optimizer(model, args.foreach)
+    opt = make_optimizer(model, r, args.foreach)
     g = torch.Generator().manual_seed(1337 ^ 0x5EED)
     t_start = time.perf_counter()
     val = float("nan")
@@ -430,7 +428,7 @@ def train(args):
         ix = torch.randint(0, len(train_data) - T, (B,), generator=g)
         x = torch.stack([train_data[i:i + T] for i in ix])
         y = torch.stack([train_data[i + 1:i + T + 1] for i in ix])
-        train_step(model, opt, x, y, step, steps, r["lr"], r["min_lr"], r["warmup"])
+        train_step(model, opt, r, x, y, step)
     wall = time.perf_counter() - t_start
     out = {"impl": "pytorch", "preset": args.preset, "recipe": r, "steps_run": step, "wall_s": wall,
            "val_loss": val, "peak_rss_mb": peak_rss_mb()}
@@ -445,18 +443,15 @@ def main():
     mode.add_argument("--sample-bench", action="store_true", help="time nanoGPT-style generation (full recompute)")
     mode.add_argument("--score", nargs=2, metavar=("CKPT", "TEXT"), help="mean next-char loss of a plaingpt checkpoint")
     mode.add_argument("--train", metavar="DATA", help="train from scratch on a text file (time-to-quality)")
-    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default="tiny", help="one of ./train's presets (./train --help lists them)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     ap.add_argument("--bench-warmup", type=int, default=-1, help="--bench: untimed steps first")
     ap.add_argument("--repeats", type=int, default=-1)
     ap.add_argument("-n", type=int, default=500, help="tokens to generate for --sample-bench")
-    recipe_flags = ap.add_argument_group("--train: the recipe, as ./train's flags (default: the --preset's)")
-    for key in RECIPE_KEYS:
-        recipe_flags.add_argument("--" + key.replace("_", "-"), type=float if "lr" in key else int, default=None)
     ap.add_argument("--time-limit", type=float, default=0, help="--train: stop after this many seconds (0 = never)")
     ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
                     help="AdamW foreach implementation (default: PyTorch's choice)")
-    args = ap.parse_args()
+    args, args.train_flags = ap.parse_known_args()  # the rest are ./train's recipe flags (--lr, --steps, --block …)
     if args.foreach is not None:
         args.foreach = bool(args.foreach)
     torch.set_num_threads(args.threads)

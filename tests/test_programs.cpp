@@ -21,6 +21,7 @@
 #include "io/checkpoint.h"
 #include "data/dataset.h"
 #include "train/evaluate.h"
+#include "train/settings.h"
 #include "program_util.h"
 #include "base/threads.h"
 
@@ -101,6 +102,34 @@ TEST_F(Programs, TrainWritesCheckpointAndMetrics) {
   const auto rows = progutil::read_csv(out + "/metrics.csv");
   ASSERT_EQ(rows.size(), 12u);
   EXPECT_EQ(rows.back()[0], "10");  // the final evaluation row
+}
+
+// --print-settings: the preset (here the documented frontier recipe) with the flags applied, as a checkpoint stores
+// it, and nothing trained or written. With --resume: the checkpoint's own settings with the Knob flags applied.
+TEST_F(Programs, PrintSettingsShowsThePresetWithTheFlagsAndTrainsNothing) {
+  const std::string out = dir_ / "never";
+  RunResult r = run("./train --preset frontier --lr 0.002 --data " + quote(corpus_) + " --out " + quote(out) +
+                    " --print-settings");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  TrainConfig c = train_config_from_json(r.out, "./train --print-settings");
+  EXPECT_EQ(c.model.block_size, 128);
+  EXPECT_EQ(c.batch, 16);
+  EXPECT_EQ(c.steps, 2480);
+  EXPECT_FLOAT_EQ(c.adamw.lr, 0.002f);     // the flag
+  EXPECT_FLOAT_EQ(c.adamw.min_lr, 4e-4f);  // the preset
+  EXPECT_EQ(c.eval_iters, 10);
+  EXPECT_FALSE(std::filesystem::exists(out));
+
+  const std::string run_dir = dir_ / "run";
+  good_run(run_dir);
+  RunResult resumed = run("./train --resume " + quote(run_dir) + " --steps 9 --print-settings");
+  ASSERT_TRUE(resumed.exited && resumed.exit_code == 0) << resumed.describe();
+  TrainConfig rc = train_config_from_json(resumed.out, "./train --resume --print-settings");
+  EXPECT_EQ(rc.model.n_embd, 16);  // progutil::tiny_flags(), not the preset
+  EXPECT_EQ(rc.steps, 9);
+  EXPECT_EQ(load_checkpoint(run_dir + "/ckpt.safetensors").resume.step, 6);  // not trained on
+
+  expect_clean_failure(run("./train --preset frontier --warmup -2 --print-settings"), "train", {"--warmup"});
 }
 
 // Idle OpenMP threads wait passively unless the user chose otherwise (threads.h: the program restarts itself once
