@@ -452,6 +452,8 @@ def main():
     ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
                     help="AdamW foreach implementation (default: PyTorch's choice)")
     args, args.train_flags = ap.parse_known_args()  # the rest are ./train's recipe flags (--lr, --steps, --block …)
+    if args.train_flags and (args.score or args.sample_bench):
+        ap.error(f"unrecognized arguments: {' '.join(args.train_flags)}")
     if args.foreach is not None:
         args.foreach = bool(args.foreach)
     torch.set_num_threads(args.threads)
