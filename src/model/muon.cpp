@@ -39,15 +39,19 @@ void newton_schulz5(float* out, const float* u, int rows, int cols, float* scrat
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < cols; j++) (tall ? X[(size_t)j * m + i] : X[(size_t)i * m + j]) = u[(size_t)i * cols + j] * inv_norm;
 
+  // A and B are symmetric, so ssyrk computes only their upper triangles and ssymm reads only B's: per round
+  // ½n²m + ½n³ + n²m multiply-adds instead of sgemm's 2n²m + n³ (measured: a quarter less time for the tiny model).
   for (int round = 0; round < 5; round++) {
-    // A = X·Xᵀ
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, m, 1.0f, X, m, X, m, 0.0f, A, n);
-    // B = b·A + c·A·A  (sgemm's C ← α·P·Q + β·C, with C starting as a copy of A)
+    // A = X·Xᵀ, then its lower triangle mirrored from the upper: the next ssyrk reads A as a general matrix
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, m, 1.0f, X, m, 0.0f, A, n);
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < i; j++) A[(size_t)i * n + j] = A[(size_t)j * n + i];
+    // B = b·A + c·A·A = b·A + c·A·Aᵀ  (ssyrk's C ← α·P·Pᵀ + β·C, with C starting as a copy of A)
     std::memcpy(B, A, sizeof(float) * n * n);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, c, A, n, A, n, b, B, n);
-    // X ← a·X + B·X
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, n, c, A, n, b, B, n);
+    // X ← a·X + B·X  (ssymm's C ← α·B·P + β·C for a symmetric B given by its upper triangle)
     std::memcpy(next, X, sizeof(float) * nm);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, n, 1.0f, B, n, X, m, a, next, m);
+    cblas_ssymm(CblasRowMajor, CblasLeft, CblasUpper, n, m, 1.0f, B, n, X, m, a, next, m);
     std::swap(X, next);
   }
   for (int i = 0; i < rows; i++)
