@@ -262,7 +262,7 @@ TEST(OptimizerMuon, TakesExactlyTheBlocksLinearWeights) {
     bool linear_weight = false;
     for (const char* suffix : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
       linear_weight = linear_weight || (t.name.rfind("h.", 0) == 0 && t.name.size() > std::strlen(suffix) &&
-                                        t.name.compare(t.name.size() - std::strlen(suffix), std::string::npos, suffix) == 0);
+                                        t.name.substr(t.name.size() - std::strlen(suffix)) == suffix);
     EXPECT_EQ(muon_updates(t), linear_weight) << t.name;
     muon += linear_weight;
   }
@@ -273,7 +273,8 @@ TEST(OptimizerMuon, TakesExactlyTheBlocksLinearWeights) {
 TEST(OptimizerMuon, NewtonSchulzMatchesTheDoubleReference) {
   struct Case { int rows, cols; double scale; };
   Rng rng(3);
-  for (const Case& k : {Case{7, 19, 1e-3}, Case{19, 7, 1e-3}, Case{13, 13, 1.0}, Case{24, 96, 10.0}, Case{96, 24, 1e-2}}) {
+  for (const Case& k :
+       {Case{7, 19, 1e-3}, Case{19, 7, 1e-3}, Case{13, 13, 1.0}, Case{24, 96, 10.0}, Case{96, 24, 1e-2}}) {
     SCOPED_TRACE(std::to_string(k.rows) + "×" + std::to_string(k.cols));
     const std::vector<float> u = random_matrix(k.rows, k.cols, k.scale, rng);
     std::vector<float> out(u.size()), scratch(newton_schulz5_scratch(k.rows, k.cols));
@@ -415,7 +416,8 @@ TEST(OptimizerMuon, StepsMatchTheFormulaOnEveryKindOfTensor) {
             ASSERT_NEAR(state.m[at], buf[at], 1e-6 * (1 + std::fabs(buf[at]))) << t.name << " momentum";
             ASSERT_EQ(state.v[at], 0.0f) << t.name << ": v is unused for a Muon tensor";
           } else {
-            ASSERT_NEAR(got, expected, 1e-5 * (std::fabs(expected) + c.lr)) << t.name << "[" << i << "] after step " << step;
+            ASSERT_NEAR(got, expected, 1e-5 * (std::fabs(expected) + c.lr))
+                << t.name << "[" << i << "] after step " << step;
           }
         }
     }

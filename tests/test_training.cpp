@@ -1,5 +1,5 @@
-// Tests for src/train/trainer.* at the library level (one thread): exact resume (AdamW and Muon), seeding, checkpoints and metrics.csv,
-// and the divergence guard.
+// Tests for src/train/trainer.* at the library level (one thread): exact resume (AdamW and Muon), seeding,
+// checkpoints and metrics.csv, and the divergence guard.
 #include <gtest/gtest.h>
 
 #include <algorithm>
