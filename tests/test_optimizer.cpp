@@ -4,6 +4,10 @@
 //   OptimizerAdamW     several AdamW steps on a whole GPT's parameter arena (tensors of every kind) against a
 //                      double-precision AdamW written below: bias-corrected moments, decoupled weight decay on the
 //                      2-D weights only, the learning rate of that step, clipping by the global norm
+//   OptimizerMuon      NS5 against the double-precision textbook (wide, tall, square) and against its closed form
+//                      on matrices of known SVD; its output's singular values near 1 (proven bounds); the whole
+//                      Muon step on a GPT's arena against the textbook's step for Muon's tensors and the AdamW
+//                      below for the rest; the same bits on one thread and two
 //   SamplerCutoffs     top-k and top-p on distributions whose kept set is known exactly (ties, p hitting a
 //                      boundary exactly, k ≥ V, top-p measured within the top k)
 // Each of these went red when the code was broken on purpose (README "Tests": how to see that a test can fail).
@@ -11,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -18,9 +23,12 @@
 
 #include "base/rng.h"
 #include "generate/sampling.h"
+#include "base/threads.h"
 #include "model/adamw.h"
 #include "model/model.h"
+#include "model/muon.h"
 #include "model/params.h"
+#include "textbook/reference.h"
 
 namespace {
 
@@ -42,6 +50,7 @@ double reference_lr(double lr, double min_lr, int warmup, int step, int total) {
 struct ReferenceAdamW {
   std::vector<double> theta, m, v;
   std::vector<bool> decays;  // per element
+  std::vector<bool> skip;    // per element, or empty: left to another optimizer (Muon's tensors), untouched here
   int t = 0;
 
   double step(const std::vector<float>& raw_grad, const AdamWConfig& c, double lr) {
@@ -52,6 +61,7 @@ struct ReferenceAdamW {
     t += 1;
     const double b1 = c.beta1, b2 = c.beta2;
     for (size_t i = 0; i < theta.size(); i++) {
+      if (!skip.empty() && skip[i]) continue;
       const double g = raw_grad[i] * scale;
       m[i] = b1 * m[i] + (1 - b1) * g;
       v[i] = b2 * v[i] + (1 - b2) * g * g;
@@ -179,6 +189,256 @@ TEST(OptimizerAdamW, StepsMatchTheFormulaOnEveryKindOfTensor) {
         }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Muon (model/muon.h): NS5 against the double-precision textbook (src/textbook/reference.h) and against its closed
+// form on matrices of known SVD; the whole step on a GPT's arena against ref_muon_step and the AdamW above.
+
+namespace {
+
+std::vector<float> random_matrix(int rows, int cols, double scale, Rng& rng) {
+  std::vector<float> u((size_t)rows * cols);
+  for (float& x : u) x = float(scale * rng.normal());
+  return u;
+}
+
+// An r × k matrix (k ≤ r) with orthonormal columns: Gram–Schmidt (twice, for double's full accuracy) on normal draws.
+std::vector<double> orthonormal_columns(int r, int k, Rng& rng) {
+  std::vector<double> q((size_t)r * k);
+  for (double& x : q) x = rng.normal();
+  for (int j = 0; j < k; j++)
+    for (int pass = 0; pass < 2; pass++) {
+      for (int p = 0; p < j; p++) {
+        double dot = 0;
+        for (int i = 0; i < r; i++) dot += q[i * k + j] * q[i * k + p];
+        for (int i = 0; i < r; i++) q[i * k + j] -= dot * q[i * k + p];
+      }
+      double norm = 0;
+      for (int i = 0; i < r; i++) norm += q[i * k + j] * q[i * k + j];
+      for (int i = 0; i < r; i++) q[i * k + j] /= std::sqrt(norm);
+    }
+  return q;
+}
+
+// φ⁵(x), the quintic of one NS5 round applied five times: what NS5 does to each singular value.
+double quintic5(double x) {
+  for (int round = 0; round < 5; round++) x = 3.4445 * x - 4.7750 * x * x * x + 2.0315 * x * x * x * x * x;
+  return x;
+}
+
+// An upper bound on the largest eigenvalue of a symmetric positive semi-definite n × n matrix M: with k = 2^s,
+// λmax^k ≤ tr(M^k) = Σ λᵢ^k ≤ n·λmax^k, so λmax ≤ tr(M^k)^(1/k) ≤ n^(1/k)·λmax. M^k by s squarings, rescaled to
+// trace 1 after each (the log of the scale is carried) so nothing overflows.
+double largest_eigenvalue_bound(std::vector<double> M, int n, int squarings = 8) {
+  double log_scale = 0;  // M^k = P·exp(log_scale), P the current matrix
+  std::vector<double> P2((size_t)n * n);
+  for (int s = 0; s <= squarings; s++) {
+    if (s > 0) {
+      for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+          double x = 0;
+          for (int l = 0; l < n; l++) x += M[i * n + l] * M[l * n + j];
+          P2[i * n + j] = x;
+        }
+      M.swap(P2);
+      log_scale *= 2;
+    }
+    double trace = 0;
+    for (int i = 0; i < n; i++) trace += M[i * n + i];
+    for (double& x : M) x /= trace;
+    log_scale += std::log(trace);
+  }
+  return std::exp(log_scale / std::pow(2.0, squarings));
+}
+
+}  // namespace
+
+// Which tensors Muon takes, stated independently of muon_updates: by name, the four linear weights of each block.
+TEST(OptimizerMuon, TakesExactlyTheBlocksLinearWeights) {
+  auto model = small_gpt();
+  int muon = 0;
+  for (const TensorSpec& t : model->table()) {
+    bool linear_weight = false;
+    for (const char* suffix : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
+      linear_weight = linear_weight || (t.name.rfind("h.", 0) == 0 && t.name.size() > std::strlen(suffix) &&
+                                        t.name.substr(t.name.size() - std::strlen(suffix)) == suffix);
+    EXPECT_EQ(muon_updates(t), linear_weight) << t.name;
+    muon += linear_weight;
+  }
+  EXPECT_EQ(muon, 2 * 4);  // wte, wpe, biases and LayerNorm stay with AdamW
+}
+
+// Wide, tall and square, at gradient-like and large scales: the float NS5 against the double textbook.
+TEST(OptimizerMuon, NewtonSchulzMatchesTheDoubleReference) {
+  struct Case { int rows, cols; double scale; };
+  Rng rng(3);
+  for (const Case& k :
+       {Case{7, 19, 1e-3}, Case{19, 7, 1e-3}, Case{13, 13, 1.0}, Case{24, 96, 10.0}, Case{96, 24, 1e-2}}) {
+    SCOPED_TRACE(std::to_string(k.rows) + "×" + std::to_string(k.cols));
+    const std::vector<float> u = random_matrix(k.rows, k.cols, k.scale, rng);
+    std::vector<float> out(u.size()), scratch(newton_schulz5_scratch(k.rows, k.cols));
+    newton_schulz5(out.data(), u.data(), k.rows, k.cols, scratch.data());
+    const std::vector<double> ud(u.begin(), u.end());
+    std::vector<double> expected(u.size());
+    ref_newton_schulz5(expected.data(), ud.data(), k.rows, k.cols);
+    // Entries are about 1/√min(rows, cols) at most (singular values ≈ 1). Float rounds each of the 15 products'
+    // sums (up to 96 terms) at 6e-8 relative, and a round can stretch an error by its slope (up to a = 3.4 near
+    // σ = 0): measured ≤ 9e-7 here, so 1e-5. A wrong sign, index or coefficient moves entries by 1e-2 or more.
+    double worst = 0;
+    for (size_t i = 0; i < u.size(); i++) worst = std::max(worst, std::fabs(out[i] - expected[i]));
+    EXPECT_LT(worst, 1e-5);
+    double size = 0;
+    for (double x : expected) size = std::max(size, std::fabs(x));
+    EXPECT_GT(size, 0.1) << "the output is not near zero (the comparison is not between two empty matrices)";
+  }
+}
+
+// The closed form, independent of the textbook: for U = P·diag(s)·Qᵀ (P, Q orthonormal columns), every round maps
+// each singular value σ to φ(σ) = aσ + bσ³ + cσ⁵ and keeps P and Q, so NS5(U) = P·diag(φ⁵(sᵢ/(‖s‖ + 1e-7)))·Qᵀ.
+TEST(OptimizerMuon, NewtonSchulzMapsEachSingularValueByTheQuintic) {
+  const int r = 6, c = 10, k = 6;
+  const std::vector<double> s = {3.0, 1.0, 0.5, 0.2, 0.05, 0.01};  // ‖s‖ ≈ 3.2: σ/‖s‖ from 0.94 down to 0.003
+  Rng rng(11);
+  const std::vector<double> P = orthonormal_columns(r, k, rng), Q = orthonormal_columns(c, k, rng);
+  double norm = 0;
+  for (double x : s) norm += x * x;
+  norm = std::sqrt(norm);
+  std::vector<float> u((size_t)r * c);
+  std::vector<double> expected((size_t)r * c);
+  for (int i = 0; i < r; i++)
+    for (int j = 0; j < c; j++) {
+      double x = 0, y = 0;
+      for (int l = 0; l < k; l++) {
+        x += P[i * k + l] * s[l] * Q[j * k + l];
+        y += P[i * k + l] * quintic5(s[l] / (norm + 1e-7)) * Q[j * k + l];
+      }
+      u[i * c + j] = float(x), expected[i * c + j] = y;
+    }
+  std::vector<float> scratch(newton_schulz5_scratch(r, c));
+  // As given (wide), and transposed (tall: NS5(Uᵀ) = NS5(U)ᵀ).
+  for (bool tall : {false, true}) {
+    SCOPED_TRACE(tall ? "tall" : "wide");
+    const int rows = tall ? c : r, cols = tall ? r : c;
+    std::vector<float> in(u.size()), out(u.size());
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < c; j++) in[tall ? j * r + i : i * c + j] = u[i * c + j];
+    newton_schulz5(out.data(), in.data(), rows, cols, scratch.data());
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < c; j++)  // float rounding of u and of the rounds, as in the test above (measured 5e-7)
+        EXPECT_NEAR(out[tall ? j * r + i : i * c + j], expected[i * c + j], 5e-6) << "(" << i << ", " << j << ")";
+  }
+}
+
+// What NS5 is for: its output's singular values lie near 1 ([0.68, 1.21] for inputs whose σ/‖U‖_F ≥ 0.002, as a
+// Gaussian matrix's are: muon.h), checked here with proven bounds on the eigenvalues σ² of G = O·Oᵀ (smaller
+// side): λmax(G) ≤ bound(G), and λmin(G) ≥ c − bound(c·I − G) for any c ≥ λmax (c·I − G is then semi-definite).
+// The bounds give away at most 32^(1/256) ≈ 1.4% on λ (measured here: σ ≥ 0.680, σ ≤ 1.045).
+TEST(OptimizerMuon, OutputSingularValuesLieNearOne) {
+  Rng rng(5);
+  for (bool tall : {false, true}) {
+    SCOPED_TRACE(tall ? "96×32" : "32×96");
+    const int n = 32, m = 96, rows = tall ? m : n, cols = tall ? n : m;
+    const std::vector<float> u = random_matrix(rows, cols, 0.02, rng);
+    std::vector<float> o(u.size()), scratch(newton_schulz5_scratch(rows, cols));
+    newton_schulz5(o.data(), u.data(), rows, cols, scratch.data());
+    std::vector<double> G((size_t)n * n, 0.0);  // O·Oᵀ (wide) or Oᵀ·O (tall): n × n
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++)
+        for (int l = 0; l < m; l++)
+          G[i * n + j] += tall ? double(o[l * cols + i]) * o[l * cols + j] : double(o[i * cols + l]) * o[j * cols + l];
+    const double top = largest_eigenvalue_bound(G, n);
+    std::vector<double> flipped = G;
+    for (double& x : flipped) x = -x;
+    for (int i = 0; i < n; i++) flipped[i * n + i] += top;
+    const double bottom = top - largest_eigenvalue_bound(flipped, n);
+    EXPECT_LE(std::sqrt(top), 1.22);
+    EXPECT_GE(std::sqrt(std::max(bottom, 0.0)), 0.67);
+  }
+}
+
+// The whole step on a GPT's arena (2 layers, 8 wide: c_attn 8×24 and c_fc 8×32 wide, attn.c_proj 8×8 square,
+// mlp.c_proj 32×8 tall), several steps with momentum, clipping that binds and that does not: Muon's tensors against
+// ref_muon_step in double, every other tensor against the double AdamW above with the same clipped gradient.
+TEST(OptimizerMuon, StepsMatchTheFormulaOnEveryKindOfTensor) {
+  for (float momentum : {0.95f, 0.5f}) {
+    SCOPED_TRACE("momentum " + std::to_string(momentum));
+    auto model = small_gpt();
+    AdamWConfig c;
+    c.lr = 1e-2f, c.min_lr = 1e-3f, c.warmup_steps = 2, c.beta1 = 0.8f, c.beta2 = 0.95f, c.eps = 1e-8f;
+    c.weight_decay = 0.5f, c.grad_clip = 1.0f;
+    MuonConfig mc;
+    mc.lr = 0.05f, mc.momentum = momentum;
+    const int total = 6;
+
+    ReferenceAdamW ref;
+    ref.theta.assign(model->params_memory().begin(), model->params_memory().end());
+    ref.m.assign(ref.theta.size(), 0.0), ref.v.assign(ref.theta.size(), 0.0);
+    ref.decays.assign(ref.theta.size(), false), ref.skip.assign(ref.theta.size(), false);
+    std::vector<double> buf(ref.theta.size(), 0.0);  // Muon's momentum, same layout
+    for (const TensorSpec& t : model->table())
+      for (size_t i = 0; i < t.numel; i++) {
+        ref.decays[t.offset + i] = t.shape.size() == 2;
+        ref.skip[t.offset + i] = muon_updates(t);
+      }
+
+    Muon muon;
+    AdamW state;
+    Rng rng(42);
+    const double n = double(model->params_memory().size());
+    for (int step = 0; step < total; step++) {
+      const double target_norm = step % 2 == 0 ? 3.0 : 0.4;  // clipping to 1 binds on even steps
+      std::vector<float> g(model->params_memory().size());
+      for (float& x : g) x = float(rng.normal() * target_norm / std::sqrt(n));
+      std::copy(g.begin(), g.end(), model->grads_memory().begin());
+      clip_global_norm(model->grads_memory(), c.grad_clip);
+      muon.update(*model, state, c, mc, learning_rate(c, step, total));
+
+      const double lr = reference_lr(c.lr, c.min_lr, c.warmup_steps, step, total), muon_lr = lr * mc.lr / c.lr;
+      const double norm = ref.step(g, c, lr);  // the AdamW tensors; returns the norm before clipping
+      const double clip = norm > c.grad_clip ? c.grad_clip / norm : 1.0;
+      for (const TensorSpec& t : model->table()) {
+        if (!muon_updates(t)) continue;
+        std::vector<double> clipped(t.numel);
+        for (size_t i = 0; i < t.numel; i++) clipped[i] = g[t.offset + i] * clip;
+        ref_muon_step(&ref.theta[t.offset], &buf[t.offset], clipped.data(), int(t.shape[0]), int(t.shape[1]),
+                      muon_lr, double(momentum), double(c.weight_decay));
+      }
+
+      ASSERT_EQ(state.t, step + 1);
+      for (const TensorSpec& t : model->table())
+        for (size_t i = 0; i < t.numel; i++) {
+          const size_t at = t.offset + i;
+          const double expected = ref.theta[at], got = model->params_memory()[at];
+          if (muon_updates(t)) {
+            // NS5's float error (1e-5 at most, test above) times η ≤ 0.05 and the scale ≤ 2 (measured: 8e-8).
+            ASSERT_NEAR(got, expected, 1e-6) << t.name << "[" << i << "] after step " << step;
+            ASSERT_NEAR(state.m[at], buf[at], 1e-6 * (1 + std::fabs(buf[at]))) << t.name << " momentum";
+            ASSERT_EQ(state.v[at], 0.0f) << t.name << ": v is unused for a Muon tensor";
+          } else {
+            ASSERT_NEAR(got, expected, 1e-5 * (std::fabs(expected) + c.lr))
+                << t.name << "[" << i << "] after step " << step;
+          }
+        }
+    }
+  }
+}
+
+// Threads take whole matrices, each with single-threaded sgemm: one thread and two give the same bits.
+TEST(OptimizerMuon, TheStepDoesNotDependOnTheThreadCount) {
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    auto model = small_gpt();
+    Rng rng(9);
+    for (float& x : model->grads_memory()) x = float(0.01 * rng.normal());
+    Muon muon;
+    AdamW state;
+    for (int step = 0; step < 3; step++) muon.update(*model, state, AdamWConfig{}, MuonConfig{}, 1e-3f);
+    results.push_back(model->params_memory().to_vector());
+  }
+  set_threads(1);
+  EXPECT_EQ(results[0], results[1]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

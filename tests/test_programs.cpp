@@ -206,6 +206,8 @@ TEST_F(Programs, TrainRejectsBadInputAndKeepsTheExistingCheckpoint) {
       {base + "--data " + quote(corpus_) + " --batch -1", {"--batch", "positive"}},
       {base + "--data " + quote(corpus_) + " --lr 0", {"--lr"}},
       {base + "--data " + quote(corpus_) + " --mask sideways", {"sideways"}},
+      {base + "--data " + quote(corpus_) + " --optimizer sgd", {"--optimizer", "'sgd'", "adamw or muon"}},
+      {base + "--data " + quote(corpus_) + " --optimizer muon --muon-lr 0", {"--muon-lr", "positive"}},
       {base + "--data " + quote(corpus_) + " --bogus-flag 3", {"bogus-flag"}},
       {base + "--data " + quote(corpus_) + " stray-argument", {"stray-argument"}},
       {base + "--data " + quote(corpus_) + " --batch many", {"many"}},

@@ -90,6 +90,7 @@ TEST(SettingsTable, StoredSettingsRoundTripThroughTheCheckpointJson) {
   c.model.block_size = 17, c.model.attn_only = true, c.model.attn_scale = "inv", c.objective = "mlm";
   c.mask = "window:3", c.mlm_rate = 0.25f, c.allow_leak = true, c.batch = 5, c.steps = 77;
   c.adamw = {2e-3f, 3e-4f, 7, 0.8f, 0.95f, 1e-7f, 0.05f, 0.5f};
+  c.optimizer = "muon", c.muon = {0.03f, 0.9f};
   c.eval_every = 9, c.eval_iters = 4, c.ckpt_every = 11, c.log_every = 13, c.seed = (1ull << 63) + 5;
   c.threads = 2, c.stop_at = 40;
   std::vector<std::string> missing;
@@ -130,7 +131,9 @@ TEST(SettingsTable, RangesAreEnforcedNamingTheFlagOrTheKey) {
                 Bad{"beta1", "--beta1", 1}, Bad{"beta2", "--beta2", -0.1}, Bad{"eps", "--eps", 0},
                 Bad{"mlm_rate", "--mlm-rate", 0}, Bad{"mlm_rate", "--mlm-rate", 1.5}, Bad{"eval_iters", "--eval-iters", 0},
                 Bad{"log_every", "--log-every", 0}, Bad{"threads", "--threads", -2}, Bad{"grad_clip", "--grad-clip", -1},
-                Bad{"weight_decay", "--weight-decay", -0.5}, Bad{"warmup_steps", "--warmup", -3}}) {
+                Bad{"weight_decay", "--weight-decay", -0.5}, Bad{"warmup_steps", "--warmup", -3},
+                Bad{"muon_lr", "--muon-lr", 0}, Bad{"muon_lr", "--muon-lr", -0.02},
+                Bad{"muon_momentum", "--muon-momentum", 1}, Bad{"muon_momentum", "--muon-momentum", -0.1}}) {
     SCOPED_TRACE(b.key);
     nlohmann::json j = nlohmann::json::parse(to_json(TrainConfig{}));
     j[b.key] = b.value;
@@ -161,6 +164,15 @@ TEST(SettingsTable, RangesAreEnforcedNamingTheFlagOrTheKey) {
   TrainConfig c;
   c.adamw.min_lr = 2 * c.adamw.lr;  // a check that involves two rows
   EXPECT_THROW(validate(c), std::runtime_error);
+  // A string checked by validate(): the optimizer's name.
+  TrainConfig sgd;
+  sgd.optimizer = "sgd";
+  try {
+    validate(sgd);
+    ADD_FAILURE() << "validated --optimizer sgd";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "--optimizer: unknown optimizer 'sgd' (expected adamw or muon)");
+  }
   EXPECT_NO_THROW(validate(TrainConfig{}));
 }
 

@@ -1,5 +1,5 @@
-// Tests for src/train/trainer.* at the library level (one thread): exact resume, seeding, checkpoints and metrics.csv,
-// and the divergence guard.
+// Tests for src/train/trainer.* at the library level (one thread): exact resume (AdamW and Muon), seeding,
+// checkpoints and metrics.csv, and the divergence guard.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,18 +58,20 @@ bool same_floats(Span<const float> a, Span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-}  // namespace
-
-TEST(Training, ResumeContinuesExactly) {
+// Stopped at step 10 and resumed, a run of `optimizer` gives every loss, weight and optimizer value of the run
+// that went straight through.
+void expect_resume_continues_exactly(const std::string& optimizer) {
   set_threads(1);
   TempDir dir;
   const int N = 20;
   TrainConfig straight = tiny_config(dir, "straight", N);
+  straight.optimizer = optimizer;
   TrainResult r1 = run_training(straight);
   EXPECT_EQ(r1.step, N);
   EXPECT_FALSE(r1.interrupted);
 
   TrainConfig first_half = tiny_config(dir, "resumed", N);
+  first_half.optimizer = optimizer;
   first_half.stop_at = 10;
   TrainResult r2 = run_training(first_half);
   EXPECT_TRUE(r2.interrupted);
@@ -83,6 +85,7 @@ TEST(Training, ResumeContinuesExactly) {
   TrainConfig from_checkpoint = train_config_from_json(ckpt.resume.train_config, resumed_file);
   EXPECT_EQ(from_checkpoint.steps, N);
   EXPECT_EQ(from_checkpoint.out, first_half.out);
+  EXPECT_EQ(from_checkpoint.optimizer, optimizer);
   const std::vector<float> half_way_params = ckpt.model->params_memory().to_vector();
   TrainResult r3 = run_training(from_checkpoint, &ckpt);
   EXPECT_EQ(r3.step, N);
@@ -104,6 +107,26 @@ TEST(Training, ResumeContinuesExactly) {
   EXPECT_EQ(end_a.resume.batch_rng, end_b.resume.batch_rng);
   // And the second half did change the weights (so equal end states are not equal start states).
   EXPECT_FALSE(same_floats(end_b.model->params_memory(), half_way_params));
+}
+
+}  // namespace
+
+TEST(Training, ResumeContinuesExactly) { expect_resume_continues_exactly("adamw"); }
+
+// Muon's momentum lives in AdamW's m (model/muon.h), so its checkpoint resumes as exactly.
+TEST(Training, ResumeContinuesExactlyUnderMuon) { expect_resume_continues_exactly("muon"); }
+
+// The two optimizers are different runs: the same start, different weights after a few steps.
+TEST(Training, MuonChangesTheRun) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig adamw = tiny_config(dir, "adamw", 4), muon = tiny_config(dir, "muon", 4);
+  muon.optimizer = "muon";
+  run_training(adamw);
+  run_training(muon);
+  Checkpoint a = load_checkpoint(checkpoint_path(adamw.out)), m = load_checkpoint(checkpoint_path(muon.out));
+  EXPECT_FALSE(same_floats(a.model->params_memory(), m.model->params_memory()));
+  EXPECT_EQ(batch_losses(adamw.out).front(), batch_losses(muon.out).front()) << "the first batch is before any update";
 }
 
 TEST(Training, SeedDeterminesTheRun) {

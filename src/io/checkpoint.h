@@ -2,8 +2,9 @@
 // "h.0.attn.c_attn.weight", …; linear weights [in, out]); "__metadata__" holds the config, the vocabulary, the
 // masks, the attention kind of every layer ("attention": softmax, linear or a per-layer list; absent = softmax)
 // and the format version. A checkpoint written during training also holds AdamW's m and v (as
-// "optimizer.m.<name>", "optimizer.v.<name>") plus the step and the batch sampler's state, so --resume continues
-// the run exactly. Files are written atomically, and the loader checks everything it reads.
+// "optimizer.m.<name>", "optimizer.v.<name>"; under --optimizer muon, m holds Muon's momentum for its tensors and
+// v zeros, model/muon.h) plus the step and the batch sampler's state, so --resume continues the run exactly.
+// Files are written atomically, and the loader checks everything it reads.
 #pragma once
 #include <map>
 #include <memory>

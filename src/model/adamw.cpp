@@ -32,7 +32,7 @@ double clip_global_norm(Span<float> grads, float max_norm) {
   return norm;
 }
 
-void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr) {
+void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr, bool (*skip)(const TensorSpec&)) {
   if (m.size() != model.params_memory().size()) {
     m.assign(model.params_memory().size(), 0.0f);
     v.assign(model.params_memory().size(), 0.0f);
@@ -44,6 +44,7 @@ void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr) {
   // go on to the next tensor without waiting for the others, since tensors are independent.
 #pragma omp parallel if (worth_threads(model.params_memory().size()))
   for (const TensorSpec& tensor : model.table()) {
+    if (skip && skip(tensor)) continue;  // the same answer on every thread, so they all still meet each omp for
     const float decay = tensor.weight_decay ? cfg.weight_decay : 0.0f;
     float* theta = model.params_memory().data() + tensor.offset;
     const float* g = model.grads_memory().data() + tensor.offset;

@@ -8,6 +8,7 @@
 #include "base/span.h"
 
 class GPT;
+struct TensorSpec;
 
 struct AdamWConfig {  // the tiny preset's values (train/settings.cpp says how they were chosen)
   float lr = 6e-3f;         // peak learning rate
@@ -29,8 +30,10 @@ double global_norm(Span<const float> grads);
 double clip_global_norm(Span<float> grads, float max_norm);
 
 struct AdamW {
-  std::vector<float> m, v;  // same layout as the parameter arena
+  std::vector<float> m, v;  // same layout as the parameter arena; under Muon, m of a Muon tensor is its momentum
+                            // buffer and v stays 0 there (model/muon.h)
   int t = 0;                // updates taken, for the bias correction
 
-  void update(GPT& model, const AdamWConfig& cfg, float lr);
+  // One step on every tensor of the model but those `skip` returns true for (under Muon, Muon's: model/muon.h).
+  void update(GPT& model, const AdamWConfig& cfg, float lr, bool (*skip)(const TensorSpec&) = nullptr);
 };

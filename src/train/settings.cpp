@@ -49,6 +49,11 @@ const std::vector<Setting<TrainConfig>>& train_settings() {
     {"weight_decay", "weight-decay", "AdamW decoupled weight decay (2-D weights only)",    FIELD(adamw.weight_decay), at_least(0),  S::Run},
     {"grad_clip",    "grad-clip",    "clip the global gradient norm to this (0 = off)",    FIELD(adamw.grad_clip),
                                                                                 at_least(0, " (0 turns clipping off)"), S::Run},
+    {"optimizer",    "optimizer",    "adamw, or muon: orthogonalised momentum for the blocks' 2-D weights, AdamW for the rest",
+                                                                                           FIELD(optimizer),          any_value(),  S::Run},
+    {"muon_lr",      "muon-lr",      "Muon's peak learning rate (on --lr's warm-up and cosine schedule)",
+                                                                                           FIELD(muon.lr),            positive(),   S::Run},
+    {"muon_momentum", "muon-momentum", "Muon's (Nesterov) momentum",                      FIELD(muon.momentum),      between(0, 1, false, true), S::Run},
     {"eval_every",   "eval-every",   "evaluate train and val loss every N steps (0 = start and end only)",
                                                                                            FIELD(eval_every),         at_least(0),  S::Knob},
     {"eval_iters",   "eval-iters",   "batches per split per evaluation",                   FIELD(eval_iters),         positive(),   S::Knob},
@@ -137,4 +142,7 @@ void validate(const TrainConfig& c) {
   check_ranges(train_settings(), c);
   if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
   parse_objective(c.objective);
+  if (c.optimizer != "adamw" && c.optimizer != "muon")
+    throw std::runtime_error("--optimizer: unknown optimizer '" + escape_for_message(c.optimizer) +
+                             "' (expected adamw or muon)");
 }

@@ -10,6 +10,7 @@
 #include "base/settings.h"
 #include "model/adamw.h"
 #include "model/config.h"
+#include "model/muon.h"
 
 struct TrainConfig {
   std::string data = "data/stories.txt";
@@ -22,6 +23,8 @@ struct TrainConfig {
   int batch = 12;
   int steps = 1500;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
+  std::string optimizer = "adamw";  // adamw | muon (model/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
+  MuonConfig muon;
   int eval_every = 250;      // 0 = only at the start and the end
   int eval_iters = 20;       // batches per split per evaluation
   int ckpt_every = 500;      // 0 = only at the end

@@ -44,7 +44,7 @@ class TrainingRun {
   void start_model(Checkpoint* resume);  // a new model from the corpus, or the resumed checkpoint's
   void print_header() const;
   void evaluate(int step, double& train_loss, double& val_loss, double& honest_bits, std::string& attention_cells);
-  // One optimizer step: batch, forward, backward, hook, clip, AdamW. Returns the loss; throws if it diverged.
+  // One optimizer step: batch, forward, backward, hook, clip, AdamW or Muon. Returns the loss; throws if it diverged.
   float train_step(int step, double& lr, double& norm);
   void save(int step);
   std::runtime_error diverged(int step, const std::string& what) const;
@@ -60,6 +60,7 @@ class TrainingRun {
   Checkpoint ckpt_;           // the model, its tokenizer and objective
   Corpus corpus_;
   ResumeState state_;         // step, optimizer, batch sampler: what a checkpoint stores to continue exactly
+  Muon muon_;                 // --optimizer muon: its scratch (its momentum is in state_.optimizer.m)
   bool leaks_ = false;        // the mask lets a position see its answer (allowed by --allow-leak)
   int mask_token_ = -1;
   std::unique_ptr<BatchMaker> batches_;
@@ -180,7 +181,10 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
     throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
                              "; the weights were not updated");
   lr = learning_rate(cfg_.adamw, step, cfg_.steps);
-  state_.optimizer.update(model, cfg_.adamw, (float)lr);
+  if (cfg_.optimizer == "muon")
+    muon_.update(model, state_.optimizer, cfg_.adamw, cfg_.muon, (float)lr);
+  else
+    state_.optimizer.update(model, cfg_.adamw, (float)lr);
   if (!all_finite(model.params_memory()))  // an absurd step can overflow the weights even from finite gradients
     throw diverged(step, "the update made some weights infinite or NaN");
   return loss;
@@ -214,8 +218,9 @@ std::string TrainingRun::last_good() const {
 
 // A diverged step stops the run before anything is saved, naming the step and where the good weights are.
 std::runtime_error TrainingRun::diverged(int step, const std::string& what) const {
+  const std::string lr_flags = cfg_.optimizer == "muon" ? "--lr or --muon-lr" : "--lr";
   return std::runtime_error("training diverged at step " + std::to_string(step) + " (" + what + "); nothing was saved" +
-                            last_good() + ". Try a lower --lr (or check --attn-scale).");
+                            last_good() + ". Try a lower " + lr_flags + " (or check --attn-scale).");
 }
 
 // ---- the loop ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,70 @@
+// Muon (Keller Jordan; the optimizer of the modded-nanogpt speed-run records): the 2-D weights inside the blocks
+// step along their momentum *orthogonalised* — U·Vᵀ of the momentum's SVD U·S·Vᵀ — so that every direction the
+// momentum moves along gets the same step, however small its singular value. Everything else (the embeddings,
+// which are lookups rather than linear maps, and with wte the LM head tied to it; the biases; LayerNorm) keeps
+// AdamW with its own settings. `./train --optimizer muon` (train/settings.cpp).
+//
+// Per Muon tensor W, stored [fan_in, fan_out] = rows × cols (GPT-2's Conv1D layout, params.h), with gradient G
+// after clipping:
+//   B ← μ·B + G                                   momentum buffer
+//   U = G + μ·B                                   Nesterov: the gradient plus the momentum it is about to add to
+//   O = NS5(U) ≈ U·Vᵀ                             below
+//   W ← W − η·λ·W − η·√max(1, fan_out/fan_in)·O   decoupled weight decay λ (--weight-decay), then the step
+// η follows AdamW's schedule: η = muon_lr · lr(step)/lr, the same warm-up and cosine shape.
+// The scale: O's singular values are ≈ 1, so an input of RMS 1 (norm √fan_in) comes out of O with RMS at most
+// √(fan_in/fan_out); √(fan_out/fan_in) makes a widening layer's (c_fc: fan_out = 4·fan_in) update move its outputs
+// as much as a square layer's. modded-nanogpt writes it on PyTorch's [out, in] weights as √max(1, rows/cols); on
+// our [in, out] storage that is cols/rows.
+//
+// NS5, the Newton–Schulz quintic, for an r × c matrix U:
+//   X = U / (‖U‖_F + 1e-7)                        every singular value is now ≤ 1
+//   if r > c: X ← Xᵀ                              so that the Gram matrix A is of the smaller side
+//   5 times:  A = X·Xᵀ;   X ← a·X + (b·A + c·A·A)·X       (a, b, c) = (3.4445, −4.7750, 2.0315)
+//   if r > c: X ← Xᵀ
+// With X = P·diag(σ)·Qᵀ, A = P·diag(σ²)·Pᵀ, so a round maps each singular value σ to φ(σ) = aσ + bσ³ + cσ⁵ and
+// keeps the singular vectors: NS5(U) = P·diag(φ⁵(σ))·Qᵀ. φ is chosen to rise steeply from 0 (slope a = 3.4), so
+// five rounds carry every σ in [0.002, 1] into [0.68, 1.21] — not exactly 1, which would take more rounds and
+// (measured by modded-nanogpt) trains no better.
+//
+// State: the momentum buffer B lives in AdamW's m arena at the tensor's offset, and v stays 0 there, so the
+// checkpoint keeps its format: for a Muon tensor, "optimizer.m.<name>" is B and "optimizer.v.<name>" is zeros.
+// AdamW's step count t still counts every step (the AdamW tensors' bias correction uses it).
+//
+// Cost: per round 1.5·n²·m + 0.5·n³ multiply-adds for X of n × m (n ≤ m; A and B are symmetric, so ssyrk and
+// ssymm do half of two products): 0.84 G per step for the tiny model, about 45% of its forward and backward at
+// batch 12 × 64, and the same at any batch. The matrices (4 per layer) are independent: threads take whole
+// matrices, each running single-threaded BLAS (as in ops/linear.cpp), so no matrix's result depends on the
+// number of threads.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "model/adamw.h"
+
+struct TensorSpec;
+
+struct MuonConfig {
+  float lr = 0.02f;        // peak learning rate of the Muon tensors (modded-nanogpt's); follows --lr's schedule
+  float momentum = 0.95f;  // μ
+};
+
+// The tensors Muon updates: the 2-D weights inside the blocks (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj).
+// The only rule for it, read off the parameter table: 2-D and in a layer.
+bool muon_updates(const TensorSpec& tensor);
+
+// out (rows × cols) ← NS5(u) (rows × cols), by single-threaded sgemm. `scratch` holds newton_schulz5_scratch(rows,
+// cols) floats; out and u may be the same array.
+size_t newton_schulz5_scratch(int rows, int cols);
+void newton_schulz5(float* out, const float* u, int rows, int cols, float* scratch);
+
+// η of the step whose AdamW learning rate is `adamw_lr`: muon.lr scaled as the schedule scales --lr.
+float muon_learning_rate(const MuonConfig& muon, const AdamWConfig& adamw, float adamw_lr);
+
+class Muon {
+ public:
+  // One step: AdamW (state, with `adamw_lr`) on every tensor but Muon's, Muon on those (momentum in state.m).
+  void update(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float adamw_lr);
+
+ private:
+  std::vector<std::vector<float>> scratch_;  // one per thread, sized for the largest matrix; allocated once
+};
