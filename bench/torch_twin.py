@@ -185,12 +185,62 @@ class GPT(nn.Module):
         return logits, loss
 
 
-def make_optimizer(model, r, foreach):
-    decay = [p for p in model.parameters() if p.dim() >= 2]  # wte, wpe and the linear weights
-    no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, LayerNorm
-    groups = [{"params": decay, "weight_decay": r["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
-    kwargs = {"foreach": foreach} if foreach is not None else {}
-    return torch.optim.AdamW(groups, lr=r["lr"], betas=(r["beta1"], r["beta2"]), eps=r["eps"], **kwargs)
+class Muon:
+    """src/model/muon.h in PyTorch: for the blocks' 2-D weights, B ← μB + G, U = G + μB, O = NS5(U),
+    W ← W − η·λ·W − η·√max(1, fan_out/fan_in)·O, with η on the schedule of --lr. nn.Linear stores [out, in]."""
+    def __init__(self, params, r):
+        self.params, self.r = params, r
+        self.buffers = [torch.zeros_like(p) for p in params]
+
+    @staticmethod
+    def newton_schulz5(u):
+        a, b, c = 3.4445, -4.7750, 2.0315
+        x = u / (u.norm() + 1e-7)
+        tall = x.size(0) > x.size(1)
+        if tall:
+            x = x.t()
+        for _ in range(5):
+            gram = x @ x.t()
+            x = a * x + (b * gram + c * gram @ gram) @ x
+        return x.t() if tall else x
+
+    @torch.no_grad()
+    def step(self, adamw_lr):
+        eta = self.r["muon_lr"] * adamw_lr / self.r["lr"]
+        mu = self.r["muon_momentum"]
+        for w, buf in zip(self.params, self.buffers):
+            buf.mul_(mu).add_(w.grad)
+            o = self.newton_schulz5(w.grad + mu * buf)
+            fan_out, fan_in = w.shape
+            w.mul_(1 - eta * self.r["weight_decay"]).add_(o, alpha=-eta * math.sqrt(max(1.0, fan_out / fan_in)))
+
+
+class Optimizer:
+    """./train's optimizer: AdamW on every tensor, or (--optimizer muon) Muon on the blocks' 2-D weights and AdamW
+    on the rest. step(lr) takes the AdamW learning rate of this step."""
+    def __init__(self, model, r, foreach):
+        muon = r.get("optimizer", "adamw") == "muon"
+        in_muon = lambda name, p: muon and name.startswith("h.") and p.dim() == 2
+        self.muon = Muon([p for n, p in model.named_parameters() if in_muon(n, p)], r) if muon else None
+        rest = [(n, p) for n, p in model.named_parameters() if not in_muon(n, p)]
+        decay = [p for n, p in rest if p.dim() >= 2]  # wte, wpe and (AdamW only) the linear weights
+        no_decay = [p for n, p in rest if p.dim() < 2]  # biases, LayerNorm
+        groups = [{"params": decay, "weight_decay": r["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
+        kwargs = {"foreach": foreach} if foreach is not None else {}
+        self.adamw = torch.optim.AdamW(groups, lr=r["lr"], betas=(r["beta1"], r["beta2"]), eps=r["eps"], **kwargs)
+
+    def zero_grad(self):
+        self.adamw.zero_grad(set_to_none=True)
+        if self.muon:
+            for p in self.muon.params:
+                p.grad = None
+
+    def step(self, lr):
+        for g in self.adamw.param_groups:
+            g["lr"] = lr
+        self.adamw.step()
+        if self.muon:
+            self.muon.step(lr)
 
 
 def learning_rate(step, total, lr, min_lr, warmup):  # src/model/adamw.cpp learning_rate
@@ -204,14 +254,11 @@ def learning_rate(step, total, lr, min_lr, warmup):  # src/model/adamw.cpp learn
 
 def train_step(model, opt, r, x, y, step):
     _, loss = model(x, y)
-    opt.zero_grad(set_to_none=True)
+    opt.zero_grad()
     loss.backward()
     if r["grad_clip"] > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), r["grad_clip"])
-    lr = learning_rate(step, r["steps"], r["lr"], r["min_lr"], r["warmup_steps"])
-    for g in opt.param_groups:
-        g["lr"] = lr
-    opt.step()
+    opt.step(learning_rate(step, r["steps"], r["lr"], r["min_lr"], r["warmup_steps"]))
     return loss
 
 
@@ -237,7 +284,7 @@ def bench(args):
     p = recipe(args.preset, args.train_flags)
     torch.manual_seed(1337)
     model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
-    opt = make_optimizer(model, p, args.foreach)
+    opt = Optimizer(model, p, args.foreach)
     B, T = p["batch"], p["block_size"]
     warmup = args.bench_warmup if args.bench_warmup >= 0 else (1 if args.preset == "small" else 5)
     repeats = args.repeats if args.repeats > 0 else (3 if args.preset == "small" else 30)
@@ -411,7 +458,7 @@ def train(args):
     B, T, steps = r["batch"], r["block_size"], r["steps"]
     torch.manual_seed(1337)
     model = GPT(r["n_layer"], r["n_head"], r["n_embd"], T, len(chars))
-    opt = make_optimizer(model, r, args.foreach)
+    opt = Optimizer(model, r, args.foreach)
     g = torch.Generator().manual_seed(1337 ^ 0x5EED)
     t_start = time.perf_counter()
     val = float("nan")
