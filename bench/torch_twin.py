@@ -281,7 +281,9 @@ def runtime_info(threads):
 # ---- modes ------------------------------------------------------------------------------------------------------
 
 def bench(args):
-    p = recipe(args.preset, args.train_flags)
+    # The step of `bench --step` (bench/bench.cpp): forward, backward, clipping and AdamW, whatever the preset's
+    # optimizer (a flag given here still wins)
+    p = recipe(args.preset, ["--optimizer", "adamw", *args.train_flags])
     torch.manual_seed(1337)
     model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
     opt = Optimizer(model, p, args.foreach)

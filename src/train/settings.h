@@ -12,6 +12,8 @@
 #include "model/config.h"
 #include "model/muon.h"
 
+// The defaults are what a checkpoint gets for a setting it lacks (one written before the setting existed: AdamW, for
+// instance); ./train's own defaults are the tiny preset's, which starts from these (presets() in settings.cpp).
 struct TrainConfig {
   std::string data = "data/stories.txt";
   std::string out = "out";

@@ -141,8 +141,8 @@ void TrainingRun::print_header() const {
   if (leaks_) std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", cfg_.data.c_str(), corpus_.train.size(),
               corpus_.val.size());
-  std::printf("training %d steps of %d×%d tokens%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
-              cfg_.batch, model.config.block_size,
+  std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
+              cfg_.batch, model.config.block_size, cfg_.optimizer == "muon" ? "Muon" : "AdamW",
               state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", omp_get_max_threads(),
               omp_get_max_threads() == 1 ? "" : "s",
               dist::size() == 1 ? "" : (" in each of " + std::to_string(dist::size()) + " processes").c_str(),
