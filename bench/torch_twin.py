@@ -219,7 +219,7 @@ class Optimizer:
     """./train's optimizer: AdamW on every tensor, or (--optimizer muon) Muon on the blocks' 2-D weights and AdamW
     on the rest. step(lr) takes the AdamW learning rate of this step."""
     def __init__(self, model, r, foreach):
-        muon = r.get("optimizer", "adamw") == "muon"
+        muon = r["optimizer"] == "muon"
         in_muon = lambda name, p: muon and name.startswith("h.") and p.dim() == 2
         self.muon = Muon([p for n, p in model.named_parameters() if in_muon(n, p)], r) if muon else None
         rest = [(n, p) for n, p in model.named_parameters() if not in_muon(n, p)]
@@ -228,12 +228,6 @@ class Optimizer:
         groups = [{"params": decay, "weight_decay": r["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
         kwargs = {"foreach": foreach} if foreach is not None else {}
         self.adamw = torch.optim.AdamW(groups, lr=r["lr"], betas=(r["beta1"], r["beta2"]), eps=r["eps"], **kwargs)
-
-    def zero_grad(self):
-        self.adamw.zero_grad(set_to_none=True)
-        if self.muon:
-            for p in self.muon.params:
-                p.grad = None
 
     def step(self, lr):
         for g in self.adamw.param_groups:
@@ -254,7 +248,7 @@ def learning_rate(step, total, lr, min_lr, warmup):  # src/model/adamw.cpp learn
 
 def train_step(model, opt, r, x, y, step):
     _, loss = model(x, y)
-    opt.zero_grad()
+    model.zero_grad(set_to_none=True)
     loss.backward()
     if r["grad_clip"] > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), r["grad_clip"])

@@ -63,21 +63,20 @@ void newton_schulz5(float* out, const float* u, int rows, int cols, float* scrat
 
 void Muon::update(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float adamw_lr) {
   state.update(model, adamw, adamw_lr, muon_updates);  // every other tensor; also sizes m and v and counts t
-  std::vector<const TensorSpec*> matrices;
+  const std::vector<TensorSpec>& table = model.table();
   size_t scratch = 0;  // per thread: U and O (rows × cols each), then NS5's own
-  for (const TensorSpec& t : model.table())
-    if (muon_updates(t)) {
-      matrices.push_back(&t);
+  for (const TensorSpec& t : table)
+    if (muon_updates(t))
       scratch = std::max(scratch, 2 * t.numel + newton_schulz5_scratch((int)t.shape[0], (int)t.shape[1]));
-    }
   const int threads = omp_get_max_threads();
   if ((int)scratch_.size() < threads || scratch_[0].size() < scratch)
     scratch_.assign(threads, std::vector<float>(scratch));
 
   const float lr = muon_learning_rate(muon, adamw, adamw_lr), mu = muon.momentum;
 #pragma omp parallel for schedule(dynamic, 1)
-  for (size_t k = 0; k < matrices.size(); k++) {
-    const TensorSpec& t = *matrices[k];
+  for (size_t k = 0; k < table.size(); k++) {
+    const TensorSpec& t = table[k];
+    if (!muon_updates(t)) continue;  // AdamW's, done above
     const int rows = (int)t.shape[0], cols = (int)t.shape[1];
     float* theta = model.params_memory().data() + t.offset;
     const float* g = model.grads_memory().data() + t.offset;

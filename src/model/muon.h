@@ -52,7 +52,7 @@ struct MuonConfig {
 // The only rule for it, read off the parameter table: 2-D and in a layer.
 bool muon_updates(const TensorSpec& tensor);
 
-// out (rows × cols) ← NS5(u) (rows × cols), by single-threaded sgemm. `scratch` holds newton_schulz5_scratch(rows,
+// out (rows × cols) ← NS5(u) (rows × cols), by single-threaded BLAS (ssyrk, ssymm). `scratch` holds newton_schulz5_scratch(rows,
 // cols) floats; out and u may be the same array.
 size_t newton_schulz5_scratch(int rows, int cols);
 void newton_schulz5(float* out, const float* u, int rows, int cols, float* scratch);
