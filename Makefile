@@ -43,7 +43,7 @@ ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) $(MPI_CFLAGS) -Isrc
 LIBS         = $(BLAS_LIBS) $(OMP_LIBS) $(MPI_LIBS) -lpthread
 GTEST_LIBS  ?= -lgtest -lgtest_main
 
-SRC      := $(wildcard src/*/*.cpp)
+SRC      := $(wildcard src/*/*.cpp src/*/*/*.cpp)
 OBJ      := $(SRC:src/%.cpp=build/%.o)
 TEST_SRC := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_SRC:tests/%.cpp=build/tests/%.o)

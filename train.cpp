@@ -11,6 +11,7 @@
 #include "base/threads.h"
 #include "io/checkpoint.h"
 #include "io/run_folder.h"
+#include "lab/attention_stats.h"
 #include "train/distributed.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
@@ -35,6 +36,15 @@ static bool print_settings(const cxxopts::ParseResult& flags, const TrainConfig&
   return true;
 }
 
+// What ./train plugs into the loop: the data-parallel reducer (one process unless mpirun started us) and the
+// 1/√d_k lab's attention statistics as extra metrics.csv columns (docs/lab.md).
+static TrainHooks hooks() {
+  TrainHooks h;
+  h.reducer = &dist::reducer();
+  h.columns = {attention_stats_header, attention_stats_empty_cells, measure_attention_cells};
+  return h;
+}
+
 // Resuming continues the checkpoint's own run: its model, optimizer and schedule. Only the settings whose row is
 // a Knob (paths, step count, logging, threads) or this invocation's may be given; --steps may extend the run.
 static void resume(const cxxopts::ParseResult& flags) {
@@ -42,7 +52,8 @@ static void resume(const cxxopts::ParseResult& flags) {
   Checkpoint ckpt = load_checkpoint(file);
   if (!ckpt.resumable) throw std::runtime_error(file + ": holds weights only (no optimizer state); cannot resume");
   std::vector<std::string> missing;
-  TrainConfig config = train_config_from_json(ckpt.resume.train_config, file, &missing);
+  TrainConfig config = train_config_from_json(ckpt.resume.train_config, file, &missing, &ckpt.model->config);
+  missing.insert(missing.end(), ckpt.defaulted_settings.begin(), ckpt.defaulted_settings.end());
   for (const Setting<TrainConfig>& s : train_settings()) {
     for (const std::string& key : missing)
       if (s.key && key == s.key)
@@ -66,7 +77,7 @@ static void resume(const cxxopts::ParseResult& flags) {
     throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                              std::to_string(ckpt.resume.step) + ")");
   if (print_settings(flags, config)) return;
-  run_training(config, &ckpt, dist::training_hooks());  // [dist] no-ops without mpirun
+  run_training(config, &ckpt, hooks());
 }
 
 // Parses the flags and runs (or resumes) the training; returns the exit status, having printed any error.
@@ -101,7 +112,7 @@ static int train_main(int argc, char** argv) {
     TrainConfig config = preset(flags["preset"].as<std::string>());
     apply_flags(flags, train_settings(), config);
     if (print_settings(flags, config)) return 0;
-    run_training(config, nullptr, dist::training_hooks());  // [dist] no-ops without mpirun
+    run_training(config, nullptr, hooks());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());

@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "model/adamw.h"
+#include "optim/adamw.h"
 #include "ops/attention.h"
 #include "base/blas.h"
 #include "ops/cross_entropy.h"

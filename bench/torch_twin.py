@@ -5,7 +5,7 @@ The same model as src/: learned token + position embeddings, pre-LayerNorm block
 1/sqrt(head_size), c_proj; MLP 4C with tanh-GELU), final LayerNorm, LM head tied to wte, no dropout. Init N(0, 0.02),
 residual projections N(0, 0.02/sqrt(2L)), zero biases. AdamW betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on 2-D
 weights only (wte and wpe included, as in src/model/params.cpp), global-norm gradient clip 1.0, linear warm-up then
-cosine decay from lr to min_lr (src/model/adamw.cpp). The numbers (model shape, batch, schedule, optimizer settings,
+cosine decay from lr to min_lr (src/optim/adamw.cpp). The numbers (model shape, batch, schedule, optimizer settings,
 evaluation cadence) are not copied here: they are ./train's own, read from `./train --preset P [flags]
 --print-settings`, so a preset changed in src/train/settings.cpp changes the twin's recipe too.
 
@@ -186,7 +186,7 @@ class GPT(nn.Module):
 
 
 class Muon:
-    """src/model/muon.h in PyTorch: for the blocks' 2-D weights, B ← μB + G, U = G + μB, O = NS5(U),
+    """src/optim/muon.h in PyTorch: for the blocks' 2-D weights, B ← μB + G, U = G + μB, O = NS5(U),
     W ← W − η·λ·W − η·√max(1, fan_out/fan_in)·O, with η on the schedule of --lr. nn.Linear stores [out, in]."""
     def __init__(self, params, r):
         self.params, self.r = params, r
@@ -237,7 +237,7 @@ class Optimizer:
             self.muon.step(lr)
 
 
-def learning_rate(step, total, lr, min_lr, warmup):  # src/model/adamw.cpp learning_rate
+def learning_rate(step, total, lr, min_lr, warmup):  # src/optim/adamw.cpp learning_rate
     if step < warmup:
         return lr * (step + 1) / (warmup + 1)
     if step >= total:

@@ -24,7 +24,7 @@
 #include <cstdlib>
 #include <cxxopts.hpp>
 
-#include "model/adamw.h"
+#include "optim/adamw.h"
 #include "io/atomic_file.h"
 #include "ops/cross_entropy.h"
 #include "lab/head_scores.h"

@@ -35,7 +35,8 @@
 #include "base/threads.h"
 #include "io/atomic_file.h"
 #include "lab/plot.h"
-#include "model/adamw.h"
+#include "optim/adamw.h"
+#include "model/mixers/registry.h"
 #include "model/model.h"
 #include "ops/cross_entropy.h"
 
@@ -206,7 +207,11 @@ int main(int argc, char** argv) {
     if (fixed_pairs < 1 || fixed_pairs > vocab / 2) throw std::runtime_error("--fixed-pairs must be in [1, vocab/2]");
     const std::string hybrid = f["hybrid"].as<std::string>();
     const bool bound = f["bound"].as<bool>();
-    parse_layer_attention(hybrid, n_layer);  // throws on a bad list before any training
+    {  // a bad list throws here, before any training
+      ModelConfig check;
+      check.n_layer = n_layer, check.attention = hybrid;
+      canonical_mixers(check);
+    }
     std::vector<std::pair<std::string, std::string>> models;
     for (const std::string& name : split_list(f["models"].as<std::string>())) {
       if (name != "softmax" && name != "linear" && name != "hybrid")

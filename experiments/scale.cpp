@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "io/atomic_file.h"
+#include "lab/attention_stats.h"
 #include "train/trainer.h"
 #include "base/threads.h"
 
@@ -141,7 +142,9 @@ int main(int argc, char** argv) {
           if (log >= 0) dup2(log, 1), close(log);
           RunStats r;
           try {
-            r.val_loss = run_training(c).val_loss;
+            TrainHooks hooks;  // the attention statistics in metrics.csv, as ./train logs them
+            hooks.columns = {attention_stats_header, attention_stats_empty_cells, measure_attention_cells};
+            r.val_loss = run_training(c, nullptr, hooks).val_loss;
             read_stats(c.out + "/metrics.csv", n_layer, r);
           } catch (const std::exception& e) {
             r.error = e.what();

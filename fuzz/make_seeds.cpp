@@ -35,7 +35,7 @@ static void write_seed(const std::string& dir, const std::string& name, const st
   ResumeState state;
   state.step = 3;
   state.batch_rng = "123456789";
-  state.train_config = to_json(settings);
+  state.train_config = checkpoint_json(settings);  // as the trainer writes it
   state.optimizer.m.assign(model.num_params(), 0.25f);
   state.optimizer.v.assign(model.num_params(), 0.5f);
   state.optimizer.t = 3;

@@ -46,7 +46,7 @@ TEST(Distributed, RowsCoverTheBatchOnceInOrderWithSharesOneApart) {
     for (int B = size; B <= 17; B++) {
       int next = 0;
       for (int r = 0; r < size; r++) {
-        const dist::Rows rows = dist::rows_of(r, size, B);
+        const Rows rows = dist::rows_of(r, size, B);
         EXPECT_EQ(rows.begin, next) << "rank " << r << " of " << size << ", B " << B;
         EXPECT_TRUE(rows.count() == B / size || rows.count() == B / size + 1) << rows.count();
         next = rows.end;
@@ -122,7 +122,7 @@ TEST(Distributed, TargetWeightedSliceGradientsAddUpToTheBatchGradient) {
   std::vector<std::pair<float, int>> slices;
   std::vector<std::vector<float>> grads;
   for (int r = 0; r < 2; r++) {
-    const dist::Rows rows = dist::rows_of(r, 2, B);
+    const Rows rows = dist::rows_of(r, 2, B);
     const float loss = model.forward(x.data() + rows.begin * T, y.data() + rows.begin * T, rows.count(), T);
     model.zero_grad();
     model.backward();

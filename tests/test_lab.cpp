@@ -16,6 +16,7 @@
 #include "lab/head_scores.h"
 #include "lab/html_report.h"
 #include "lab/plot.h"
+#include "model/mixers/qkv_attention.h"
 #include "model/model.h"
 #include "program_util.h"
 #include "lab/pruning.h"
@@ -141,11 +142,12 @@ TEST(LabScores, OvCopyingScoreOfIdentityAndNegatedCircuits) {
     randomise(model, 5);
     const int C = c.n_embd;
     const BlockParams& p = model.params().h[0];
+    float *qkv_w = testutil::qkv_weight(model, 0), *proj_w = testutil::proj_weight(model, 0);
     std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params().ln_f_w, model.params().ln_f_w + C, 1.0f);
     for (int r = 0; r < C; r++)
       for (int k = 0; k < C; k++) {
-        p.attn_qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
-        p.attn_proj_w[(size_t)r * C + k] = r == k ? sign : 0.0f;
+        qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
+        proj_w[(size_t)r * C + k] = r == k ? sign : 0.0f;
       }
     EXPECT_NEAR(ov_copying_score(model, 0, 0), sign, 1e-6);
   }
@@ -157,10 +159,11 @@ TEST(LabScores, OvCopyingScoreOfIdentityAndNegatedCircuits) {
   std::fill(p.ln_1_w, p.ln_1_w + C, 1.0f), std::fill(model.params().ln_f_w, model.params().ln_f_w + C, 1.0f);
   std::fill(model.params().wte, model.params().wte + (size_t)c.vocab_size * C, 0.0f);
   for (int k = 0; k < C; k++) model.params().wte[(size_t)k * C + k] = 1.0f;  // W_EᵀW_E = I
+  float *qkv_w = testutil::qkv_weight(model, 0), *proj_w = testutil::proj_weight(model, 0);
   for (int r = 0; r < C; r++)
     for (int k = 0; k < C; k++) {
-      p.attn_qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
-      p.attn_proj_w[(size_t)r * C + k] = (k == (r ^ 1)) ? (r % 2 ? -1.0f : 1.0f) : 0.0f;
+      qkv_w[(size_t)r * 3 * C + 2 * C + k] = r == k ? 1.0f : 0.0f;
+      proj_w[(size_t)r * C + k] = (k == (r ^ 1)) ? (r % 2 ? -1.0f : 1.0f) : 0.0f;
     }
   EXPECT_NEAR(ov_copying_score(model, 0, 0), 0.0, 1e-6);
 }
@@ -197,7 +200,7 @@ TEST(LabGates, ZeroGateEqualsDeletingTheHeadsOutputWeights) {
   gated.enable_head_gates();
   gated.set_head_gate(1 * c.n_head + 0, 0.0f);  // L1H0
   for (int r = 0; r < HS; r++)  // rows of W_O that read head 0's output
-    std::fill(cut.params().h[1].attn_proj_w + (size_t)r * C, cut.params().h[1].attn_proj_w + (size_t)(r + 1) * C, 0.0f);
+    std::fill(testutil::proj_weight(cut, 1) + (size_t)r * C, testutil::proj_weight(cut, 1) + (size_t)(r + 1) * C, 0.0f);
   gated.forward(x.data(), nullptr, B, T);
   cut.forward(x.data(), nullptr, B, T);
   full.forward(x.data(), nullptr, B, T);
@@ -298,14 +301,14 @@ TEST(LabScale, AttnScaleNoneChangesTheForwardExactlyAsTheMathSays) {
   none_cfg.attn_scale = "none";
   GPT a(sqrt_cfg), b(none_cfg), plain(none_cfg);
   for (GPT* m : {&a, &b, &plain}) randomise(*m, 23, 1.0);
-  EXPECT_FLOAT_EQ(a.attn_scale, 1.0f / std::sqrt(4.0f));
-  EXPECT_FLOAT_EQ(b.attn_scale, 1.0f);
+  EXPECT_FLOAT_EQ(a.mixer(0).logit_scale(), 1.0f / std::sqrt(4.0f));
+  EXPECT_FLOAT_EQ(b.mixer(0).logit_scale(), 1.0f);
   const int C = 8;
   const float r = 1.0f / std::sqrt(4.0f);
   for (int l = 0; l < 2; l++) {
     for (int row = 0; row < C; row++)
-      for (int col = 0; col < C; col++) b.params().h[l].attn_qkv_w[(size_t)row * 3 * C + col] *= r;
-    for (int col = 0; col < C; col++) b.params().h[l].attn_qkv_b[col] *= r;
+      for (int col = 0; col < C; col++) testutil::qkv_weight(b, l)[(size_t)row * 3 * C + col] *= r;
+    for (int col = 0; col < C; col++) b.params().h[l].mixer.t[kQKVBias][col] *= r;
   }
   const int B = 2, T = 8;
   std::vector<int> x = random_tokens(B * T, 7, 8);
@@ -357,9 +360,10 @@ TEST(LabScale, MeasureAttentionOnZeroQueries) {
   const int C = 8, T = 8, B = 2;
   GPT model(small_config(2, 2, C, T, 7));
   randomise(model, 31);
-  const BlockParams& p = model.params().h[1];
-  for (int r = 0; r < C; r++) std::fill(p.attn_qkv_w + (size_t)r * 3 * C, p.attn_qkv_w + (size_t)r * 3 * C + C, 0.0f);
-  std::fill(p.attn_qkv_b, p.attn_qkv_b + C, 0.0f);
+  float* qkv_w = testutil::qkv_weight(model, 1);
+  float* qkv_b = model.params().h[1].mixer.t[kQKVBias];
+  for (int r = 0; r < C; r++) std::fill(qkv_w + (size_t)r * 3 * C, qkv_w + (size_t)r * 3 * C + C, 0.0f);
+  std::fill(qkv_b, qkv_b + C, 0.0f);
   std::vector<int> x = random_tokens(B * T, 7, 3), y = random_tokens(B * T, 7, 4);
   std::vector<LayerAttentionStats> s = measure_attention(model, x.data(), y.data(), B, T);
   ASSERT_EQ(s.size(), 2u);
@@ -393,7 +397,9 @@ TEST(LabScale, TrainingLogsAttentionStatisticsAndScaleNoneMultipliesTheVarianceB
     c.model.attn_scale = scale;
     c.batch = 4, c.steps = 4, c.eval_every = 2, c.eval_iters = 1, c.ckpt_every = 0, c.threads = 1;
     c.adamw.warmup_steps = 1;
-    run_training(c);
+    TrainHooks hooks;  // as ./train plugs them in
+    hooks.columns = {attention_stats_header, attention_stats_empty_cells, measure_attention_cells};
+    run_training(c, nullptr, hooks);
     return progutil::read_csv(c.out + "/metrics.csv");
   };
   const std::vector<std::vector<std::string>> a = run("sqrt"), b = run("none");

@@ -1,11 +1,11 @@
 // The tree's one rule, checked so that it cannot rot: every #include in src/ points down the layers
 //
 //   programs (train.cpp sample.cpp inspect.cpp experiments/ bench/)
-//     → train → lab, generate → io → model, data → ops → base
+//     → train, lab, generate → io → optim → model, data → ops → base
 //
 // A folder may include its own files and any folder in a lower layer, never a folder in its own layer (model and
-// data are independent of each other, and so are lab and generate) and never one above. train sits above lab
-// because it logs the lab's attention statistics while training. src/textbook/ is the tests' double-precision
+// data are independent of each other, and so are train, lab and generate: the lab's statistics reach training
+// through a hook that ./train plugs in) and never one above. src/textbook/ is the tests' double-precision
 // reference: it may read ops/ and model/ (mask, LayerNorm's ε, the tensor table) and nothing in src/ includes it.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::map<std::string, int> kLayer = {
-    {"base", 0}, {"ops", 1}, {"model", 2}, {"data", 2}, {"io", 3},
-    {"lab", 4},  {"generate", 4}, {"train", 5}, {"textbook", 3},
+    {"base", 0}, {"ops", 1}, {"model", 2}, {"data", 2}, {"optim", 3}, {"io", 4},
+    {"lab", 5},  {"generate", 5}, {"train", 5}, {"textbook", 3},
 };
 
 // The folders named by the project's own includes ("ops/linear.h" → "ops") in one file.
@@ -98,4 +98,42 @@ TEST(Layout, TheScanCatchesAnUpwardInclude) {
   fs::remove_all(scratch);
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_NE(bad[0].find("ops/bad.h → model"), std::string::npos) << bad[0];
+}
+
+// The mixer seam (src/model/mixer.h): the block, the model and the decoder talk to the interface only, so a new
+// mixer kind is its own file in src/model/mixers/ plus one registration line, and these files never change for it.
+TEST(Layout, BlockModelAndDecoderNameNoMixerKind) {
+  const fs::path root = source_root();
+  ASSERT_FALSE(root.empty());
+  const std::regex kind_name(R"(softmax|linear[ _]attention|LinearAttention|"linear"|mixers/(?!registry\.h))",
+                             std::regex::icase | std::regex::ECMAScript);
+  for (const char* file : {"src/model/block.h", "src/model/model.h", "src/model/model.cpp", "src/model/decoder.h",
+                           "src/model/decoder.cpp", "src/model/params.h"}) {
+    std::ifstream in(root / file);
+    ASSERT_TRUE(in) << file;
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      line_no++;
+      EXPECT_FALSE(std::regex_search(line, kind_name)) << file << ":" << line_no << " names a mixer kind: " << line;
+    }
+  }
+}
+
+// What the seam's test above would miss if the regex were wrong: it does match the spellings it is meant to.
+TEST(Layout, TheMixerKindScanMatchesTheKindsSpellings) {
+  const std::regex kind_name(R"(softmax|linear[ _]attention|LinearAttention|"linear"|mixers/(?!registry\.h))",
+                             std::regex::icase | std::regex::ECMAScript);
+  for (const char* line : {"attention_forward // softmax", "#include \"ops/linear_attention.h\"", "== \"linear\"",
+                           "#include \"model/mixers/qkv_attention.h\""})
+    EXPECT_TRUE(std::regex_search(std::string(line), kind_name)) << line;
+  EXPECT_FALSE(std::regex_search(std::string("#include \"model/mixers/registry.h\""), kind_name));
+  EXPECT_FALSE(std::regex_search(std::string("linear_forward(out, inp, w, b)"), kind_name));
+}
+
+// Training knows nothing of the lab: its statistics come in through TrainHooks::columns (train/trainer.h).
+TEST(Layout, TrainDoesNotIncludeTheLab) {
+  const fs::path root = source_root();
+  ASSERT_FALSE(root.empty());
+  for (const auto& e : fs::directory_iterator(root / "src/train"))
+    for (const std::string& to : included_folders(e.path())) EXPECT_NE(to, "lab") << e.path();
 }

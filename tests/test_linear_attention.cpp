@@ -16,6 +16,7 @@
 #include "lab/attention_stats.h"
 #include "lab/head_scores.h"
 #include "lab/html_report.h"
+#include "model/mixers/registry.h"
 #include "model/model.h"
 #include "ops/linear_attention.h"
 #include "ops/mask.h"
@@ -179,16 +180,26 @@ TEST(OpsLinearAttention, RecurrentStateMatchesTextbook) {
 }
 
 TEST(OpsLinearAttention, ParsesKindsLikeLayerMasks) {
-  EXPECT_EQ(parse_layer_attention("linear", 3), std::vector<AttentionKind>(3, AttentionKind::Linear));
-  const std::vector<AttentionKind> mixed = parse_layer_attention("softmax,linear", 2);
-  EXPECT_EQ(mixed[0], AttentionKind::Softmax);
-  EXPECT_EQ(mixed[1], AttentionKind::Linear);
-  EXPECT_EQ(attention_kinds_to_string(mixed), "softmax,linear");
-  EXPECT_EQ(attention_kinds_to_string({AttentionKind::Linear, AttentionKind::Linear}), "linear");
+  auto kinds = [](const std::string& text, int n) {
+    ModelConfig c;
+    c.n_layer = n, c.attention = text;
+    std::string out;
+    for (const auto& m : make_layer_mixers(c)) out += std::string(out.empty() ? "" : " ") + m->kind();
+    return out;
+  };
+  auto canonical = [](const std::string& text, int n) {
+    ModelConfig c;
+    c.n_layer = n, c.attention = text;
+    return canonical_mixers(c);
+  };
+  EXPECT_EQ(kinds("linear", 3), "linear linear linear");
+  EXPECT_EQ(kinds("softmax,linear", 2), "softmax linear");
+  EXPECT_EQ(canonical("softmax,linear", 2), "softmax,linear");
+  EXPECT_EQ(canonical("linear,linear", 2), "linear");
   for (auto [text, n] : std::vector<std::pair<std::string, int>>{
-           {"softmax,linear", 3}, {"mamba", 2}, {"linear,", 2}, {"", 1}, {"Linear", 1}, {"linear,,linear", 3}}) {
+           {"softmax,linear", 3}, {"quadratic", 2}, {"linear,", 2}, {"", 1}, {"Linear", 1}, {"linear,,linear", 3}}) {
     try {
-      parse_layer_attention(text, n);
+      kinds(text, n);
       ADD_FAILURE() << "accepted '" << text << "' for " << n << " layers";
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("'"), std::string::npos) << e.what();
@@ -224,7 +235,7 @@ TEST(LinearAttentionCheckpoint, PerLayerKindsRoundTripAndOldFilesAreSoftmax) {
   save_checkpoint(path, *mixed, tok, nullptr);
   EXPECT_EQ(read_safetensors(path).metadata.at("attention"), "linear,softmax,linear");
   Checkpoint loaded = load_checkpoint(path);
-  for (int l = 0; l < 3; l++) EXPECT_EQ(loaded.model->attention_kind(l), mixed->attention_kind(l)) << l;
+  for (int l = 0; l < 3; l++) EXPECT_STREQ(loaded.model->mixer(l).kind(), mixed->mixer(l).kind()) << l;
   const std::vector<int> x = {1, 2, 3, 4, 5, 6};
   mixed->forward(x.data(), nullptr, 1, 6);
   loaded.model->forward(x.data(), nullptr, 1, 6);
@@ -240,7 +251,7 @@ TEST(LinearAttentionCheckpoint, PerLayerKindsRoundTripAndOldFilesAreSoftmax) {
   for (const auto& [name, t] : file.tensors) views.push_back({name, t.shape, t.data.data()});
   write_safetensors(path, views, file.metadata);
   Checkpoint old = load_checkpoint(path);
-  for (int l = 0; l < 3; l++) EXPECT_EQ(old.model->attention_kind(l), AttentionKind::Softmax);
+  for (int l = 0; l < 3; l++) EXPECT_STREQ(old.model->mixer(l).kind(), "softmax");
   soft->forward(x.data(), nullptr, 1, 6);
   old.model->forward(x.data(), nullptr, 1, 6);
   for (int i = 0; i < 6 * tok.size(); i++) ASSERT_EQ(soft->logits()[i], old.model->logits()[i]);
@@ -271,11 +282,11 @@ TEST(LinearAttentionLab, AttentionProbsAreTheImpliedWeights) {
   const std::vector<int> x = {3, 1, 4, 1, 5, 9, 2};
   model->forward(x.data(), nullptr, 1, T);
   for (int l : {0, 2}) {
-    std::vector<double> qkv = to_double(model->layer_qkv(l), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
+    std::vector<double> qkv = to_double(layer_qkv(*model, l), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
     ref_linear_attention_forward(out.data(), probs.data(), qkv.data(), AttentionMask{}, 1, T, C, NH);
     EXPECT_TRUE(close_to_reference(model->attention_probs(l), probs.data(), probs.size(), kTol, "layer " + std::to_string(l)));
   }
-  std::vector<double> qkv = to_double(model->layer_qkv(1), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
+  std::vector<double> qkv = to_double(layer_qkv(*model, 1), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
   ref_attention_forward(out.data(), probs.data(), qkv.data(), AttentionMask{}, 1.0 / std::sqrt(4.0), 1, T, C, NH);
   EXPECT_TRUE(close_to_reference(model->attention_probs(1), probs.data(), probs.size(), kTol, "softmax layer 1"));
 }
@@ -289,7 +300,7 @@ TEST(LinearAttentionLab, HeadScoresAndStatisticsWorkOnLinearLayers) {
   const int T = 8, C = 8, NH = 2;
   const std::vector<int> x = {3, 1, 4, 1, 5, 9, 2, 6};
   model->forward(x.data(), nullptr, 1, T);
-  std::vector<double> qkv = to_double(model->layer_qkv(0), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
+  std::vector<double> qkv = to_double(layer_qkv(*model, 0), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
   ref_linear_attention_forward(out.data(), probs.data(), qkv.data(), AttentionMask{}, 1, T, C, NH);
   for (int h = 0; h < NH; h++) {
     double expected = 0;

@@ -24,9 +24,9 @@
 #include "base/rng.h"
 #include "generate/sampling.h"
 #include "base/threads.h"
-#include "model/adamw.h"
+#include "optim/adamw.h"
 #include "model/model.h"
-#include "model/muon.h"
+#include "optim/muon.h"
 #include "model/params.h"
 #include "textbook/reference.h"
 
@@ -192,7 +192,7 @@ TEST(OptimizerAdamW, StepsMatchTheFormulaOnEveryKindOfTensor) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Muon (model/muon.h): NS5 against the double-precision textbook (src/textbook/reference.h) and against its closed
+// Muon (optim/muon.h): NS5 against the double-precision textbook (src/textbook/reference.h) and against its closed
 // form on matrices of known SVD; the whole step on a GPT's arena against ref_muon_step and the AdamW above.
 
 namespace {

@@ -203,7 +203,7 @@ TEST_F(Programs, TrainRejectsBadInputAndKeepsTheExistingCheckpoint) {
       {base + "--data " + quote(shortfile), {shortfile, "block", "17"}},
       {base + "--data " + quote(bad_utf8), {bad_utf8, "UTF-8", "byte offset 1234"}},
       {base + "--data " + quote(corpus_) + " --n-embd 30 --n-head 4", {"n_embd", "30", "n_head", "divisible"}},
-      {base + "--data " + quote(corpus_) + " --n-layer 0", {"n_layer", "positive"}},
+      {base + "--data " + quote(corpus_) + " --n-layer 0", {"n_layer (--n-layer)", "must be in [1, 1024]"}},
       {base + "--data " + quote(corpus_) + " --batch -1", {"--batch", "positive"}},
       {base + "--data " + quote(corpus_) + " --lr 0", {"--lr"}},
       {base + "--data " + quote(corpus_) + " --mask sideways", {"sideways"}},

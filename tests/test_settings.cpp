@@ -14,6 +14,7 @@
 #include "base/settings.h"
 #include "generate/sampling.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "program_util.h"
 #include "train/settings.h"
 
@@ -234,14 +235,19 @@ TEST(SettingsResume, ACheckpointWithoutANewerSettingResumesAndSaysSo) {
   progutil::RunResult first = run("./train " + std::string(progutil::tiny_flags()) + " --data " +
                                   progutil::quote(corpus) + " --out " + progutil::quote(out) + " --steps 4 --stop-at 2");
   ASSERT_EQ(first.exit_code, 0) << first.describe();
-  // Rewrite the checkpoint with "grad_clip" and "attn_scale" gone from its training settings.
+  // Rewrite the checkpoint with "grad_clip" gone from its training settings and "attn_scale" from the model's
+  // settings in its metadata.
   const std::string file = checkpoint_path(out);
   Checkpoint ckpt = load_checkpoint(file);
   nlohmann::json settings = nlohmann::json::parse(ckpt.resume.train_config);
   settings.erase("grad_clip");
-  settings.erase("attn_scale");
   ckpt.resume.train_config = settings.dump();
   save_checkpoint(file, *ckpt.model, ckpt.tokenizer, &ckpt.resume, ckpt.objective);
+  SafetensorsContents contents = read_safetensors(file);
+  contents.metadata.erase("attn_scale");
+  std::vector<TensorView> views;
+  for (const auto& [name, t] : contents.tensors) views.push_back({name, t.shape, t.data.data()});
+  write_safetensors(file, views, contents.metadata);
 
   progutil::RunResult resumed = run("./train --resume " + progutil::quote(out));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();

@@ -82,7 +82,7 @@ void expect_resume_continues_exactly(const std::string& optimizer) {
   EXPECT_EQ(ckpt.resume.step, 10);
   EXPECT_EQ(ckpt.resume.optimizer.t, 10);
   EXPECT_EQ(step_rows(first_half.out + "/metrics.csv").size(), 10u);
-  TrainConfig from_checkpoint = train_config_from_json(ckpt.resume.train_config, resumed_file);
+  TrainConfig from_checkpoint = train_config_from_json(ckpt.resume.train_config, resumed_file, nullptr, &ckpt.model->config);
   EXPECT_EQ(from_checkpoint.steps, N);
   EXPECT_EQ(from_checkpoint.out, first_half.out);
   EXPECT_EQ(from_checkpoint.optimizer, optimizer);
@@ -113,7 +113,7 @@ void expect_resume_continues_exactly(const std::string& optimizer) {
 
 TEST(Training, ResumeContinuesExactly) { expect_resume_continues_exactly("adamw"); }
 
-// Muon's momentum lives in AdamW's m (model/muon.h), so its checkpoint resumes as exactly.
+// Muon's momentum lives in AdamW's m (optim/muon.h), so its checkpoint resumes as exactly.
 TEST(Training, ResumeContinuesExactlyUnderMuon) { expect_resume_continues_exactly("muon"); }
 
 // The two optimizers are different runs: the same start, different weights after a few steps.
@@ -312,7 +312,7 @@ TEST(Training, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
 
   // 3. Resuming that checkpoint diverges again at the same step and leaves the file byte-identical.
   Checkpoint resume = load_checkpoint(file);
-  TrainConfig resumed = train_config_from_json(resume.resume.train_config, file);
+  TrainConfig resumed = train_config_from_json(resume.resume.train_config, file, nullptr, &resume.model->config);
   try {
     run_training(resumed, &resume);
     ADD_FAILURE() << "the resumed run did not diverge";
@@ -342,7 +342,7 @@ TEST(Training, ResumeReplacesRowsWrittenAfterTheLastCheckpoint) {
   const int resumed_from = ckpt.resume.step;
   ASSERT_LT(resumed_from, d);
   // Continue with a sane learning rate (the library allows it; ./train would refuse the changed setting).
-  TrainConfig calmer = train_config_from_json(ckpt.resume.train_config, checkpoint_path(run.out));
+  TrainConfig calmer = train_config_from_json(ckpt.resume.train_config, checkpoint_path(run.out), nullptr, &ckpt.model->config);
   calmer.adamw.lr = 1e-3f;
   calmer.adamw.min_lr = 0;
   calmer.steps = d + 3;
@@ -407,21 +407,27 @@ TEST(Training, RejectsBadSettingsBeforeTouchingTheOutput) {
   }
 }
 
-// TrainHooks::after_backward runs once per step, after the gradients are complete and before the optimizer uses
-// them: a hook that zeroes them leaves every weight where it started (no weight decay, so AdamW's step is 0).
-TEST(Training, AfterBackwardHookSeesEveryStepBeforeTheUpdate) {
+// Reducer::gradients runs once per step, after the gradients are complete and before the optimizer uses them: a
+// reducer that zeroes them leaves every weight where it started (no weight decay, so AdamW's step is 0).
+TEST(Training, ReducerSeesEveryStepsGradientBeforeTheUpdate) {
   set_threads(1);
   TempDir dir;
   TrainConfig c = tiny_config(dir, "hooked", 5);
   c.adamw.weight_decay = 0;
-  int calls = 0;
-  double first_norm = 0;
+  struct Zeroing : Reducer {
+    mutable int calls = 0;
+    mutable double first_norm = 0;
+    float gradients(GPT& model, float loss) const override {
+      if (calls++ == 0) first_norm = global_norm(model.grads_memory());
+      std::fill(model.grads_memory().begin(), model.grads_memory().end(), 0.0f);
+      return loss;
+    }
+  } zeroing;
   TrainHooks hooks;
-  hooks.after_backward = [&](GPT& model, float&) {
-    if (calls++ == 0) first_norm = global_norm(model.grads_memory());
-    std::fill(model.grads_memory().begin(), model.grads_memory().end(), 0.0f);
-  };
+  hooks.reducer = &zeroing;
   run_training(c, nullptr, hooks);
+  const int calls = zeroing.calls;
+  const double first_norm = zeroing.first_norm;
   EXPECT_EQ(calls, 5);
   EXPECT_GT(first_norm, 0.0) << "the hook ran before the gradients were computed";
   GPT fresh(load_checkpoint(checkpoint_path(c.out)).model->config);

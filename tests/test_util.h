@@ -55,6 +55,11 @@ inline std::vector<double> float_exact(std::vector<double> v) {
 
 inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 inline std::vector<double> to_double(const float* p, size_t n) { return std::vector<double>(p, p + n); }
+// Layer l's q|k|v rows (B, T, 3C) of the model's last forward, for attention-family mixers.
+inline const float* layer_qkv(const GPT& model, int l) { return model.mixer(l).qkv(model.mixer_pass(l).saved); }
+// Layer l's mixer weights by slot: W_qkv (C, 3C) and W_proj (C, C) of an attention-family layer, writable.
+inline float* qkv_weight(GPT& model, int l) { return const_cast<float*>(model.mixer(l).qkv_weights(model.params().h[l].mixer).qkv); }
+inline float* proj_weight(GPT& model, int l) { return const_cast<float*>(model.mixer(l).qkv_weights(model.params().h[l].mixer).proj); }
 inline std::vector<double> to_double(Span<const float> v) { return to_double(v.data(), v.size()); }
 
 inline double max_abs(const double* p, size_t n) {
@@ -160,7 +165,7 @@ inline std::vector<int> random_ids(int n, int V, uint32_t seed) {
   return ids;
 }
 
-// Plain Adam written out in the tests, independent of src/model/adamw.cpp, for "the model can learn" checks.
+// Plain Adam written out in the tests, independent of src/optim/adamw.cpp, for "the model can learn" checks.
 struct TestAdam {
   std::vector<float> m, v;
   int step = 0;

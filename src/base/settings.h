@@ -15,8 +15,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cxxopts.hpp>
+#include <functional>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -47,12 +50,23 @@ enum class Scope {
 template <typename Config>
 struct Setting {
   const char* key;   // name in the checkpoint's JSON; null: not stored (a flag-only alias, or Scope::Invocation)
-  const char* flag;  // command-line flag without "--"
+  const char* flag;  // command-line flag without "--"; null: no flag (a value the program sets, e.g. vocab_size)
   const char* help;
-  SettingField (*field)(Config&);  // where the value lives: see SETTING_FIELD
+  std::function<SettingField(Config&)> field;  // where the value lives: see SETTING_FIELD
   Range range;
   Scope scope;
 };
+
+// The rows of a nested settings struct (TrainConfig::model's ModelConfig rows), as rows of the outer struct: each
+// setting is still declared once, in the inner struct's table.
+template <typename Outer, typename Inner>
+std::vector<Setting<Outer>> nested_settings(const std::vector<Setting<Inner>>& rows, Inner Outer::*member) {
+  std::vector<Setting<Outer>> out;
+  for (const Setting<Inner>& r : rows)
+    out.push_back({r.key, r.flag, r.help, [field = r.field, member](Outer& o) { return field(o.*member); }, r.range,
+                   r.scope});
+  return out;
+}
 
 // The accessor of a row: SETTING_FIELD(TrainConfig, adamw.lr) is a function from a TrainConfig to &config.adamw.lr.
 #define SETTING_FIELD(Config, member) [](Config & c) -> SettingField { return &c.member; }
@@ -63,6 +77,17 @@ inline std::string number_text(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);
   return buf;
+}
+
+// A float as JSON: the shortest decimal that reads back as the same float (0.9, not 0.8999999761581421, which is
+// that float widened to double and printed to double's precision).
+inline nlohmann::json float_json(float x) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; digits++) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtof(buf, nullptr) == x) break;
+  }
+  return nlohmann::json::parse(buf);
 }
 
 // "must be positive", "must be ≥ 0", "must be in [0, 1)".
@@ -133,7 +158,7 @@ template <typename Config>
 void add_flags(cxxopts::Options& options, const std::vector<Setting<Config>>& table, const Config& defaults) {
   Config d = defaults;
   for (const Setting<Config>& s : table)
-    std::visit(
+    if (s.flag) std::visit(
         [&](auto* field) {
           using T = std::remove_pointer_t<decltype(field)>;
           std::string help = s.help;
@@ -153,9 +178,16 @@ void add_flags(cxxopts::Options& options, const std::vector<Setting<Config>>& ta
 template <typename Config>
 void apply_flags(const cxxopts::ParseResult& flags, const std::vector<Setting<Config>>& table, Config& config) {
   for (const Setting<Config>& s : table)
-    if (flags.count(s.flag))
+    if (s.flag && flags.count(s.flag))
       std::visit([&](auto* field) { *field = flags[s.flag].template as<std::remove_pointer_t<decltype(field)>>(); },
                  s.field(config));
+}
+
+// "n_layer (--n-layer)", "--stop-at" or "vocab_size": a row as messages name it.
+template <typename Config>
+std::string setting_name(const Setting<Config>& s) {
+  if (!s.flag) return s.key;
+  return s.key ? std::string(s.key) + " (" + flag_text(s.flag) + ")" : flag_text(s.flag);
 }
 
 // Throws "key (--flag) must be … (got x)" for the first value outside its row's range, naming the setting as a
@@ -169,7 +201,7 @@ void check_ranges(const std::vector<Setting<Config>>& table, const Config& confi
           using T = std::remove_pointer_t<decltype(field)>;
           if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
             if (!settings_detail::in_range(s.range, double(*field)))
-              throw std::runtime_error((s.key ? std::string(s.key) + " (" + flag_text(s.flag) + ")" : flag_text(s.flag)) +
+              throw std::runtime_error(setting_name(s) +
                                        " " + settings_detail::range_text(s.range) +
                                        s.range.note + " (got " + settings_detail::value_text(*field) + ")");
           }
@@ -183,7 +215,15 @@ nlohmann::json settings_to_json(const std::vector<Setting<Config>>& table, const
   Config c = config;
   nlohmann::json j = nlohmann::json::object();
   for (const Setting<Config>& s : table)
-    if (s.key && s.scope != Scope::Invocation) std::visit([&](auto* field) { j[s.key] = *field; }, s.field(c));
+    if (s.key && s.scope != Scope::Invocation)
+      std::visit(
+          [&](auto* field) {
+            if constexpr (std::is_same_v<std::remove_pointer_t<decltype(field)>, float>)
+              j[s.key] = settings_detail::float_json(*field);
+            else
+              j[s.key] = *field;
+          },
+          s.field(c));
   return j;
 }
 
@@ -219,4 +259,42 @@ template <typename Config>
 std::string setting_text(const Setting<Config>& s, const Config& config) {
   Config c = config;
   return std::visit([&](auto* field) { return settings_detail::value_text(*field); }, s.field(c));
+}
+
+// The same rows as a safetensors header's metadata, which holds only strings: numbers and booleans as their JSON
+// text ("4", "true", "0.02"), strings as they are.
+template <typename Config>
+std::map<std::string, std::string> settings_to_metadata(const std::vector<Setting<Config>>& table,
+                                                        const Config& config) {
+  std::map<std::string, std::string> out;
+  const nlohmann::json j = settings_to_json(table, config);
+  for (const auto& [key, value] : j.items())
+    out[key] = value.is_string() ? value.template get<std::string>() : value.dump();
+  return out;
+}
+
+// Reads those strings back into `config` (which holds the defaults), type and range checked like
+// settings_from_json. Returns the keys the metadata lacks (they keep their defaults).
+template <typename Config>
+std::vector<std::string> settings_from_metadata(const std::vector<Setting<Config>>& table,
+                                                const std::map<std::string, std::string>& meta, Config& config) {
+  nlohmann::json j = nlohmann::json::object();
+  Config probe = config;
+  for (const Setting<Config>& s : table) {
+    if (!s.key || s.scope == Scope::Invocation || !meta.count(s.key)) continue;
+    const std::string& text = meta.at(s.key);
+    std::visit(
+        [&](auto* field) {
+          using T = std::remove_pointer_t<decltype(field)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            j[s.key] = text;
+          } else {
+            const nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+            if (v.is_discarded()) throw std::runtime_error(std::string("'") + s.key + "' is not a value (got '" + text + "')");
+            j[s.key] = v;
+          }
+        },
+        s.field(probe));
+  }
+  return settings_from_json(table, j, config);
 }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "io/safetensors.h"
+#include "model/mixers/registry.h"
 #include "data/utf8.h"
 
 #include <sys/stat.h>
@@ -19,22 +20,17 @@ void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer&
   std::vector<TensorView> tensors;
   for (const TensorSpec& t : model.table()) tensors.push_back({t.name, t.shape, model.params_memory().data() + t.offset});
   const ModelConfig& c = model.config;
-  std::map<std::string, std::string> meta = {
+  ModelConfig stored = c;
+  stored.attention = canonical_mixers(c);
+  std::map<std::string, std::string> meta = settings_to_metadata(model_settings(), stored);  // n_layer, …
+  meta.insert({
       {"format", kCheckpointFormat},
       {"format_version", std::to_string(kCheckpointVersion)},
-      {"n_layer", std::to_string(c.n_layer)},
-      {"n_head", std::to_string(c.n_head)},
-      {"n_embd", std::to_string(c.n_embd)},
-      {"block_size", std::to_string(c.block_size)},
-      {"vocab_size", std::to_string(c.vocab_size)},
-      {"attn_only", c.attn_only ? "true" : "false"},
-      {"attn_scale", c.attn_scale},
       {"vocab", tokenizer.vocab_utf8()},
       {"specials", nlohmann::json(tokenizer.specials()).dump()},
       {"mask", masks_to_string(model.masks())},
-      {"attention", attention_kinds_to_string(parse_layer_attention(c.attention, c.n_layer))},
       {"objective", to_string(objective)},
-  };
+  });
   if (resume) {
     if (resume->optimizer.m.size() != model.params_memory().size())
       throw std::runtime_error(path + ": optimizer state does not match the model");
@@ -122,19 +118,15 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
   ckpt.tokenizer = Tokenizer::from_vocab(meta.text("vocab"), specials, path);
 
+  // The model's settings, by their table (model/config.cpp). A setting newer than the file keeps its default, which
+  // is what the file meant (softmax attention, 1/√d_k, MLPs); the sizes have been in every file since version 1.
   ModelConfig config;
-  config.n_layer = meta.integer("n_layer", 1);
-  config.n_head = meta.integer("n_head", 1);
-  config.n_embd = meta.integer("n_embd", 1);
-  config.block_size = meta.integer("block_size", 1);
-  config.vocab_size = meta.integer("vocab_size", 1);
-  config.attn_scale = meta.text_or("attn_scale", "sqrt");
-  config.attention = meta.text_or("attention", "softmax");  // checkpoints from before linear attention: softmax
-  const std::string attn_only = meta.text_or("attn_only", "false");
-  if (attn_only != "true" && attn_only != "false")
-    throw std::runtime_error(path + ": metadata field 'attn_only' should be true or false, got '" +
-                             escape_for_message(attn_only) + "'");
-  config.attn_only = attn_only == "true";
+  for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) meta.text(key);
+  try {
+    ckpt.defaulted_settings = settings_from_metadata(model_settings(), file.metadata, config);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": metadata: " + escape_for_message(e.what()));
+  }
   if (config.vocab_size != ckpt.tokenizer.size())
     throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
                              std::to_string(ckpt.tokenizer.size()) + " tokens");

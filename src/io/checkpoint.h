@@ -3,14 +3,14 @@
 // masks, the attention kind of every layer ("attention": softmax, linear or a per-layer list; absent = softmax)
 // and the format version. A checkpoint written during training also holds AdamW's m and v (as
 // "optimizer.m.<name>", "optimizer.v.<name>"; under --optimizer muon, m holds Muon's momentum for its tensors and
-// v zeros, model/muon.h) plus the step and the batch sampler's state, so --resume continues the run exactly.
+// v zeros, optim/muon.h) plus the step and the batch sampler's state, so --resume continues the run exactly.
 // Files are written atomically, and the loader checks everything it reads.
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
 
-#include "model/adamw.h"
+#include "optim/adamw.h"
 #include "model/model.h"
 #include "data/objective.h"
 #include "data/tokenizer.h"
@@ -38,6 +38,8 @@ struct Checkpoint {
   Objective objective = Objective::CLM;
   bool resumable = false;  // holds optimizer state
   ResumeState resume;
+  // Model settings the file's metadata lacks (it predates them): they keep their defaults (model/config.h).
+  std::vector<std::string> defaulted_settings;
 };
 
 // Throws std::runtime_error naming the file and what is wrong with it; never returns a half-loaded model.

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "model/model.h"
-#include "ops/linear_attention.h"
 
 // Entropy, max weight and saturation of one row of weights p over its n keys, added to the running sums.
 struct RowStats {
@@ -23,29 +22,19 @@ struct RowStats {
   }
 };
 
-LayerAttentionStats layer_linear_attention_stats(const float* qkv, const AttentionMask& mask, int B, int T, int C,
-                                                 int NH) {
-  const int HS = C / NH;
+// Row statistics of weights A (B, NH, T, T) that some other mixer implies (linear attention's φ(q)·φ(k)/den):
+// no logits, so logit_var and logit_max are NaN.
+static LayerAttentionStats implied_weight_stats(const float* A, const AttentionMask& mask, int B, int NH, int T) {
   RowStats rs;
-  std::vector<double> p(T), fq(HS);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-      for (int i = 0; i < T; i++) {
-        const float* q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
-        for (int d = 0; d < HS; d++) fq[d] = q[d] > 0 ? q[d] + 1.0 : std::exp((double)q[d]);
-        const KeyRange K = mask.keys_for(i, T);
-        double den = kLinearAttentionEps;
-        for (int j = K.begin; j < K.end; j++) {
-          const float* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
-          double s = 0;
-          for (int d = 0; d < HS; d++) s += fq[d] * (k[d] > 0 ? k[d] + 1.0 : std::exp((double)k[d]));
-          p[j - K.begin] = s, den += s;
-        }
-        for (int j = 0; j < K.end - K.begin; j++) p[j] /= den;
-        rs.add(p.data(), K.end - K.begin);
-      }
+  std::vector<double> p(T);
+  for (int bh = 0; bh < B * NH; bh++)
+    for (int i = 0; i < T; i++) {
+      const KeyRange K = mask.keys_for(i, T);
+      for (int j = K.begin; j < K.end; j++) p[j - K.begin] = A[((size_t)bh * T + i) * T + j];
+      rs.add(p.data(), K.end - K.begin);
+    }
   LayerAttentionStats st;
-  st.logit_var = st.logit_max = NAN;  // no logits
+  st.logit_var = st.logit_max = NAN;
   if (rs.rows)
     st.entropy = rs.entropy / rs.rows, st.entropy_norm = rs.entropy_norm / rs.rows,
     st.max_weight = rs.max_weight / rs.rows, st.saturated = (double)rs.saturated / rs.rows;
@@ -101,22 +90,30 @@ LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask&
   return st;
 }
 
-std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const std::vector<const float*>& qkv, int B,
-                                                      int T) {
-  const int C = model.config.n_embd, NH = model.config.n_head;
+std::vector<LayerAttentionStats> attention_statistics(const GPT& model) {
+  const int B = model.last_B(), T = model.last_T(), C = model.config.n_embd, NH = model.config.n_head;
   std::vector<LayerAttentionStats> out;
   for (int l = 0; l < model.config.n_layer; l++) {
-    LayerAttentionStats st = model.attention_kind(l) == AttentionKind::Linear
-                                 ? layer_linear_attention_stats(qkv[l], model.masks()[l], B, T, C, NH)
-                                 : layer_attention_stats(qkv[l], model.masks()[l], model.attn_scale, B, T, C, NH);
-    const float* g = model.grads().h[l].attn_qkv_w;  // (C, 3C)
-    double gq = 0, gk = 0;
-    for (int r = 0; r < C; r++)
-      for (int c = 0; c < C; c++) {
-        const double a = g[(size_t)r * 3 * C + c], b = g[(size_t)r * 3 * C + C + c];
-        gq += a * a, gk += b * b;
-      }
-    st.grad_q = std::sqrt(gq), st.grad_k = std::sqrt(gk);
+    const Mixer& mixer = model.mixer(l);
+    const MixerPass pass = model.mixer_pass(l);
+    const float* qkv = mixer.qkv(pass.saved);
+    LayerAttentionStats st;
+    if (qkv && mixer.logit_scale() > 0)
+      st = layer_attention_stats(qkv, pass.mask, mixer.logit_scale(), B, T, C, NH);
+    else if (mixer.weights_are_probabilities())
+      st = implied_weight_stats(model.attention_probs(l), pass.mask, B, NH, T);
+    else
+      st.logit_var = st.logit_max = st.entropy = st.entropy_norm = st.max_weight = st.saturated = NAN;
+    st.grad_q = st.grad_k = NAN;
+    if (const float* g = mixer.qkv_weights(model.grads().h[l].mixer).qkv) {  // (C, 3C)
+      double gq = 0, gk = 0;
+      for (int r = 0; r < C; r++)
+        for (int c = 0; c < C; c++) {
+          const double a = g[(size_t)r * 3 * C + c], b = g[(size_t)r * 3 * C + C + c];
+          gq += a * a, gk += b * b;
+        }
+      st.grad_q = std::sqrt(gq), st.grad_k = std::sqrt(gk);
+    }
     out.push_back(st);
   }
   return out;
@@ -139,7 +136,7 @@ std::string attention_stats_cells(const std::vector<LayerAttentionStats>& stats)
   for (const LayerAttentionStats& s : stats)
     for (double v : {s.logit_var, s.logit_max, s.entropy, s.entropy_norm, s.max_weight, s.saturated, s.grad_q,
                      s.grad_k})
-      if (std::isnan(v)) out += ",";  // does not apply (a linear layer's logits)
+      if (std::isnan(v)) out += ",";  // does not apply (logits of a mixer that has none)
       else std::snprintf(cell, sizeof cell, ",%.6g", v), out += cell;
   return out;
 }
@@ -148,11 +145,13 @@ std::vector<LayerAttentionStats> measure_attention(GPT& model, const int* x, con
   model.forward(x, y, B, T);
   model.zero_grad();
   model.backward();
-  std::vector<const float*> qkv;
-  for (int l = 0; l < model.config.n_layer; l++) qkv.push_back(model.layer_qkv(l));
-  std::vector<LayerAttentionStats> stats = attention_statistics(model, qkv, model.last_B(), model.last_T());
+  std::vector<LayerAttentionStats> stats = attention_statistics(model);
   model.zero_grad();
   return stats;
 }
 
 std::string attention_stats_empty_cells(int n_layer) { return std::string((size_t)n_layer * kColumns, ','); }
+
+std::string measure_attention_cells(GPT& model, const int* x, const int* y, int B, int T) {
+  return attention_stats_cells(measure_attention(model, x, y, B, T));
+}

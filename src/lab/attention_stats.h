@@ -7,10 +7,11 @@
 //   max_weight   mean over rows of max_j P_ij
 //   saturated    fraction of rows whose max_j P_ij > 0.99
 // Row statistics use rows with |K(i)| ≥ 2 (a one-key row has no choice to make).
-// A linear-attention layer (ops/linear_attention.h) has no logits: its logit_var and logit_max are NaN (empty cells
-// in metrics.csv), and the row statistics are those of its implied weights A_ij = φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j).
+// A mixer without softmax logits (mixer.h: Mixer::logit_scale is 0, e.g. linear attention) has NaN logit_var and
+// logit_max (empty cells in metrics.csv), and the row statistics are those of the weights it implies
+// (GPT::attention_probs), when they are probabilities; otherwise those are NaN too.
 //   grad_q, grad_k  Frobenius norms of ∂L/∂W_Q and ∂L/∂W_K: columns [0, C) and [C, 2C) of attn.c_attn.weight's
-//                   gradient (read from model.grads, so call after backward()).
+//                   gradient (read from model.grads, so call after backward()); NaN for a mixer without them.
 #pragma once
 #include <string>
 #include <vector>
@@ -27,13 +28,8 @@ struct LayerAttentionStats {
 LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask& mask, float scale, int B, int T,
                                           int C, int NH);
 
-// One entry per layer. qkv[l] is layer l's (B, T, 3C) activation of the model's last forward (GPT::layer_qkv);
-// B, T that forward's shape. Gradient norms come from model.grads.
-LayerAttentionStats layer_linear_attention_stats(const float* qkv, const AttentionMask& mask, int B, int T, int C,
-                                                 int NH);
-
-std::vector<LayerAttentionStats> attention_statistics(const GPT& model, const std::vector<const float*>& qkv, int B,
-                                                      int T);
+// One entry per layer, from the model's last forward (its q·k or implied weights) and backward (the gradients).
+std::vector<LayerAttentionStats> attention_statistics(const GPT& model);
 
 // metrics.csv columns: ",L0_logit_var,L0_logit_max,…,L0_grad_k,L1_logit_var,…" and the matching cells (each with
 // a leading comma); the empty cells of a row without an evaluation.
@@ -47,3 +43,6 @@ std::string attention_stats_empty_cells(int n_layer);
 // Why a batch of its own rather than the last training step's gradients: those have already been clipped in
 // place, and they belong to a different batch at every evaluation; a fixed batch compares like with like.
 std::vector<LayerAttentionStats> measure_attention(GPT& model, const int* x, const int* y, int B, int T);
+// The same, as metrics.csv cells: with attention_stats_header and attention_stats_empty_cells, the three functions
+// ./train hands the training loop as its extra columns (train/trainer.h: EvaluationColumns).
+std::string measure_attention_cells(GPT& model, const int* x, const int* y, int B, int T);

@@ -77,6 +77,8 @@ std::vector<int> repeated_random_sequences(int B, int n, int vocab, Rng& rng) {
 double ov_copying_score(const GPT& model, int layer, int head) {
   const int C = model.config.n_embd, HS = model.config.head_size(), V = model.config.vocab_size;
   const BlockParams& p = model.params().h[layer];
+  const Mixer::QKVWeights w = model.mixer(layer).qkv_weights(p.mixer);
+  if (!w.qkv) return std::nan("");  // a mixer without values and an output projection has no OV circuit
   // G = diag(γ_f)·W_Eᵀ·W_E·diag(γ₁)  (C × C)
   std::vector<double> gram((size_t)C * C, 0.0);
   for (int v = 0; v < V; v++) {
@@ -91,11 +93,11 @@ double ov_copying_score(const GPT& model, int layer, int head) {
   for (int a = 0; a < C; a++)
     for (int c = 0; c < C; c++) {
       const double g = gram[(size_t)a * C + c];
-      const float* wv = p.attn_qkv_w + (size_t)c * 3 * C + 2 * C + head * HS;
+      const float* wv = w.qkv + (size_t)c * 3 * C + 2 * C + head * HS;
       for (int d = 0; d < HS; d++) GV[(size_t)a * HS + d] += g * wv[d];
     }
   for (int r = 0; r < HS; r++) {
-    const float* wo = p.attn_proj_w + (size_t)(head * HS + r) * C;
+    const float* wo = w.proj + (size_t)(head * HS + r) * C;
     for (int a = 0; a < C; a++)
       for (int d = 0; d < HS; d++) A[(size_t)r * HS + d] += (double)wo[a] * GV[(size_t)a * HS + d];
   }

@@ -15,7 +15,7 @@ AttentionDump dump_attention(GPT& model, const std::vector<int>& ids, const Toke
   AttentionDump d;
   d.n_layer = L, d.n_head = NH, d.T = T, d.masks = model.masks();
   for (int id : ids) d.tokens.push_back(tokenizer.decode_one(id));
-  for (int l = 0; l < L; l++) d.attention.push_back(to_string(model.attention_kind(l)));
+  for (int l = 0; l < L; l++) d.attention.push_back(model.mixer(l).kind());
   model.forward(ids.data(), nullptr, 1, T);
   for (int l = 0; l < L; l++) {
     const float* p = model.attention_probs(l);

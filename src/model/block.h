@@ -1,30 +1,27 @@
-// One transformer block's forward pass, written once and used by both forwards of the model:
-//   GPT::forward (model.cpp)        all B·T rows at once; products through sgemm (linear_forward);
-//                                   attention over the whole sequence (attention_forward)
-//   Decoder::step_cached (decoder.cpp)  one new position; products as matrix-vector products (matvec);
-//                                   attention of that one query over the KV cache
-// The block is pre-LN, as in GPT-2:
-//   residual2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))       gate: head gates ξ, when on (head_gate.h)
-//   residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))   (attention-only blocks: residual3 = residual2)
-// Its backward is only in GPT::backward (the decoder never trains).
+// One transformer block, pre-LN as in GPT-2, its forward right above its backward:
+//   residual2 = x + mixer(ln_1(x))                                     mixer: the layer's kind (mixer.h)
+//   residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))    (attention-only blocks: residual3 = residual2)
+// The forward is written once for both of the model's forwards:
+//   GPT::forward (model.cpp)            all N = B·T rows at once; products through sgemm (linear_forward)
+//   Decoder::step_cached (decoder.cpp)  one new position; products as matrix-vector products (matvec)
+// and the mixer is handed in as `mix`, so the same lines serve the whole sequence and the one-token step.
 #pragma once
 #include <algorithm>
 #include <cstddef>
 
+#include "model/mixer.h"
 #include "model/params.h"
 #include "ops/gelu.h"
-#include "ops/head_gate.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 
-// Where a block's forward writes, N rows each (N = B·T, or 1 for the decoder). The LayerNorm statistics and
-// qkv, att_out, residual2, fc, residual3 are what the backward needs; ln and fc_gelu are scratch.
+// Where a block's forward writes, N rows each (N = B·T, or 1 for the decoder). The LayerNorm statistics, the
+// mixer's saved activations, residual2, fc and residual3 are what the backward needs; ln and fc_gelu are scratch,
+// recomputed by the backward (cheaper than keeping them for every layer).
 struct BlockBuffers {
   float* ln;                        // (N, C)   LayerNorm 1 or 2's output
   float *ln1_mean, *ln1_rstd;       // (N) (N)
-  float* qkv;                       // (N, 3C)
-  float* att_out;                   // (N, C)   the heads' outputs side by side
-  float* att_gated;                 // (N, C)   ξ_h·O per head; only read when gates are given
+  float* mixer;                     // the mixer's saved activations (Mixer::saved_floats)
   float* residual2;                 // (N, C)
   float *ln2_mean, *ln2_rstd;       // (N) (N)
   float* fc;                        // (N, 4C)  before GELU
@@ -49,22 +46,15 @@ struct OneRowProducts {
   }
 };
 
-// x (N, C) is the block's input. attend(qkv, att_out) fills the heads' outputs from qkv: the batched forward
-// attends over the sequence, the decoder over its cache. gates: this layer's NH head gates, or null.
-template <typename Products, typename Attend>
-void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, const float* gates, bool attn_only,
-                   int N, int C, int NH, Attend&& attend) {
-  // residual2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))
+// x (N, C) is the block's input. mix(u, x, out) writes out = x + mixer(u): the batched forward calls
+// Mixer::forward, the decoder Mixer::step.
+template <typename Products, typename Mix>
+void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, bool attn_only, int N, int C,
+                   Mix&& mix) {
+  // residual2 = x + mixer(ln_1(x))
   layernorm_forward(a.ln, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b, N, C);
-  Products::linear(a.qkv, a.ln, p.attn_qkv_w, p.attn_qkv_b, N, C, 3 * C);
-  attend(a.qkv, a.att_out);
-  const float* heads = a.att_out;
-  if (gates) {
-    head_gate_forward(a.att_gated, a.att_out, gates, N, NH, C / NH);
-    heads = a.att_gated;
-  }
-  Products::linear(a.residual2, heads, p.attn_proj_w, p.attn_proj_b, N, C, C, x);
-  if (attn_only) {  // no MLP: the block's output is the attention residual
+  mix(a.ln, x, a.residual2);
+  if (attn_only) {  // no MLP: the block's output is the mixer's residual
     std::copy(a.residual2, a.residual2 + (size_t)N * C, a.residual3);
     return;
   }
@@ -73,4 +63,27 @@ void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, 
   Products::linear(a.fc, a.ln, p.mlp_fc_w, p.mlp_fc_b, N, C, 4 * C);
   gelu_forward(a.fc_gelu, a.fc, (size_t)N * 4 * C);
   Products::linear(a.residual3, a.fc_gelu, p.mlp_proj_w, p.mlp_proj_b, N, 4 * C, C, a.residual2);
+}
+
+// The backward of block_forward (training only: N = B·T rows). d_residual holds ∂L/∂residual3 on entry and
+// ∂L/∂x on return: a residual add passes its gradient through unchanged, so each branch only adds its own share
+// (LayerNorm's backward adds into its dinp, src/ops/README.md). d_ln (N, C) and d_mlp (N, 4C) are scratch;
+// mix_back(dout, u, du) is the mixer's backward: du = ∂L/∂u written, its tensors' gradients added.
+template <typename MixBack>
+void block_backward(float* d_residual, BlockParams& g, const BlockBuffers& a, const float* x, const BlockParams& p,
+                    bool attn_only, int N, int C, float* d_ln, float* d_mlp, MixBack&& mix_back) {
+  const size_t NC = (size_t)N * C;
+  // residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))
+  if (!attn_only) {
+    gelu_forward(a.fc_gelu, a.fc, 4 * NC);  // recomputed, not kept
+    linear_backward(d_mlp, g.mlp_proj_w, g.mlp_proj_b, d_residual, a.fc_gelu, p.mlp_proj_w, N, 4 * C, C);
+    gelu_backward(d_mlp, a.fc, d_mlp, 4 * NC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
+    layernorm_recompute(a.ln, a.residual2, p.ln_2_w, p.ln_2_b, a.ln2_mean, a.ln2_rstd, N, C);
+    linear_backward(d_ln, g.mlp_fc_w, g.mlp_fc_b, d_mlp, a.ln, p.mlp_fc_w, N, C, 4 * C);
+    layernorm_backward(d_residual, g.ln_2_w, g.ln_2_b, d_ln, a.residual2, p.ln_2_w, a.ln2_mean, a.ln2_rstd, N, C);
+  }
+  // residual2 = x + mixer(ln_1(x))
+  layernorm_recompute(a.ln, x, p.ln_1_w, p.ln_1_b, a.ln1_mean, a.ln1_rstd, N, C);
+  mix_back(d_residual, a.ln, d_ln);
+  layernorm_backward(d_residual, g.ln_1_w, g.ln_1_b, d_ln, x, p.ln_1_w, a.ln1_mean, a.ln1_rstd, N, C);
 }

@@ -1,37 +1,52 @@
 #include "model/config.h"
 
-#include "ops/linear_attention.h"
+#include "model/mixers/registry.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 
-// name is "n_layer (--n-layer)": the field as a checkpoint stores it and the flag that sets it.
-static void require_positive(const char* name, long value, long max_value) {
-  if (value <= 0) throw std::runtime_error(std::string(name) + " must be positive (got " + std::to_string(value) + ")");
-  if (value > max_value)
-    throw std::runtime_error(std::string(name) + " (" + std::to_string(value) + ") is larger than the supported " +
-                             std::to_string(max_value));
+#define FIELD(member) SETTING_FIELD(ModelConfig, member)
+
+// The upper bounds keep every product of sizes in 64-bit range and every index in int range. All are Scope::Run:
+// a resumed run keeps its model.
+const std::vector<Setting<ModelConfig>>& model_settings() {
+  using S = Scope;
+  // clang-format off
+  static const std::vector<Setting<ModelConfig>> table = {
+    {"n_layer",    "n-layer",    "transformer blocks",                               FIELD(n_layer),    between(1, 1024, false, false),    S::Run},
+    {"n_head",     "n-head",     "heads per block",                                  FIELD(n_head),     between(1, 1024, false, false),    S::Run},
+    {"n_embd",     "n-embd",     "embedding width (divisible by --n-head)",          FIELD(n_embd),     between(1, 65536, false, false),   S::Run},
+    {"block_size", "block",      "context length (block_size)",                      FIELD(block_size), between(1, 65536, false, false),   S::Run},
+    {"vocab_size", nullptr,      "characters and special tokens (from the corpus)",  FIELD(vocab_size), between(1, 1 << 21, false, false), S::Run},
+    {"attn_only",  "attn-only",  "blocks without MLPs (attention-only transformer)",  FIELD(attn_only),  any_value(),                      S::Run},
+    {"attn_scale", "attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
+                                                                                     FIELD(attn_scale), any_value(),                      S::Run},
+    {"attention",  "attention",  "mixer of every layer: softmax, or linear (O(T), docs/linear_attention.md)",
+                                                                                     FIELD(attention),  any_value(),                      S::Run},
+    {nullptr,      "layer-attention", "one mixer per layer, comma-separated, e.g. linear,softmax,linear,linear",
+                                                                                     FIELD(attention),  any_value(),                      S::Run},
+  };
+  // clang-format on
+  return table;
 }
 
+#undef FIELD
+
 void validate(const ModelConfig& c) {
-  // The upper bounds keep every product of sizes below in 64-bit range and every index in int range.
-  require_positive("n_layer (--n-layer)", c.n_layer, 1024);
-  require_positive("n_head (--n-head)", c.n_head, 1024);
-  require_positive("n_embd (--n-embd)", c.n_embd, 65536);
-  require_positive("block_size (--block)", c.block_size, 65536);
-  require_positive("vocab_size", c.vocab_size, 1 << 21);
+  check_ranges(model_settings(), c);
   attention_scale(c);
-  std::vector<AttentionKind> kinds;
+  std::vector<std::unique_ptr<Mixer>> mixers;
   try {
-    kinds = parse_layer_attention(c.attention, c.n_layer);
+    mixers = make_layer_mixers(c);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("attention (--attention, --layer-attention): ") + e.what());
   }
-  if (c.attn_scale != "sqrt" && std::find(kinds.begin(), kinds.end(), AttentionKind::Softmax) == kinds.end())
-    throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales softmax logits, and every layer "
-                             "of this model is linear (linear attention has no 1/√d_k)");
+  if (c.attn_scale != "sqrt" &&
+      std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->uses_attn_scale(); }))
+    throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales softmax logits, and no layer of "
+                             "this model has any (attention " + canonical_mixers(c) + ")");
   if (c.n_embd % c.n_head != 0)
     throw std::runtime_error("n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
                              std::to_string(c.n_head) + "): check --n-embd and --n-head");

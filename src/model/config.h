@@ -1,6 +1,13 @@
-// The shape of a model (nanoGPT's GPTConfig) and the checks that make a bad one fail early with a clear message.
+// The shape of a model (nanoGPT's GPTConfig), its table of settings, and the checks that make a bad one fail early
+// with a clear message.
+// To add a model setting: a field with its default here, a row in model_settings() (config.cpp), the code that
+// uses it, and its test. ./train's flag and --help, the range check, the checkpoint's metadata (written and read)
+// and --print-settings follow from the row.
 #pragma once
 #include <string>
+#include <vector>
+
+#include "base/settings.h"
 
 struct ModelConfig {
   int n_layer = 4;
@@ -10,14 +17,18 @@ struct ModelConfig {
   int vocab_size = 0;   // set from the tokenizer
   bool attn_only = false;           // blocks without their MLP (for the induction-head experiment)
   std::string attn_scale = "sqrt";  // multiplies q·k: sqrt = 1/√HS, inv = 1/HS, none = 1, or a number
-  // softmax or linear (ops/linear_attention.h) for every layer, or one per layer: "softmax,linear,linear".
-  // Linear layers have no q·k logits, so attn_scale applies to the softmax layers only.
+  // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/registry.cpp lists them).
+  // Only softmax layers have q·k logits, so attn_scale applies to those alone.
   std::string attention = "softmax";
 
   int head_size() const { return n_embd / n_head; }
 };
 
-// Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)".
+// Every model setting, once: its key in the checkpoint's metadata, ./train's flag, help line, range.
+const std::vector<Setting<ModelConfig>>& model_settings();
+
+// Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)": the
+// table's ranges, then the checks that involve two settings or parse a value.
 void validate(const ModelConfig& config);
 
 // "4 layers, 4 heads, 128 wide, block 64, vocab 65" ("4 attention-only layers, …" with attn_only).

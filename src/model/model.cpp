@@ -8,22 +8,20 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/block.h"
-#include "ops/attention.h"
-#include "ops/cross_entropy.h"
-#include "ops/embedding.h"
-#include "ops/gelu.h"
-#include "ops/head_gate.h"
-#include "ops/layernorm.h"
-#include "ops/linear_attention.h"
-#include "ops/linear.h"
 #include "base/rng.h"
 #include "base/threads.h"
+#include "model/block.h"
+#include "model/mixers/registry.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
 
 // Lays out every activation buffer in one arena. With base == nullptr it only counts, so the memory estimate
 // and the allocation can never disagree.
-static size_t layout_activations(Activations& a, const ModelConfig& c, int B, int T, bool gated, float* base) {
-  const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size, NH = c.n_head;
+static size_t layout_activations(Activations& a, const ModelConfig& c, const std::vector<std::unique_ptr<Mixer>>& mixers,
+                                 int B, int T, bool gated, float* base) {
+  const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size;
   size_t used = 0;
   auto take = [&](float*& slot, size_t n) {
     slot = base ? base + used : nullptr;
@@ -31,27 +29,28 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, int B, in
   };
   a.layers.resize(c.n_layer);
   take(a.encoded, BT * C);
-  for (LayerActivations& l : a.layers) {
-    take(l.ln1_mean, BT), take(l.ln1_rstd, BT);
-    take(l.qkv, BT * 3 * C);
-    take(l.att_lse, BT * NH);
-    take(l.att_out, BT * C), take(l.att_gated, gated ? BT * C : 0);
-    take(l.residual2, BT * C);
-    take(l.ln2_mean, BT), take(l.ln2_rstd, BT);
-    take(l.fc, BT * 4 * C);
-    take(l.residual3, BT * C);
+  size_t mixer_scratch = 0;
+  for (int l = 0; l < c.n_layer; l++) {
+    LayerActivations& la = a.layers[l];
+    take(la.ln1_mean, BT), take(la.ln1_rstd, BT);
+    take(la.mixer, mixers[l]->saved_floats(B, T, gated));
+    take(la.residual2, BT * C);
+    take(la.ln2_mean, BT), take(la.ln2_rstd, BT);
+    take(la.fc, BT * 4 * C);
+    take(la.residual3, BT * C);
+    mixer_scratch = std::max(mixer_scratch, mixers[l]->scratch_floats(B, T, gated));
   }
   take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
   take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
   take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
-  take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.d_att_out, BT * C), take(a.d_qkv, BT * 3 * C);
+  take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.mixer_scratch, mixer_scratch);
   take(a.d_mlp, c.attn_only ? 0 : BT * 4 * C), take(a.d_logits, BT * V);
   return used;
 }
 
 size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
   Activations scratch;
-  return layout_activations(scratch, config, B, T, gated, nullptr);
+  return layout_activations(scratch, config, make_layer_mixers(config), B, T, gated, nullptr);
 }
 
 // Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
@@ -79,9 +78,8 @@ void check_fits_in_memory(const ModelConfig& config, int B) {
 }
 
 GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)
-    : config((validate(cfg), cfg)), attn_scale(attention_scale(cfg)) {
+    : config((validate(cfg), cfg)), mixers_(make_layer_mixers(cfg)) {
   set_masks(layer_masks.empty() ? std::vector<AttentionMask>(config.n_layer) : std::move(layer_masks));
-  layer_attention_ = parse_layer_attention(config.attention, config.n_layer);
   table_ = gpt_tensor_table(config);
   params_memory_.assign(total_floats(table_), 0.0f);
   grads_memory_.assign(params_memory_.size(), 0.0f);
@@ -93,6 +91,7 @@ void GPT::set_masks(std::vector<AttentionMask> layer_masks) {
   if ((int)layer_masks.size() != config.n_layer)
     throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
                              std::to_string(layer_masks.size()));
+  for (int l = 0; l < config.n_layer; l++) mixers_[l]->check_mask(layer_masks[l]);
   masks_ = std::move(layer_masks);
 }
 
@@ -107,6 +106,10 @@ void GPT::zero_grad() {
 }
 
 void GPT::enable_head_gates() {
+  for (int l = 0; l < config.n_layer; l++)
+    if (!mixers_[l]->has_head_gates())
+      throw std::runtime_error(std::string("layer ") + std::to_string(l) + "'s mixer (" + mixers_[l]->kind() +
+                               ") has no head gates");
   head_gates_.assign((size_t)config.n_layer * config.n_head, 1.0f);
   head_gate_grads_.assign(head_gates_.size(), 0.0f);
   capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, with att_gated
@@ -135,11 +138,7 @@ const float* GPT::attention_probs(int layer) const {
   if (probs_memory_.size() < per_layer * config.n_layer) probs_memory_.resize(per_layer * config.n_layer);
   float* P = probs_memory_.data() + per_layer * layer;
   if (!probs_ready_[layer]) {
-    const LayerActivations& la = acts_.layers[layer];
-    if (layer_attention_[layer] == AttentionKind::Linear)
-      linear_attention_probs(P, la.qkv, last_masks_[layer], B_, T_, config.n_embd, config.n_head);
-    else
-      ::attention_probs(P, la.qkv, la.att_lse, last_masks_[layer], attn_scale, B_, T_, config.n_embd, config.n_head);
+    mixers_[layer]->implied_weights(P, mixer_pass(layer));
     probs_ready_[layer] = 1;
   }
   return P;
@@ -148,14 +147,14 @@ const float* GPT::attention_probs(int layer) const {
 void GPT::reserve_activations(int B, int T) {
   if (B <= capacity_B_ && T <= capacity_T_) {
     Activations fresh;  // same arena, re-carved for this (B, T) so every buffer is contiguous
-    layout_activations(fresh, config, B, T, gated(), acts_memory_.data());
+    layout_activations(fresh, config, mixers_, B, T, gated(), acts_memory_.data());
     acts_ = fresh;
     return;
   }
   capacity_B_ = std::max(B, capacity_B_);
   capacity_T_ = std::max(T, capacity_T_);
-  acts_memory_.assign(layout_activations(acts_, config, capacity_B_, capacity_T_, gated(), nullptr), 0.0f);
-  layout_activations(acts_, config, B, T, gated(), acts_memory_.data());
+  acts_memory_.assign(layout_activations(acts_, config, mixers_, capacity_B_, capacity_T_, gated(), nullptr), 0.0f);
+  layout_activations(acts_, config, mixers_, B, T, gated(), acts_memory_.data());
   inputs_.resize((size_t)capacity_B_ * capacity_T_);
   targets_.resize(inputs_.size());
 }
@@ -167,7 +166,7 @@ static void zero(float* p, size_t n) {
 }
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T) {
-  const int C = config.n_embd, NH = config.n_head, V = config.vocab_size;
+  const int C = config.n_embd, V = config.vocab_size;
   if (B <= 0 || T <= 0 || T > config.block_size)
     throw std::runtime_error("forward: need B ≥ 1 and 1 ≤ T ≤ block_size (" + std::to_string(config.block_size) +
                              "), got B=" + std::to_string(B) + " T=" + std::to_string(T));
@@ -187,19 +186,12 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
   embedding_forward(a.encoded, inputs, params_.wte, params_.wpe, B, T, C);
   const float* residual = a.encoded;
   for (int l = 0; l < config.n_layer; l++) {
-    LayerActivations& la = a.layers[l];
-    const BlockBuffers buffers{a.ln,       la.ln1_mean, la.ln1_rstd, la.qkv, la.att_out,  la.att_gated,
-                               la.residual2, la.ln2_mean, la.ln2_rstd, la.fc,  a.fc_gelu, la.residual3};
-    const float* gates = head_gates_.empty() ? nullptr : &head_gates_[(size_t)l * NH];
-    block_forward<BatchedProducts>(buffers, residual, params_.h[l], gates, config.attn_only, BT, C, NH,
-                                   [&](const float* qkv, float* att_out) {
-                                     // ---- the one place a layer's attention kind matters (and its backward) ----
-                                     if (layer_attention_[l] == AttentionKind::Linear)  // att_lse holds den_i
-                                       linear_attention_forward(att_out, la.att_lse, qkv, masks_[l], B, T, C, NH);
-                                     else
-                                       attention_forward(att_out, la.att_lse, qkv, masks_[l], attn_scale, B, T, C, NH);
+    const MixerPass mix = mixer_pass(l);
+    block_forward<BatchedProducts>(buffers(l), residual, params_.h[l], config.attn_only, BT, C,
+                                   [&](const float* u, const float* x, float* out) {
+                                     mixers_[l]->forward(out, u, x, mix);
                                    });
-    residual = la.residual3;
+    residual = a.layers[l].residual3;
   }
   layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual, params_.ln_f_w, params_.ln_f_b, BT, C);
   lm_head_forward(a.logits, a.lnf, params_.wte, BT, C, V);
@@ -211,7 +203,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
 
 void GPT::backward() {
   if (!has_targets_) throw std::runtime_error("backward: the last forward had no targets");
-  const int B = B_, T = T_, BT = B * T, C = config.n_embd, NH = config.n_head, V = config.vocab_size;
+  const int B = B_, T = T_, BT = B * T, C = config.n_embd, V = config.vocab_size;
   Activations& a = acts_;
   const size_t BTC = (size_t)BT * C;
 
@@ -226,44 +218,28 @@ void GPT::backward() {
   layernorm_backward(a.d_residual, grads_.ln_f_w, grads_.ln_f_b, a.d_ln, top, params_.ln_f_w, a.lnf_mean, a.lnf_rstd,
                      BT, C);
 
-  // d_residual holds ∂loss/∂(block output). A residual add passes its gradient through unchanged, so each
-  // branch's backward only adds its own contribution into d_residual on the way down.
+  // d_residual holds ∂loss/∂(block output); each block's backward turns it into ∂loss/∂(block input).
   for (int l = config.n_layer - 1; l >= 0; l--) {
-    const BlockParams& p = params_.h[l];
-    BlockParams& g = grads_.h[l];
-    LayerActivations& la = a.layers[l];
-    const float* block_input = l == 0 ? a.encoded : a.layers[l - 1].residual3;
-
-    // MLP branch: residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2)))); attention-only blocks have
-    // residual3 = residual2, and d_residual passes through unchanged.
-    if (!config.attn_only) {
-      gelu_forward(a.fc_gelu, la.fc, 4 * BTC);  // recomputed, not kept (see Activations::fc_gelu)
-      linear_backward(a.d_mlp, g.mlp_proj_w, g.mlp_proj_b, a.d_residual, a.fc_gelu, p.mlp_proj_w, BT, 4 * C, C);
-      gelu_backward(a.d_mlp, la.fc, a.d_mlp, 4 * BTC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
-      layernorm_recompute(a.ln, la.residual2, p.ln_2_w, p.ln_2_b, la.ln2_mean, la.ln2_rstd, BT, C);
-      linear_backward(a.d_ln, g.mlp_fc_w, g.mlp_fc_b, a.d_mlp, a.ln, p.mlp_fc_w, BT, C, 4 * C);
-      layernorm_backward(a.d_residual, g.ln_2_w, g.ln_2_b, a.d_ln, la.residual2, p.ln_2_w, la.ln2_mean, la.ln2_rstd,
-                         BT, C);
-    }
-
-    // Attention branch: residual2 = block_input + attn_proj(attention(qkv(ln_1(block_input))))
-    if (head_gates_.empty()) {
-      linear_backward(a.d_att_out, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_out, p.attn_proj_w, BT, C, C);
-    } else {  // through the gates: d(gated) lands in d_ln, free until the qkv backward below
-      linear_backward(a.d_ln, g.attn_proj_w, g.attn_proj_b, a.d_residual, la.att_gated, p.attn_proj_w, BT, C, C);
-      head_gate_backward(a.d_att_out, &head_gate_grads_[(size_t)l * NH], a.d_ln, la.att_out,
-                         &head_gates_[(size_t)l * NH], BT, NH, C / NH);
-    }
-    if (layer_attention_[l] == AttentionKind::Linear)
-      linear_attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks_[l], B, T, C, NH);
-    else
-      attention_backward(a.d_qkv, a.d_att_out, la.qkv, la.att_lse, la.att_out, masks_[l], attn_scale, B, T, C, NH);
-    layernorm_recompute(a.ln, block_input, p.ln_1_w, p.ln_1_b, la.ln1_mean, la.ln1_rstd, BT, C);
-    linear_backward(a.d_ln, g.attn_qkv_w, g.attn_qkv_b, a.d_qkv, a.ln, p.attn_qkv_w, BT, C, 3 * C);
-    layernorm_backward(a.d_residual, g.ln_1_w, g.ln_1_b, a.d_ln, block_input, p.ln_1_w, la.ln1_mean, la.ln1_rstd,
-                       BT, C);
+    const MixerPass mix = mixer_pass(l);
+    float* dgates = head_gates_.empty() ? nullptr : &head_gate_grads_[(size_t)l * config.n_head];
+    block_backward(a.d_residual, grads_.h[l], buffers(l), l == 0 ? a.encoded : a.layers[l - 1].residual3,
+                   params_.h[l], config.attn_only, BT, C, a.d_ln, a.d_mlp,
+                   [&](const float* dout, const float* u, float* du) {
+                     mixers_[l]->backward(du, grads_.h[l].mixer, dgates, dout, u, mix);
+                   });
   }
   embedding_backward(grads_.wte, grads_.wpe, a.d_residual, inputs_.data(), B, T, C);
+}
+
+BlockBuffers GPT::buffers(int l) const {
+  const LayerActivations& la = acts_.layers[l];
+  return {acts_.ln, la.ln1_mean, la.ln1_rstd, la.mixer, la.residual2, la.ln2_mean, la.ln2_rstd, la.fc, acts_.fc_gelu,
+          la.residual3};
+}
+
+MixerPass GPT::mixer_pass(int l) const {
+  const float* gates = head_gates_.empty() ? nullptr : &head_gates_[(size_t)l * config.n_head];
+  return {params_.h[l].mixer, last_masks_[l], gates, B_, T_, acts_.layers[l].mixer, acts_.mixer_scratch};
 }
 
 void GPT::set_prefix_length(int N) {

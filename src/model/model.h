@@ -7,24 +7,22 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/span.h"
 #include "model/config.h"
-#include "ops/linear_attention.h"
-#include "ops/mask.h"
+#include "model/mixer.h"
 #include "model/params.h"
+#include "ops/mask.h"
+
+struct BlockBuffers;
 
 // What the forward pass keeps for the backward pass, per block (all (B, T, ·) unless said).
 struct LayerActivations {
   float *ln1_mean, *ln1_rstd;        // (B,T) (B,T)           LayerNorm 1's statistics (its output is recomputed)
-  float* qkv;                        // (B,T,3C)
-  float* att_lse;                    // (B,NH,T)              log-normaliser of each softmax row: P is
-                                     //                       rebuilt from it in the backward (attention.h);
-                                     //                       a linear layer keeps its den_i here instead
-  float* att_out;                    // (B,T,C)               O, heads side by side
-  float* att_gated;                  // (B,T,C)               ξ_h·O per head; only when head gates are on
-  float* residual2;                  // (B,T,C)               x + attn(ln1(x))
+  float* mixer;                      // what the layer's mixer keeps (Mixer::saved_floats)
+  float* residual2;                  // (B,T,C)               x + mixer(ln1(x))
   float *ln2_mean, *ln2_rstd;        // (B,T) (B,T)
   float* fc;                         // (B,T,4C)              before GELU (GELU's output is recomputed)
   float* residual3;                  // (B,T,C)               the block's output
@@ -42,8 +40,9 @@ struct Activations {
   float* fc_gelu;  // (B,T,4C)  gelu(fc)
   // Gradient scratch for the backward pass, reused by every layer.
   float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
-  float *d_ln, *d_att_out, *d_qkv, *d_logits;
+  float *d_ln, *d_logits;
   float* d_mlp;  // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
+  float* mixer_scratch;  // the largest Mixer::scratch_floats of the layers
 };
 
 class GPT {
@@ -63,18 +62,19 @@ class GPT {
   void zero_grad();  // every parameter gradient and every head gate gradient
 
   const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
-  // P of the last forward, (B, NH, T, T), 0 where the mask forbids. Not kept by training: rebuilt on request.
-  // For a linear layer, the weights it implies: φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j) (linear_attention.h).
+  // The weights with which each position mixed the others in the last forward, (B, NH, T, T), 0 where nothing
+  // flows: what the layer's mixer implies (Mixer::implied_weights). Not kept by training: rebuilt on request.
   const float* attention_probs(int layer) const;
-  // Softmax or linear, per layer: parsed once from config.attention.
-  AttentionKind attention_kind(int layer) const { return layer_attention_[layer]; }
-  const float* layer_qkv(int layer) const { return acts_.layers[layer].qkv; }  // (B, T, 3C) of the last forward
+  // Layer l's mixer (mixer.h), made once from config.attention.
+  const Mixer& mixer(int layer) const { return *mixers_[layer]; }
+  // The arguments of layer l's mixer calls in the last forward: its tensors, mask, gates, shape and what it saved
+  // (for Mixer::qkv, Mixer::state_from_forward and the like).
+  MixerPass mixer_pass(int layer) const;
   int last_B() const { return B_; }
   int last_T() const { return T_; }
   int last_targets() const { return loss_count_; }  // positions with a target in the last forward
 
   const ModelConfig config;  // fixed for the model's life: every buffer is sized from it
-  const float attn_scale;    // multiplies q·k: attention_scale(config), 1/√HS by default
 
   // ---- the parameters: one arena laid out as table() says, typed views into it, and a gradient arena alike.
   // The values may be changed through these (loading, the optimizer, experiments); the sizes cannot.
@@ -102,6 +102,7 @@ class GPT {
 
  private:
   void reserve_activations(int B, int T);
+  BlockBuffers buffers(int layer) const;                       // layer l's slices of the activation arena
 
   std::vector<AttentionMask> masks_;
   std::vector<TensorSpec> table_;
@@ -114,7 +115,7 @@ class GPT {
   int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
   int B_ = 0, T_ = 0;                    // the last forward's shape
   std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
-  std::vector<AttentionKind> layer_attention_;  // parse_layer_attention(config.attention)
+  std::vector<std::unique_ptr<Mixer>> mixers_;  // one per layer: make_layer_mixers(config)
   mutable std::vector<float> probs_memory_;  // attention_probs() rebuilds layer l into slice l on first request
   mutable std::vector<char> probs_ready_;    // per layer, since the last forward
   std::vector<int> inputs_, targets_;

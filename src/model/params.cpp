@@ -3,35 +3,43 @@
 #include <cmath>
 
 #include "base/rng.h"
+#include "model/mixers/registry.h"
 
 std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) {
   const int64_t C = c.n_embd, V = c.vocab_size, maxT = c.block_size;
   std::vector<TensorSpec> table;
   size_t offset = 0;
-  auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay, int layer,
-                 float* GPTParams::*model_slot, float* BlockParams::*block_slot) {
+  auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay, bool matrix) -> TensorSpec& {
     size_t numel = 1;
     for (int64_t d : shape) numel *= (size_t)d;
-    table.push_back({std::move(name), std::move(shape), init, decay, offset, numel, model_slot, block_slot, layer});
+    TensorSpec t{std::move(name), std::move(shape), init, decay, matrix, offset, numel};
     offset += numel;
+    return table.emplace_back(std::move(t));
   };
   auto model = [&](const char* name, std::vector<int64_t> shape, Init init, bool decay, float* GPTParams::*slot) {
-    add(name, std::move(shape), init, decay, -1, slot, nullptr);
+    add(name, std::move(shape), init, decay, false).model_slot = slot;
   };
   auto block = [&](int l, const char* name, std::vector<int64_t> shape, Init init, bool decay,
                    float* BlockParams::*slot) {
-    add("h." + std::to_string(l) + "." + name, std::move(shape), init, decay, l, nullptr, slot);
+    const bool matrix = shape.size() == 2;  // mlp.c_fc, mlp.c_proj
+    TensorSpec& t = add("h." + std::to_string(l) + "." + name, std::move(shape), init, decay, matrix);
+    t.layer = l, t.block_slot = slot;
   };
+  auto mixer = [&](int l, const std::vector<MixerTensor>& rows) {  // the rows its mixer declares
+    for (size_t i = 0; i < rows.size(); i++) {
+      const MixerTensor& r = rows[i];
+      TensorSpec& t = add("h." + std::to_string(l) + "." + r.name, r.shape, r.init, r.weight_decay, r.matrix);
+      t.layer = l, t.mixer_slot = (int)i, t.init_fn = r.init_fn;
+    }
+  };
+  const std::vector<std::unique_ptr<Mixer>> mixers = make_layer_mixers(c);
   //    name                    shape        init                 decay  view
   model("wte.weight",           {V, C},      Init::Normal,        true,  &GPTParams::wte);
   model("wpe.weight",           {maxT, C},   Init::Normal,        true,  &GPTParams::wpe);
   for (int l = 0; l < c.n_layer; l++) {
     block(l, "ln_1.weight",        {C},         Init::Ones,          false, &BlockParams::ln_1_w);
     block(l, "ln_1.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_1_b);
-    block(l, "attn.c_attn.weight", {C, 3 * C},  Init::Normal,        true,  &BlockParams::attn_qkv_w);
-    block(l, "attn.c_attn.bias",   {3 * C},     Init::Zeros,         false, &BlockParams::attn_qkv_b);
-    block(l, "attn.c_proj.weight", {C, C},      Init::ResidualNormal, true, &BlockParams::attn_proj_w);
-    block(l, "attn.c_proj.bias",   {C},         Init::Zeros,         false, &BlockParams::attn_proj_b);
+    mixer(l, mixers[l]->tensors());
     if (c.attn_only) continue;
     block(l, "ln_2.weight",        {C},         Init::Ones,          false, &BlockParams::ln_2_w);
     block(l, "ln_2.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_2_b);
@@ -55,6 +63,8 @@ GPTParams bind_params(const std::vector<TensorSpec>& table, float* arena, int n_
   for (const TensorSpec& t : table) {
     if (t.layer < 0)
       views.*t.model_slot = arena + t.offset;
+    else if (t.mixer_slot >= 0)
+      views.h[t.layer].mixer.t[t.mixer_slot] = arena + t.offset;
     else
       views.h[t.layer].*t.block_slot = arena + t.offset;
   }
@@ -71,7 +81,9 @@ void init_params(const std::vector<TensorSpec>& table, float* arena, int n_layer
         case Init::ResidualNormal: p[i] = (float)(residual_std * rng.normal()); break;
         case Init::Zeros: p[i] = 0.0f; break;
         case Init::Ones: p[i] = 1.0f; break;
+        case Init::Custom: break;
       }
     }
+    if (t.init == Init::Custom) t.init_fn(p, t.numel, rng);
   }
 }

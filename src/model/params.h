@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/mixer.h"
 
 class Rng;
 
@@ -16,8 +17,7 @@ class Rng;
 // them, so a checkpoint holds exactly the bytes the model computes with.
 struct BlockParams {
   float *ln_1_w, *ln_1_b;            // (C) (C)
-  float *attn_qkv_w, *attn_qkv_b;    // (C, 3C) (3C)   "attn.c_attn": fused query, key, value
-  float *attn_proj_w, *attn_proj_b;  // (C, C) (C)     "attn.c_proj"
+  MixerParams mixer;                 // the layer's mixer's own tensors, in the order it declares them (mixer.h)
   float *ln_2_w, *ln_2_b;            // (C) (C)
   float *mlp_fc_w, *mlp_fc_b;        // (C, 4C) (4C)   "mlp.c_fc"
   float *mlp_proj_w, *mlp_proj_b;    // (4C, C) (C)    "mlp.c_proj"
@@ -30,25 +30,22 @@ struct GPTParams {
   float *ln_f_w, *ln_f_b;  // (C) (C)
 };
 
-enum class Init {
-  Normal,          // N(0, 0.02)
-  ResidualNormal,  // N(0, 0.02/√(2·n_layer)): projections that add into the residual stream (GPT-2 paper)
-  Zeros,
-  Ones,
-};
-
 struct TensorSpec {
   std::string name;  // GPT-2 / Hugging Face name, e.g. "h.3.attn.c_attn.weight"
   std::vector<int64_t> shape;
   Init init;
   bool weight_decay;  // AdamW's decoupled decay: on for the 2-D weights (embeddings and linear layers), off for
                       // biases and LayerNorm's weights and biases
+  bool matrix;        // the weight of a linear map inside a block: Muon's (optim/muon.h)
   size_t offset;      // first float of this tensor in the arena
   size_t numel;
-  // Where the tensor appears in the views: a GPTParams member, or a BlockParams member of layer `layer`.
+  // Where the tensor appears in the views: a GPTParams member, a BlockParams member of layer `layer`, or slot
+  // `mixer_slot` of that layer's MixerParams.
   float* GPTParams::*model_slot = nullptr;
   float* BlockParams::*block_slot = nullptr;
   int layer = -1;
+  int mixer_slot = -1;
+  void (*init_fn)(float* p, size_t n, Rng& rng) = nullptr;  // Init::Custom
 };
 
 std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& config);

@@ -215,34 +215,3 @@ void linear_attention_probs(float* probs, const float* qkv, const AttentionMask&
       }
     }
 }
-
-// ---- Per-layer choice ------------------------------------------------------------------------------------------
-
-std::string to_string(AttentionKind kind) { return kind == AttentionKind::Linear ? "linear" : "softmax"; }
-
-std::vector<AttentionKind> parse_layer_attention(const std::string& text, int n_layer) {
-  std::vector<AttentionKind> kinds;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name == "softmax") kinds.push_back(AttentionKind::Softmax);
-    else if (name == "linear") kinds.push_back(AttentionKind::Linear);
-    else throw std::runtime_error("attention '" + name + "' in '" + text + "': expected softmax or linear");
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (kinds.size() == 1) kinds.resize(n_layer, kinds[0]);
-  if ((int)kinds.size() != n_layer)
-    throw std::runtime_error("attention list '" + text + "' has " + std::to_string(kinds.size()) + " entries for " +
-                             std::to_string(n_layer) + " layers");
-  return kinds;
-}
-
-std::string attention_kinds_to_string(const std::vector<AttentionKind>& kinds) {
-  if (!kinds.empty() && std::all_of(kinds.begin(), kinds.end(), [&](AttentionKind k) { return k == kinds[0]; }))
-    return to_string(kinds[0]);
-  std::string out;
-  for (size_t l = 0; l < kinds.size(); l++) out += (l ? "," : "") + to_string(kinds[l]);
-  return out;
-}

@@ -32,9 +32,6 @@
 // residue of ~1e-8 of the state's scale, so it gets a tiny gradient instead of exactly 0 (softmax never visits
 // it). Keys after a query are never in the state when the query reads it: the causal property is exact.
 #pragma once
-#include <string>
-#include <vector>
-
 #include "ops/mask.h"
 
 constexpr float kLinearAttentionEps = 1e-6f;
@@ -63,11 +60,3 @@ void phi_features(float* out, const float* x, int n);
 void linear_state_update(float* S, float* z, const float* phi_k, const float* v, float sign, int HS);
 // y = Sᵀφq / (φq·z + ε); returns the denominator.
 float linear_state_read(float* y, const float* S, const float* z, const float* phi_q, int HS);
-
-// ---- Which attention a layer uses. Spelled "softmax" or "linear"; a model's list is one name (every layer) or
-// one per layer, comma-separated, like the masks ("softmax,linear,linear").
-enum class AttentionKind { Softmax, Linear };
-std::string to_string(AttentionKind kind);
-// Throws naming the text and the accepted spellings, or the count when the list does not match n_layer.
-std::vector<AttentionKind> parse_layer_attention(const std::string& text, int n_layer);
-std::string attention_kinds_to_string(const std::vector<AttentionKind>& kinds);  // one name when all agree

@@ -1,5 +1,7 @@
 #include "ops/mask.h"
 
+#include "base/layer_list.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -53,26 +55,13 @@ AttentionMask AttentionMask::parse(const std::string& text) {
 }
 
 std::string masks_to_string(const std::vector<AttentionMask>& masks) {
-  bool all_same = std::all_of(masks.begin(), masks.end(),
-                              [&](const AttentionMask& m) { return m.to_string() == masks[0].to_string(); });
-  if (all_same && !masks.empty()) return masks[0].to_string();
-  std::string out;
-  for (size_t l = 0; l < masks.size(); l++) out += (l ? "," : "") + masks[l].to_string();
-  return out;
+  std::vector<std::string> names;
+  for (const AttentionMask& m : masks) names.push_back(m.to_string());
+  return join_layer_list(names);
 }
 
 std::vector<AttentionMask> parse_layer_masks(const std::string& text, int n_layer) {
   std::vector<AttentionMask> masks;
-  size_t start = 0;
-  while (true) {
-    size_t comma = text.find(',', start);
-    masks.push_back(AttentionMask::parse(text.substr(start, comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (masks.size() == 1) masks.resize(n_layer, masks[0]);
-  if ((int)masks.size() != n_layer)
-    throw std::runtime_error("mask list '" + text + "' has " + std::to_string(masks.size()) + " entries for " +
-                             std::to_string(n_layer) + " layers");
+  for (const std::string& item : split_layer_list(text, n_layer, "mask list")) masks.push_back(AttentionMask::parse(item));
   return masks;
 }

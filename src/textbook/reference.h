@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/layer_list.h"     // split_layer_list: config.attention, one kind per layer
 #include "model/config.h"         // ModelConfig
 #include "ops/cross_entropy.h"  // kNoTarget
 #include "ops/layernorm.h"      // kLayerNormEps
@@ -298,7 +299,7 @@ void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, 
       dlogits[n * V + v] = targets[n] == kNoTarget ? F(0) : (probs[n * V + v] - (v == targets[n] ? F(1) : F(0))) / count;
 }
 
-// ---- Muon's step for one 2-D weight (model/muon.h). u, out, theta, buf, grad (rows, cols), stored [fan_in, fan_out].
+// ---- Muon's step for one 2-D weight (optim/muon.h). u, out, theta, buf, grad (rows, cols), stored [fan_in, fan_out].
 // NS5: X = U/(‖U‖_F + 1e-7), transposed when rows > cols; 5 times A = X·Xᵀ, X ← a·X + (b·A + c·A·A)·X; transposed back.
 template <typename F>
 void ref_newton_schulz5(F* out, const F* u, int rows, int cols) {
@@ -349,23 +350,101 @@ void ref_muon_step(F* theta, F* buf, const F* grad, int rows, int cols, F lr, F 
   for (int i = 0; i < rows * cols; i++) theta[i] = theta[i] - lr * weight_decay * theta[i] - lr * scale * O[i];
 }
 
-// ---- The whole model, composed only from the ref_ ops above. Pre-LN blocks:
-//   x ← x + attn_proj(attention(qkv(ln_1(x))));   x ← x + mlp_proj(gelu(mlp_fc(ln_2(x))))
-// then the final LayerNorm, the LM head tied to wte and the mean cross-entropy. Every option of the fast model:
-// the attention scale (config.attn_scale), attention-only blocks (config.attn_only: no MLP, res3 = res2), head
-// gates ξ (head_gates, L × NH, empty = off; their gradient goes to gate_grads) and one mask per layer.
+// ---- One block, pre-LN, its forward right above its backward (the fast one: src/model/block.h):
+//   res2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))     attention: softmax, or linear (config.attention)
+//   res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))        (attention-only blocks: res3 = res2)
+// w(name) is the block's tensor "h.{l}.name", gates its NH head gates ξ or null, N = B·T rows.
+template <typename F>
+struct RefBlock {  // what the forward keeps for the backward, zero-initialised for N rows and P = B·NH·T·T
+  std::vector<F> ln1, ln1_mean, ln1_rstd, qkv, probs, att, gated, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
+  RefBlock(int N, int C, int P)
+      : ln1(N * C), ln1_mean(N), ln1_rstd(N), qkv(N * 3 * C), probs(P), att(N * C), gated(N * C), res2(N * C),
+        ln2(N * C), ln2_mean(N), ln2_rstd(N), fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
+};
+struct RefBlockShape {
+  std::string kind;  // "softmax" or "linear"
+  AttentionMask mask;
+  bool attn_only;
+  int B, T, C, NH;
+};
+
+template <typename F, typename W>
+void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, F scale, const RefBlockShape& s) {
+  const int N = s.B * s.T, C = s.C, NH = s.NH, HS = C / NH;
+  // res2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))
+  ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w("ln_1.weight"), w("ln_1.bias"), N, C);
+  ref_linear_forward(a.qkv.data(), a.ln1.data(), w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);
+  if (s.kind == "linear")
+    ref_linear_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, s.B, s.T, C, NH);
+  else
+    ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, scale, s.B, s.T, C, NH);
+  if (gates) ref_head_gate_forward(a.gated.data(), a.att.data(), gates, N, NH, HS);
+  const F* heads = gates ? a.gated.data() : a.att.data();
+  ref_linear_forward(a.res2.data(), heads, w("attn.c_proj.weight"), w("attn.c_proj.bias"), N, C, C);
+  for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
+  if (s.attn_only) {  // no MLP: res3 = res2
+    a.res3 = a.res2;
+    return;
+  }
+  // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))
+  ref_layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), w("ln_2.weight"),
+                        w("ln_2.bias"), N, C);
+  ref_linear_forward(a.fc.data(), a.ln2.data(), w("mlp.c_fc.weight"), w("mlp.c_fc.bias"), N, C, 4 * C);
+  ref_gelu_forward(a.fc_gelu.data(), a.fc.data(), (size_t)N * 4 * C);
+  ref_linear_forward(a.res3.data(), a.fc_gelu.data(), w("mlp.c_proj.weight"), w("mlp.c_proj.bias"), N, 4 * C, C);
+  for (int i = 0; i < N * C; i++) a.res3[i] += a.res2[i];
+}
+
+// dx: ∂loss/∂res3 on entry, ∂loss/∂x on return. g(name) is the gradient of tensor "h.{l}.name" (added to);
+// dgates += ∂loss/∂ξ when gates are given.
+template <typename F, typename W, typename G>
+void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* x, W w, const F* gates, F* dgates,
+                        F scale, const RefBlockShape& s) {
+  const int N = s.B * s.T, C = s.C, NH = s.NH, HS = C / NH;
+  // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2)))): d_res2 = dx + the MLP branch's gradient
+  std::vector<F> d_res2 = dx, d_fc_gelu(N * 4 * C, F(0)), d_fc(N * 4 * C, F(0)), d_ln2(N * C, F(0));
+  if (!s.attn_only) {
+    ref_linear_backward(d_fc_gelu.data(), g("mlp.c_proj.weight"), g("mlp.c_proj.bias"), dx.data(), a.fc_gelu.data(),
+                        w("mlp.c_proj.weight"), N, 4 * C, C);
+    ref_gelu_backward(d_fc.data(), a.fc.data(), d_fc_gelu.data(), (size_t)N * 4 * C);
+    ref_linear_backward(d_ln2.data(), g("mlp.c_fc.weight"), g("mlp.c_fc.bias"), d_fc.data(), a.ln2.data(),
+                        w("mlp.c_fc.weight"), N, C, 4 * C);
+    ref_layernorm_backward(d_res2.data(), g("ln_2.weight"), g("ln_2.bias"), d_ln2.data(), a.res2.data(),
+                           w("ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  }
+  // res2 = x + attn_proj(gate(attention(qkv(ln_1(x))))): d_x = d_res2 + the attention branch's gradient
+  std::vector<F> d_x = d_res2, d_att(N * C, F(0)), d_qkv(N * 3 * C, F(0)), d_ln1(N * C, F(0));
+  if (!gates) {
+    ref_linear_backward(d_att.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), d_res2.data(), a.att.data(),
+                        w("attn.c_proj.weight"), N, C, C);
+  } else {  // through the gates
+    std::vector<F> d_gated(N * C, F(0));
+    ref_linear_backward(d_gated.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), d_res2.data(),
+                        a.gated.data(), w("attn.c_proj.weight"), N, C, C);
+    ref_head_gate_backward(d_att.data(), dgates, d_gated.data(), a.att.data(), gates, N, NH, HS);
+  }
+  if (s.kind == "linear")
+    ref_linear_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), s.mask, s.B, s.T, C, NH);
+  else
+    ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), s.mask, scale,
+                           s.B, s.T, C, NH);
+  ref_linear_backward(d_ln1.data(), g("attn.c_attn.weight"), g("attn.c_attn.bias"), d_qkv.data(), a.ln1.data(),
+                      w("attn.c_attn.weight"), N, C, 3 * C);
+  ref_layernorm_backward(d_x.data(), g("ln_1.weight"), g("ln_1.bias"), d_ln1.data(), x, w("ln_1.weight"),
+                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+  dx = d_x;
+}
+
+// ---- The whole model: the embedding, the blocks above, the final LayerNorm, the LM head tied to wte and the mean
+// cross-entropy. Every option of the fast model: the attention scale (config.attn_scale), attention-only blocks
+// (config.attn_only), head gates ξ (head_gates, L × NH, empty = off; their gradient goes to gate_grads) and one
+// mask per layer.
 template <typename F>
 struct ReferenceGPT {
-  struct Layer {  // what the forward keeps for the backward, zero-initialised for N = B·T rows and P = B·NH·T·T
-    std::vector<F> ln1, ln1_mean, ln1_rstd, qkv, probs, att, gated, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
-    Layer(int N, int C, int P)
-        : ln1(N * C), ln1_mean(N), ln1_rstd(N), qkv(N * 3 * C), probs(P), att(N * C), gated(N * C), res2(N * C),
-          ln2(N * C),
-          ln2_mean(N), ln2_rstd(N), fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
-  };
+  using Layer = RefBlock<F>;
   ModelConfig config;
   std::vector<AttentionMask> masks;  // one per layer
-  std::vector<AttentionKind> kinds;  // softmax or linear, one per layer (config.attention)
+  std::vector<std::string> kinds;    // softmax or linear, one per layer (config.attention)
   std::vector<TensorSpec> table;     // the arena layout
   std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
   std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
@@ -377,7 +456,7 @@ struct ReferenceGPT {
   std::vector<Layer> layers;
 
   explicit ReferenceGPT(const ModelConfig& c, std::vector<AttentionMask> layer_masks = {})
-      : config(c), masks(std::move(layer_masks)), kinds(parse_layer_attention(c.attention, c.n_layer)),
+      : config(c), masks(std::move(layer_masks)), kinds(split_layer_list(c.attention, c.n_layer, "attention list")),
         table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
     if (masks.empty()) masks.assign(c.n_layer, AttentionMask{});
   }
@@ -391,6 +470,10 @@ struct ReferenceGPT {
   const F* p(const std::string& name) const { return params.data() + offset(name); }
   const F* p(int l, const std::string& name) const { return p("h." + std::to_string(l) + "." + name); }
   const std::vector<F>& block_input(int l) const { return l == 0 ? encoded : layers[l - 1].res3; }
+  RefBlockShape shape(int l) const {
+    return {kinds[l], masks[l], config.attn_only, B, T, config.n_embd, config.n_head};
+  }
+  const F* gates(int l) const { return head_gates.empty() ? nullptr : &head_gates[l * config.n_head]; }
 
   // inputs, targets (B·T); targets may be empty (logits only) and may hold kNoTarget. Returns the mean loss.
   F forward(const std::vector<int>& in, const std::vector<int>& tg, int B_, int T_) {
@@ -398,39 +481,12 @@ struct ReferenceGPT {
     const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
     if ((int)inputs.size() != N || (!targets.empty() && (int)targets.size() != N))
       throw std::runtime_error("ReferenceGPT::forward: inputs and targets must hold B·T ids");
-    const F scale = ref_attention_scale<F>(config);
-    const int HS = config.head_size();
     encoded.assign(N * C, F(0));
     ref_embedding_forward(encoded.data(), inputs.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
     layers.assign(config.n_layer, Layer(N, C, B * NH * T * T));
-    for (int l = 0; l < config.n_layer; l++) {
-      Layer& a = layers[l];
-      const std::vector<F>& x = block_input(l);
-      // res2 = x + attn_proj(attention(qkv(ln_1(x))))
-      ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x.data(), p(l, "ln_1.weight"),
-                            p(l, "ln_1.bias"), N, C);
-      ref_linear_forward(a.qkv.data(), a.ln1.data(), p(l, "attn.c_attn.weight"), p(l, "attn.c_attn.bias"), N, C, 3 * C);
-      if (kinds[l] == AttentionKind::Linear)
-        ref_linear_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], B, T, C, NH);
-      else
-        ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), masks[l], scale, B, T, C, NH);
-      const std::vector<F>& heads = head_gates.empty() ? a.att : a.gated;
-      if (!head_gates.empty()) ref_head_gate_forward(a.gated.data(), a.att.data(), &head_gates[l * NH], N, NH, HS);
-      ref_linear_forward(a.res2.data(), heads.data(), p(l, "attn.c_proj.weight"), p(l, "attn.c_proj.bias"), N, C, C);
-      for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
-      if (config.attn_only) {  // no MLP: res3 = res2
-        a.res3 = a.res2;
-        continue;
-      }
-      // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))
-      ref_layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(l, "ln_2.weight"),
-                            p(l, "ln_2.bias"), N, C);
-      ref_linear_forward(a.fc.data(), a.ln2.data(), p(l, "mlp.c_fc.weight"), p(l, "mlp.c_fc.bias"), N, C, 4 * C);
-      ref_gelu_forward(a.fc_gelu.data(), a.fc.data(), (size_t)N * 4 * C);
-      ref_linear_forward(a.res3.data(), a.fc_gelu.data(), p(l, "mlp.c_proj.weight"), p(l, "mlp.c_proj.bias"), N, 4 * C,
-                         C);
-      for (int i = 0; i < N * C; i++) a.res3[i] += a.res2[i];
-    }
+    for (int l = 0; l < config.n_layer; l++)
+      ref_block_forward(layers[l], block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
+                        ref_attention_scale<F>(config), shape(l));
     lnf.assign(N * C, F(0)), lnf_mean.assign(N, F(0)), lnf_rstd.assign(N, F(0)), logits.assign(N * V, F(0));
     ref_layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), block_input(config.n_layer).data(),
                           p("ln_f.weight"), p("ln_f.bias"), N, C);
@@ -446,11 +502,8 @@ struct ReferenceGPT {
     if (targets.empty()) throw std::runtime_error("ReferenceGPT::backward: the last forward had no targets");
     if (grads.size() != params.size()) throw std::runtime_error("ReferenceGPT::backward: grads has the wrong size");
     const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
-    const F scale = ref_attention_scale<F>(config);
-    const int HS = config.head_size();
     if (!head_gates.empty() && gate_grads.size() != head_gates.size()) gate_grads.assign(head_gates.size(), F(0));
     auto g = [&](const std::string& name) { return grads.data() + offset(name); };
-    auto gl = [&](int l, const std::string& name) { return g("h." + std::to_string(l) + "." + name); };
     int count = 0;
     for (int y : targets) count += y != kNoTarget;
     std::vector<F> dlogits(N * V, F(0)), dlnf(N * C, F(0)), dx(N * C, F(0));  // dx: ∂loss/∂(residual stream)
@@ -458,42 +511,11 @@ struct ReferenceGPT {
     ref_lm_head_backward(dlnf.data(), g("wte.weight"), dlogits.data(), lnf.data(), p("wte.weight"), N, C, V);
     ref_layernorm_backward(dx.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf.data(), block_input(config.n_layer).data(),
                            p("ln_f.weight"), lnf_mean.data(), lnf_rstd.data(), N, C);
-    for (int l = config.n_layer - 1; l >= 0; l--) {
-      const Layer& a = layers[l];
-      // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2)))): d_res2 = dx + the MLP branch's gradient
-      std::vector<F> d_res2 = dx, d_fc_gelu(N * 4 * C, F(0)), d_fc(N * 4 * C, F(0)), d_ln2(N * C, F(0));
-      if (!config.attn_only) {
-      ref_linear_backward(d_fc_gelu.data(), gl(l, "mlp.c_proj.weight"), gl(l, "mlp.c_proj.bias"), dx.data(),
-                          a.fc_gelu.data(), p(l, "mlp.c_proj.weight"), N, 4 * C, C);
-      ref_gelu_backward(d_fc.data(), a.fc.data(), d_fc_gelu.data(), (size_t)N * 4 * C);
-      ref_linear_backward(d_ln2.data(), gl(l, "mlp.c_fc.weight"), gl(l, "mlp.c_fc.bias"), d_fc.data(), a.ln2.data(),
-                          p(l, "mlp.c_fc.weight"), N, C, 4 * C);
-      ref_layernorm_backward(d_res2.data(), gl(l, "ln_2.weight"), gl(l, "ln_2.bias"), d_ln2.data(), a.res2.data(),
-                             p(l, "ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
-      }
-      // res2 = x + attn_proj(attention(qkv(ln_1(x)))): d_x = d_res2 + the attention branch's gradient
-      std::vector<F> d_x = d_res2, d_att(N * C, F(0)), d_qkv(N * 3 * C, F(0)), d_ln1(N * C, F(0));
-      if (head_gates.empty()) {
-        ref_linear_backward(d_att.data(), gl(l, "attn.c_proj.weight"), gl(l, "attn.c_proj.bias"), d_res2.data(),
-                            a.att.data(), p(l, "attn.c_proj.weight"), N, C, C);
-      } else {  // through the gates
-        std::vector<F> d_gated(N * C, F(0));
-        ref_linear_backward(d_gated.data(), gl(l, "attn.c_proj.weight"), gl(l, "attn.c_proj.bias"), d_res2.data(),
-                            a.gated.data(), p(l, "attn.c_proj.weight"), N, C, C);
-        ref_head_gate_backward(d_att.data(), &gate_grads[l * NH], d_gated.data(), a.att.data(), &head_gates[l * NH], N,
-                               NH, HS);
-      }
-      if (kinds[l] == AttentionKind::Linear)
-        ref_linear_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), masks[l], B, T, C, NH);
-      else
-        ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), masks[l], scale,
-                               B, T, C, NH);
-      ref_linear_backward(d_ln1.data(), gl(l, "attn.c_attn.weight"), gl(l, "attn.c_attn.bias"), d_qkv.data(),
-                          a.ln1.data(), p(l, "attn.c_attn.weight"), N, C, 3 * C);
-      ref_layernorm_backward(d_x.data(), gl(l, "ln_1.weight"), gl(l, "ln_1.bias"), d_ln1.data(), block_input(l).data(),
-                             p(l, "ln_1.weight"), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
-      dx = d_x;
-    }
+    for (int l = config.n_layer - 1; l >= 0; l--)
+      ref_block_backward(
+          dx, [&](const std::string& n) { return g("h." + std::to_string(l) + "." + n); }, layers[l],
+          block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
+          head_gates.empty() ? nullptr : &gate_grads[l * NH], ref_attention_scale<F>(config), shape(l));
     ref_embedding_backward(g("wte.weight"), g("wpe.weight"), dx.data(), inputs.data(), B, T, C);
   }
 };

@@ -184,14 +184,25 @@ void check_same_parameters(Span<const float> params, int step) {
 
 // ---- the trainer's hooks -------------------------------------------------------------------------------------
 
-TrainHooks training_hooks() {
-  TrainHooks hooks;
-  if (size() == 1) return hooks;  // one process: the trainer runs exactly as without MPI
-  hooks.after_backward = [](GPT& model, float& loss) {
-    loss = allreduce_gradients(model.grads_memory(), loss, model.last_targets());
-  };
-  hooks.writes_output = is_root();
-  return hooks;
+namespace {
+class MpiReducer final : public Reducer {
+ public:
+  Rows rows(int B) const override { return my_rows(B); }
+  float gradients(GPT& model, float loss) const override {
+    return allreduce_gradients(model.grads_memory(), loss, model.last_targets());
+  }
+  void sum(double* values, int n) const override { dist::sum(values, n); }
+  bool any(bool flag) const override { return dist::any(flag); }
+  void check_same(Span<const float> params, int step) const override { check_same_parameters(params, step); }
+  bool writes() const override { return is_root(); }
+  int processes() const override { return size(); }
+  int default_threads() const override { return dist::default_threads(); }
+};
+}  // namespace
+
+const Reducer& reducer() {
+  static const MpiReducer mpi;
+  return size() == 1 ? one_process() : mpi;  // one process: the trainer runs exactly as without MPI
 }
 
 }  // namespace dist

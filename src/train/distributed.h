@@ -16,7 +16,7 @@
 // targets (MLM and prefix-LM leave some positions without one); with N dividing B and every position a target
 // (CLM), n_r/n is 1/N. Evaluation losses are reduced the same way, per batch.
 //
-// Only rank 0 prints, writes metrics.csv and checkpoints. Every kCheckEvery steps and before every checkpoint the
+// Only rank 0 prints, writes metrics.csv and checkpoints. Every kCheckEvery steps (reducer.h) and before every checkpoint the
 // ranks compare a checksum of their parameters and stop with an error if they differ.
 //
 // Without MPI (built without Open MPI, or ./train started without mpirun) there is one rank and every function
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "base/span.h"
-#include "train/trainer.h"
+#include "train/reducer.h"
 
 namespace dist {
 
@@ -54,10 +54,6 @@ int default_threads();
 
 // ---- the batch slice -----------------------------------------------------------------------------------------
 
-struct Rows {
-  int begin = 0, end = 0;  // rows [begin, end) of the global batch
-  int count() const { return end - begin; }
-};
 Rows rows_of(int rank, int size, int B);  // [rank·B/size, (rank+1)·B/size); throws when 1 < size and B < size
 Rows my_rows(int B);                      // rows_of(rank(), size(), B)
 
@@ -76,17 +72,16 @@ void allreduce_sum(float* values, size_t n);
 
 // ---- parameters stay identical -------------------------------------------------------------------------------
 
-constexpr int kCheckEvery = 100;  // steps between checks
 // A 64-bit checksum of the exact bits of `values`: Σ (bits_i + 1)·(2i + 1)·φ mod 2⁶⁴, which changes when any
 // bit of any value changes (each term's multiplier is odd, hence invertible mod 2⁶⁴), and sums in any order.
 uint64_t checksum(Span<const float> values);
 // Throws, naming the step, if the ranks' parameters are not bit-for-bit the same.
 void check_same_parameters(Span<const float> params, int step);
 
-// ---- the trainer's hooks (train/trainer.h) --------------------------------------------------------------------
+// ---- the trainer's reducer (train/reducer.h) ------------------------------------------------------------------
 
-// What ./train hands run_training: after_backward turns this rank's slice gradient and loss into the whole
-// batch's (allreduce_gradients) and writes_output is true on rank 0 only. With one process both change nothing.
-TrainHooks training_hooks();
+// What ./train hands run_training: with mpirun, each process's rows, allreduce_gradients, sums over the ranks,
+// rank 0 alone writing; with one process, one_process(), where every call is the identity.
+const Reducer& reducer();
 
 }  // namespace dist

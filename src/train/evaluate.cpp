@@ -8,14 +8,12 @@
 #include "data/dataset.h"
 #include "data/objective.h"
 #include "base/rng.h"
-#include "train/distributed.h"
 
 double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
-                     Rng& rng) {
+                     Rng& rng, const Reducer& reducer) {
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
-  // Under MPI each process scores its rows of every batch (distributed.h); a batch's loss is then the sum of the
-  // slices' losses over the sum of their targets. One process: rows [0, B), and loss·n/n gives back the loss.
-  const dist::Rows rows = dist::my_rows(B);
+  // One process: rows [0, B), and loss·n/n gives back the loss.
+  const Rows rows = reducer.rows(B);
   std::vector<double> sums(2 * (size_t)iters);  // per batch: Σ loss over this process's targets, their number
   for (int i = 0; i < iters; i++) {
     const int prefix = batches.next(tokens, B, T, rng, x.data(), y.data());
@@ -24,7 +22,7 @@ double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& to
     const double loss = model.forward(x.data() + first, y.data() + first, rows.count(), T);
     sums[2 * i] = loss * model.last_targets(), sums[2 * i + 1] = model.last_targets();
   }
-  dist::sum(sums);
+  reducer.sum(sums.data(), (int)sums.size());
   double total = 0;
   for (int i = 0; i < iters; i++)
     if (sums[2 * i + 1] > 0) total += sums[2 * i] / sums[2 * i + 1];
@@ -70,7 +68,7 @@ TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch) {
 // Scores rows whose only target is the last position, in batches. Row r is tokens[end_r − n, end_r) with
 // n = T (or T − 1 followed by [MASK] for an MLM model), and the target is tokens[end_r].
 static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens, const std::vector<long>& ends,
-                                      int mask_token) {
+                                      int mask_token, const Reducer& reducer) {
   const int T = model.config.block_size, V = model.config.vocab_size, batch = 32;
   // Every input character is left context: let a prefix-LM see all of it, and put its masks back afterwards
   // even if a forward pass throws.
@@ -81,8 +79,8 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
   } restore{model, model.masks()};
   model.set_prefix_length(T);
   std::vector<int> x((size_t)batch * T), y((size_t)batch * T, kNoTarget);
-  // Under MPI each process scores its share of the rows (distributed.h) and the sums are added up.
-  const dist::Rows mine = dist::my_rows((int)ends.size());
+  // Each process scores its share of the rows and the sums are added up.
+  const Rows mine = reducer.rows((int)ends.size());
   CharScore score;
   double nats = 0;
   long correct = 0;
@@ -108,7 +106,7 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
     }
   }
   double sums[2] = {nats, (double)correct};
-  dist::sum(sums, 2);
+  reducer.sum(sums, 2);
   nats = sums[0], correct = (long)sums[1];
   score.count = (long)ends.size();
   score.bits = score.count ? nats / score.count / std::log(2.0) : 0;
@@ -116,14 +114,15 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
   return score;
 }
 
-CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token) {
+CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token,
+                          const Reducer& reducer) {
   const long T = model.config.block_size;
   if ((long)tokens.size() <= T) throw std::runtime_error("the text is too short to score with a context of " +
                                                          std::to_string(T) + " characters");
   Rng rng(seed);
   std::vector<long> ends(count);
   for (long& end : ends) end = T + rng.below((int)(tokens.size() - T));  // any t with a full context before it
-  return score_last_positions(model, tokens, ends, mask_token);
+  return score_last_positions(model, tokens, ends, mask_token, reducer);
 }
 
 CharScore masked_char_score(GPT& model, const std::vector<int>& tokens, int windows, float rate, uint64_t seed,
@@ -139,7 +138,7 @@ CharScore masked_char_score(GPT& model, const std::vector<int>& tokens, int wind
   for (int w = 0; w < windows; w++)
     for (int t = 0; t < T; t++)
       if (rng.uniform() < rate) chosen[w].push_back(t), ends.push_back((long)(w + 1) * T + t);
-  if (mask_token < 0) return score_last_positions(model, tokens, ends, -1);
+  if (mask_token < 0) return score_last_positions(model, tokens, ends, -1, one_process());
 
   std::vector<int> x((size_t)T), y((size_t)T);
   CharScore score;

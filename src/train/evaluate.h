@@ -4,14 +4,17 @@
 #include <vector>
 
 #include "model/model.h"
+#include "train/reducer.h"
 
 class Rng;
 
 class BatchMaker;
 
-// Mean training-objective loss over `iters` random batches of (B, T) drawn with `rng`.
+// Mean training-objective loss over `iters` random batches of (B, T) drawn with `rng`. Under data parallelism each
+// process scores its rows of every batch (reducer.h) and a batch's loss is the sum of the slices' losses over the
+// sum of their targets.
 double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
-                     Rng& rng);
+                     Rng& rng, const Reducer& reducer = one_process());
 
 struct TextScore {
   double nats_per_token = 0;  // mean −ln p(next character)
@@ -34,7 +37,9 @@ struct CharScore {
 // (a) Next character from left context only: for each position t, the model is given only characters before t
 // (for an MLM model: those characters followed by [MASK] at t) and scored on character t. Prefix masks are
 // opened to the whole row (all of it is left context). `count` positions drawn with `seed`.
-CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token);
+// Under data parallelism each process scores its share of the positions (reducer.h).
+CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token,
+                          const Reducer& reducer = one_process());
 
 // (b) Masked characters: a fixed, seeded `rate` of the positions of consecutive windows. An MLM model sees both
 // sides, with [MASK] at every chosen position; any other model sees only the left side of each.

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "train/distributed.h"
 
 std::string format_duration(double seconds) {
   long s = (long)std::lround(std::max(0.0, seconds));
@@ -16,10 +15,9 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Progress(int total_steps, int tokens_per_step, int log_every)
+Progress::Progress(int total_steps, int tokens_per_step, int log_every, bool may_rewrite)
     : total_steps_(total_steps), tokens_per_step_(tokens_per_step), log_every_(log_every),
-      // [dist] mpirun hands its processes a pseudo-terminal even when its own output goes to a file: log lines then.
-      live_(isatty(fileno(stdout)) && dist::size() == 1) {}
+      live_(isatty(fileno(stdout)) && may_rewrite) {}
 
 void Progress::evaluation(int step, double train_loss, double val_loss, double honest_bits) {
   if (live_) std::printf("\r\033[K");

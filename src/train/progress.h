@@ -7,7 +7,9 @@ std::string format_duration(double seconds);  // "1:05", "2:03:04"
 
 class Progress {
  public:
-  Progress(int total_steps, int tokens_per_step, int log_every);
+  // may_rewrite: a line may be rewritten in place when stdout is a terminal (not under mpirun, which hands its
+  // processes a pseudo-terminal even when its own output goes to a file: log lines then).
+  Progress(int total_steps, int tokens_per_step, int log_every, bool may_rewrite = true);
   // "step 250: train loss …, val loss …[, honest next-char …]"; honest_bits < 0 leaves that part out.
   void evaluation(int step, double train_loss, double val_loss, double honest_bits);
   // After step `step` (0-based) took `ms`: "step s/total | loss | lr | tok/s | ms/step | ETA".

@@ -5,30 +5,20 @@
 
 #include "data/objective.h"
 #include "data/utf8.h"
+#include "optim/optimizer.h"
 
 #define FIELD(member) SETTING_FIELD(TrainConfig, member)
 
 // ---- the table -------------------------------------------------------------------------------------------------
 // One row per setting: key in the checkpoint, flag, help, field, range, scope (Run: fixed on --resume; Knob: a
-// resumed run may change it; Invocation: not stored). The model's sizes are also checked by validate(ModelConfig)
-// (model/config.cpp) once the vocabulary is known, since a checkpoint's model must pass the same checks.
-const std::vector<Setting<TrainConfig>>& train_settings() {
+// resumed run may change it; Invocation: not stored). The model's own settings are ModelConfig's table
+// (model/config.cpp), placed after --out; the checkpoint stores those once, in its metadata.
+static const std::vector<Setting<TrainConfig>>& run_settings() {
   using S = Scope;
   // clang-format off
   static const std::vector<Setting<TrainConfig>> table = {
     {"data",         "data",         "UTF-8 text file to train on",                        FIELD(data),               any_value(),  S::Knob},
     {"out",          "out",          "output directory for ckpt.safetensors and metrics.csv", FIELD(out),             any_value(),  S::Knob},
-    {"n_layer",      "n-layer",      "transformer blocks",                                 FIELD(model.n_layer),      positive(),   S::Run},
-    {"n_head",       "n-head",       "attention heads per block",                          FIELD(model.n_head),       positive(),   S::Run},
-    {"n_embd",       "n-embd",       "embedding width (divisible by --n-head)",            FIELD(model.n_embd),       positive(),   S::Run},
-    {"block_size",   "block",        "context length (block_size)",                        FIELD(model.block_size),   positive(),   S::Run},
-    {"attn_only",    "attn-only",    "blocks without MLPs (attention-only transformer)",   FIELD(model.attn_only),    any_value(),  S::Run},
-    {"attn_scale",   "attn-scale",   "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
-                                                                                           FIELD(model.attn_scale),   any_value(),  S::Run},
-    {"attention",    "attention",    "attention of every layer: softmax or linear (O(T), docs/linear_attention.md)",
-                                                                                           FIELD(model.attention),    any_value(),  S::Run},
-    {nullptr,        "layer-attention", "one attention per layer, comma-separated, e.g. linear,softmax,linear,linear",
-                                                                                           FIELD(model.attention),    any_value(),  S::Run},
     {"objective",    "objective",    "clm (GPT: next character), mlm (BERT: masked characters) or prefix-lm",
                                                                                            FIELD(objective),          any_value(),  S::Run},
     {"mask",         "mask",         "attention mask of every layer: causal, bidirectional, prefix:N or window:W "
@@ -73,16 +63,41 @@ const std::vector<Setting<TrainConfig>>& train_settings() {
 
 #undef FIELD
 
+const std::vector<Setting<TrainConfig>>& train_settings() {
+  static const std::vector<Setting<TrainConfig>> table = [] {
+    const std::vector<Setting<TrainConfig>>& run = run_settings();
+    std::vector<Setting<TrainConfig>> all(run.begin(), run.begin() + 2);  // --data, --out
+    for (const Setting<TrainConfig>& s : nested_settings(model_settings(), &TrainConfig::model))
+      if (s.flag) all.push_back(s);  // vocab_size comes from the corpus, not a flag
+    all.insert(all.end(), run.begin() + 2, run.end());
+    return all;
+  }();
+  return table;
+}
+
 // ---- checkpoint JSON -------------------------------------------------------------------------------------------
 
 std::string to_json(const TrainConfig& c) { return settings_to_json(train_settings(), c).dump(); }
 
+std::string checkpoint_json(const TrainConfig& c) { return settings_to_json(run_settings(), c).dump(); }
+
 TrainConfig train_config_from_json(const std::string& text, const std::string& source,
-                                   std::vector<std::string>* missing) {
+                                   std::vector<std::string>* missing, const ModelConfig* model) {
   TrainConfig c;  // a key the checkpoint lacks keeps this default
   try {
-    std::vector<std::string> absent = settings_from_json(train_settings(), nlohmann::json::parse(text), c);
+    const nlohmann::json j = nlohmann::json::parse(text);
+    std::vector<std::string> absent = settings_from_json(model ? run_settings() : train_settings(), j, c);
     if (missing) missing->insert(missing->end(), absent.begin(), absent.end());
+    if (!model) return c;
+    c.model = *model;
+    // Files written before the model's settings were stored once kept them here too: they must agree.
+    TrainConfig stored = c;
+    const std::vector<Setting<TrainConfig>> rows = nested_settings(model_settings(), &TrainConfig::model);
+    settings_from_json(rows, j, stored);
+    for (const Setting<TrainConfig>& s : rows)
+      if (s.key && setting_text(s, stored) != setting_text(s, c))
+        throw std::runtime_error(std::string("'") + s.key + "' is " + setting_text(s, stored) +
+                                 " here but " + setting_text(s, c) + " in the model's metadata");
   } catch (const std::exception& e) {
     throw std::runtime_error(source + ": bad training settings in the checkpoint: " +
                              escape_for_message(e.what()));
@@ -95,7 +110,7 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
 // The recipes are measured, not guessed (docs/performance.md#time-to-quality has the runs; Tiny Shakespeare, 2 cores):
 // - tiny: on two cores a step's tokens/s hardly depend on the batch (8 to 16 sequences: 9.1–9.4k tokens/s), so the
 //   batch that learns most per token wins (12 beat 24 and 32 at equal tokens). With AdamW, lr 6e-3 beat 3e-3 and
-//   1e-2. Muon (model/muon.h) learns far more per step: val 1.716 after 1000 steps against AdamW's 1.916, for
+//   1e-2. Muon (optim/muon.h) learns far more per step: val 1.716 after 1000 steps against AdamW's 1.916, for
 //   ~35% more time per step, so 1000 Muon steps beat 1500 AdamW steps (1.798) in less time.
 // - frontier: for a 10-minute budget, block 128 at the tiny widths (8.7k tokens/s) beat 6 layers (5.9k tokens/s)
 //   at equal time; with Muon, 1700 steps fit in 10 minutes. Past a few epochs the train/val gap grows fastest
@@ -149,7 +164,7 @@ void validate(const TrainConfig& c) {
   check_ranges(train_settings(), c);
   if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
   parse_objective(c.objective);
-  if (c.optimizer != "adamw" && c.optimizer != "muon")
-    throw std::runtime_error("--optimizer: unknown optimizer '" + escape_for_message(c.optimizer) +
-                             "' (expected adamw or muon)");
+  if (!find_optimizer(c.optimizer))
+    throw std::runtime_error("--optimizer: unknown optimizer '" + escape_for_message(c.optimizer) + "' (expected " +
+                             optimizer_names() + ")");
 }

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "base/settings.h"
-#include "model/adamw.h"
+#include "optim/adamw.h"
 #include "model/config.h"
-#include "model/muon.h"
+#include "optim/muon.h"
 
 // The defaults are what a checkpoint gets for a setting it lacks (one written before the setting existed: AdamW, for
 // instance); ./train's own defaults are the tiny preset's, which starts from these (presets() in settings.cpp).
@@ -25,7 +25,7 @@ struct TrainConfig {
   int batch = 12;
   int steps = 1500;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
-  std::string optimizer = "adamw";  // adamw | muon (model/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
+  std::string optimizer = "adamw";  // adamw | muon (optim/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
   MuonConfig muon;
   int eval_every = 250;      // 0 = only at the start and the end
   int eval_iters = 20;       // batches per split per evaluation
@@ -42,11 +42,16 @@ struct TrainConfig {
 // Every setting of ./train, in --help order.
 const std::vector<Setting<TrainConfig>>& train_settings();
 
+// Every setting as JSON (--print-settings).
 std::string to_json(const TrainConfig& config);
-// Reads the settings a checkpoint stored. `source` names the file in messages. A key the JSON lacks (a setting
-// added after the checkpoint was written) keeps its default and is appended to `missing` when given.
+// The settings a resumable checkpoint stores as its "train_config": all but the model's, which its metadata holds.
+std::string checkpoint_json(const TrainConfig& config);
+// Reads settings back from JSON: a checkpoint's "train_config", with `model` the model's settings from its metadata,
+// or to_json's output (model null: the model's settings are in the JSON). `source` names the file in messages. A
+// key the JSON lacks (a setting added after the checkpoint was written) keeps its default and is appended to
+// `missing` when given. Older checkpoints also kept the model's settings in train_config: they must agree.
 TrainConfig train_config_from_json(const std::string& json, const std::string& source,
-                                   std::vector<std::string>* missing = nullptr);
+                                   std::vector<std::string>* missing = nullptr, const ModelConfig* model = nullptr);
 // A named starting point for ./train --preset: the defaults (which are the tiny preset) with some settings changed.
 struct Preset {
   const char* name;

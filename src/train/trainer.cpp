@@ -12,9 +12,8 @@
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "data/objective.h"
-#include "lab/attention_stats.h"
 #include "model/model.h"
-#include "train/distributed.h"
+#include "optim/optimizer.h"
 #include "train/evaluate.h"
 #include "io/run_folder.h"
 #include "train/metrics_file.h"
@@ -43,24 +42,26 @@ class TrainingRun {
  private:
   void start_model(Checkpoint* resume);  // a new model from the corpus, or the resumed checkpoint's
   void print_header() const;
-  void evaluate(int step, double& train_loss, double& val_loss, double& honest_bits, std::string& attention_cells);
-  // One optimizer step: batch, forward, backward, hook, clip, AdamW or Muon. Returns the loss; throws if it diverged.
+  void evaluate(int step, double& train_loss, double& val_loss, double& honest_bits, std::string& extra_cells);
+  // One optimizer step: batch, forward, backward, the whole batch's gradient, clip, update. Returns the loss;
+  // throws if it diverged.
   float train_step(int step, double& lr, double& norm);
   void save(int step);
   std::runtime_error diverged(int step, const std::string& what) const;
   std::string last_good() const;
 
   const TrainConfig& cfg_;
-  const TrainHooks& hooks_;
+  const EvaluationColumns columns_;
+  const Reducer& reducer_;
   const Objective objective_;
   const bool resumed_;
-  // [dist] The one place the batch is split: this process computes rows [rows_.begin, rows_.end) of every batch
-  // (all of them without MPI). Every process still draws the whole batch, so all see the same windows.
-  const dist::Rows rows_;
+  // This process computes rows [rows_.begin, rows_.end) of every batch (all of them with one process). Every
+  // process still draws the whole batch, so all see the same windows.
+  const Rows rows_;
   Checkpoint ckpt_;           // the model, its tokenizer and objective
   Corpus corpus_;
   ResumeState state_;         // step, optimizer, batch sampler: what a checkpoint stores to continue exactly
-  Muon muon_;                 // --optimizer muon: its scratch (its momentum is in state_.optimizer.m)
+  Optimizer optimizer_;       // AdamW or Muon (optim/optimizer.h); its state is state_.optimizer
   bool leaks_ = false;        // the mask lets a position see its answer (allowed by --allow-leak)
   int mask_token_ = -1;
   std::unique_ptr<BatchMaker> batches_;
@@ -70,15 +71,16 @@ class TrainingRun {
   int first_step_ = 0;        // where this invocation began (state_.step moves on at every save)
   std::string resumed_rng_;   // the batch sampler's state at that step
   std::vector<int> x_, y_;    // the step's batch
-  std::vector<int> stats_x_, stats_y_;  // one fixed validation batch for the attention statistics
+  std::vector<int> stats_x_, stats_y_;  // one fixed validation batch for the extra columns (TrainHooks)
   int stats_prefix_ = -1;
   std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
   std::unique_ptr<MetricsFile> metrics_;
 };
 
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
-    : cfg_(cfg), hooks_(hooks), objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr),
-      rows_(dist::my_rows(cfg.batch)) {
+    : cfg_(cfg), columns_(hooks.columns), reducer_(hooks.reducer ? *hooks.reducer : one_process()),
+      objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr), rows_(reducer_.rows(cfg.batch)),
+      optimizer_(cfg.optimizer) {
   start_model(resume);
   GPT& model = *ckpt_.model;
   const int B = cfg.batch, T = model.config.block_size;
@@ -95,14 +97,14 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
                              std::to_string(state_.step) + ") and at most --steps (" + std::to_string(cfg.steps) + ")");
   check_corpus_fits(corpus_, T);
   check_fits_in_memory(model.config, rows_.count());
-  if (hooks_.writes_output) {  // [dist] only rank 0 touches the folder
+  if (reducer_.writes()) {  // one process of a data-parallel run touches the folder
     prepare_output_dir(cfg.out);
     lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
     for (const std::string& stale : remove_stale_temporaries(cfg.out))
       std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
     if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
   }
-  state_.train_config = to_json(cfg);
+  state_.train_config = checkpoint_json(cfg);  // the model's settings are in the checkpoint's metadata
   ckpt_file_ = checkpoint_path(cfg.out);
   batch_rng_.set_state(state_.batch_rng);
   first_step_ = state_.step;
@@ -141,29 +143,30 @@ void TrainingRun::print_header() const {
   if (leaks_) std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", cfg_.data.c_str(), corpus_.train.size(),
               corpus_.val.size());
+  const int processes = reducer_.processes();
   std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
-              cfg_.batch, model.config.block_size, cfg_.optimizer == "muon" ? "Muon" : "AdamW",
+              cfg_.batch, model.config.block_size, optimizer_.row.title,
               state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", omp_get_max_threads(),
               omp_get_max_threads() == 1 ? "" : "s",
-              dist::size() == 1 ? "" : (" in each of " + std::to_string(dist::size()) + " processes").c_str(),
+              processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(),
               wait_policy().c_str());
   std::fflush(stdout);
 }
 
 // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like, and
 // the training batches never depend on how often we evaluate. Also measures the next-character score and the
-// attention statistics (attention_stats.h) on one fixed validation batch.
+// extra columns (TrainHooks: the lab's attention statistics under ./train) on one fixed validation batch.
 void TrainingRun::evaluate(int step, double& train_loss, double& val_loss, double& honest_bits,
-                           std::string& attention_cells) {
+                           std::string& extra_cells) {
   GPT& model = *ckpt_.model;
   const int B = cfg_.batch, T = model.config.block_size;
   Rng eval_rng(cfg_.seed + 1);
-  train_loss = estimate_loss(model, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng);
-  val_loss = estimate_loss(model, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng);
-  honest_bits = next_char_score(model, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_).bits;
-  if (!hooks_.writes_output) return;  // [dist] only the process that writes metrics.csv measures these cells
+  train_loss = estimate_loss(model, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng, reducer_);
+  val_loss = estimate_loss(model, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng, reducer_);
+  honest_bits = next_char_score(model, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_, reducer_).bits;
+  if (!reducer_.writes() || !columns_.measure) return;  // only the process that writes metrics.csv measures them
   if (stats_prefix_ >= 0) model.set_prefix_length(stats_prefix_);
-  attention_cells = attention_stats_cells(measure_attention(model, stats_x_.data(), stats_y_.data(), B, T));
+  extra_cells = columns_.measure(model, stats_x_.data(), stats_y_.data(), B, T);
 }
 
 float TrainingRun::train_step(int step, double& lr, double& norm) {
@@ -171,20 +174,17 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
   const int B = cfg_.batch, T = model.config.block_size;
   const int prefix = batches_->next(corpus_.train, B, T, batch_rng_, x_.data(), y_.data());
   if (prefix >= 0) model.set_prefix_length(prefix);
-  const size_t first = (size_t)rows_.begin * T;  // [dist] this process's rows of the batch
+  const size_t first = (size_t)rows_.begin * T;  // this process's rows of the batch
   float loss = model.forward(x_.data() + first, y_.data() + first, rows_.count(), T);
   model.zero_grad();
   model.backward();
-  if (hooks_.after_backward) hooks_.after_backward(model, loss);  // [dist] the whole batch's gradient and loss
+  loss = reducer_.gradients(model, loss);  // the whole batch's gradient and loss
   norm = clip_global_norm(model.grads_memory(), cfg_.adamw.grad_clip);
   if (!std::isfinite(loss) || !std::isfinite(norm))
     throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
                              "; the weights were not updated");
   lr = learning_rate(cfg_.adamw, step, cfg_.steps);
-  if (cfg_.optimizer == "muon")
-    muon_.update(model, state_.optimizer, cfg_.adamw, cfg_.muon, (float)lr);
-  else
-    state_.optimizer.update(model, cfg_.adamw, (float)lr);
+  optimizer_.step(model, state_.optimizer, cfg_.adamw, cfg_.muon, (float)lr);
   if (!all_finite(model.params_memory()))  // an absurd step can overflow the weights even from finite gradients
     throw diverged(step, "the update made some weights infinite or NaN");
   return loss;
@@ -195,8 +195,8 @@ void TrainingRun::save(int step) {
   state_.step = step;
   ckpt_.model->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
   state_.batch_rng = batch_rng_.state();
-  dist::check_same_parameters(ckpt_.model->params_memory(), step);  // [dist] what is saved is every process's model
-  if (hooks_.writes_output) {
+  reducer_.check_same(ckpt_.model->params_memory(), step);  // what is saved is every process's model
+  if (reducer_.writes()) {
     if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
     save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
   }
@@ -218,9 +218,8 @@ std::string TrainingRun::last_good() const {
 
 // A diverged step stops the run before anything is saved, naming the step and where the good weights are.
 std::runtime_error TrainingRun::diverged(int step, const std::string& what) const {
-  const std::string lr_flags = cfg_.optimizer == "muon" ? "--lr or --muon-lr" : "--lr";
   return std::runtime_error("training diverged at step " + std::to_string(step) + " (" + what + "); nothing was saved" +
-                            last_good() + ". Try a lower " + lr_flags + " (or check --attn-scale).");
+                            last_good() + ". Try a lower " + optimizer_.row.lr_flags + " (or check --attn-scale).");
 }
 
 // ---- the loop ----------------------------------------------------------------------------------------------------
@@ -232,47 +231,48 @@ TrainResult TrainingRun::run() {
   // number (left context only, the same for every kind of model) is printed beside it in those cases, and logged
   // to metrics.csv always, so that runs of any objective compare on one curve.
   const bool report_honest = objective_ != Objective::CLM || leaks_;
-  const bool out = hooks_.writes_output;  // [dist] false on every process of an mpirun job but rank 0
+  const bool out = reducer_.writes();  // false on every process of a data-parallel run but one
   if (out) print_header();
   install_stop_handlers();
-  Progress progress(cfg_.steps, B * T, cfg_.log_every);
-  // The 1/√d_k statistics (attention_stats.h): 8 columns per layer after step_ms, filled at evaluations.
-  // --overwrite starts the file afresh, also for a run resumed into another run's folder (train.cpp).
+  Progress progress(cfg_.steps, B * T, cfg_.log_every, reducer_.processes() == 1);
+  // The extra columns (TrainHooks), after step_ms, filled at evaluations. --overwrite starts the file afresh, also
+  // for a run resumed into another run's folder (train.cpp).
+  const int L = model.config.n_layer;
   if (out)
     metrics_ = std::make_unique<MetricsFile>(cfg_.out + "/metrics.csv", cfg_.overwrite ? 0 : state_.step,
-                                             attention_stats_header(model.config.n_layer));
+                                             columns_.header ? columns_.header(L) : "");
   Rng stats_rng(cfg_.seed + 3);
   stats_prefix_ = batches_->next(corpus_.val, B, T, stats_rng, stats_x_.data(), stats_y_.data());
   const double nan = std::nan("");
-  const std::string no_attention_cells = attention_stats_empty_cells(model.config.n_layer);
+  const std::string no_extra_cells = columns_.empty ? columns_.empty(L) : "";
   TrainResult result;
   result.step = first_step_;
   const auto start = Clock::now();
 
   for (int step = state_.step; step <= cfg_.steps; step++) {
     double train_loss = nan, val_loss = nan, honest_bits = nan;
-    std::string attention_cells = no_attention_cells;
+    std::string extra_cells = no_extra_cells;
     const bool last = step == cfg_.steps;
     if (last || step == first_step_ || (cfg_.eval_every && step % cfg_.eval_every == 0)) {
-      evaluate(step, train_loss, val_loss, honest_bits, attention_cells);
+      evaluate(step, train_loss, val_loss, honest_bits, extra_cells);
       result.val_loss = val_loss, result.honest_bits = honest_bits;
       if (out) progress.evaluation(step, train_loss, val_loss, report_honest ? honest_bits : -1);
     }
     if (last) {
-      if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, attention_cells);
+      if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, extra_cells);
       break;
     }
     const auto t0 = Clock::now();
     double lr = 0, norm = 0;
     const float loss = train_step(step, lr, norm);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, attention_cells);
+    if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, extra_cells);
     result.step = step + 1;
     if (out) progress.step(step, step == first_step_, loss, lr, ms);
-    // [dist] Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
-    if ((step + 1) % dist::kCheckEvery == 0) dist::check_same_parameters(model.params_memory(), step + 1);
-    // [dist] A stop request reaches the processes at different moments: all stop when one has it.
-    const bool stop = dist::any(stop_requested());
+    // Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
+    if ((step + 1) % kCheckEvery == 0) reducer_.check_same(model.params_memory(), step + 1);
+    // A stop request reaches the processes at different moments: all stop when one has it.
+    const bool stop = reducer_.any(stop_requested());
     if (stop || step + 1 == cfg_.stop_at) {
       save(step + 1);
       if (out) progress.stopped(stop, step + 1, ckpt_file_);
@@ -291,6 +291,7 @@ TrainResult TrainingRun::run() {
 
 TrainResult run_training(const TrainConfig& config, Checkpoint* resume, const TrainHooks& hooks) {
   validate(config);
-  set_threads(config.threads > 0 ? config.threads : dist::default_threads());  // [dist] cores ÷ processes here
+  const Reducer& reducer = hooks.reducer ? *hooks.reducer : one_process();
+  set_threads(config.threads > 0 ? config.threads : reducer.default_threads());  // cores ÷ processes on this machine
   return TrainingRun(config, resume, hooks).run();
 }

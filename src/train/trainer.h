@@ -1,10 +1,11 @@
-// The training loop behind ./train: batches, forward, backward, clip, AdamW, evaluation, metrics.csv,
+// The training loop behind ./train: batches, forward, backward, clip, the optimizer, evaluation, metrics.csv,
 // progress, checkpoints (periodic, final and on Ctrl-C) and exact resume. Its pieces, one job each:
 //   train/settings.h     TrainConfig, its table of settings, presets, validation
 //   train/output.h       the --out folder and metrics.csv
 //   train/progress.h     what is printed while training
 //   train/stop_signal.h  Ctrl-C: finish the step, save, stop
 //   train/evaluate.h     losses and scores of a model
+//   train/reducer.h      data parallelism's seam (one process: every call is the identity)
 //   train/trainer.cpp    TrainingRun: one method per job of the loop (start, evaluate, step, save)
 #pragma once
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "io/checkpoint.h"
+#include "train/reducer.h"
 #include "train/settings.h"
 
 struct TrainResult {
@@ -21,15 +23,20 @@ struct TrainResult {
   double honest_bits = 0;   // next-character bits/char from left context only, at the last evaluation
 };
 
-// Points where an extension hooks into every step without touching the loop.
-// train/distributed.h makes the hooks of a data-parallel (mpirun) run.
+// Extra metrics.csv columns, measured at every evaluation on one fixed validation batch (x, y: (B, T)). ./train
+// passes the lab's attention statistics (lab/attention_stats.h); the loop knows nothing about what they are.
+struct EvaluationColumns {
+  std::string (*header)(int n_layer) = nullptr;  // ",name,…"
+  std::string (*empty)(int n_layer) = nullptr;   // the cells of a row without an evaluation: ",,…"
+  std::string (*measure)(GPT& model, const int* x, const int* y, int B, int T) = nullptr;  // ",value,…"
+};
+
+// Where an extension plugs into the loop without touching it.
 struct TrainHooks {
-  // After backward() and before clipping and the optimizer step: the gradients and the step's loss are complete
-  // here. A data-parallel hook replaces this process's slice's gradient and loss with the whole batch's.
-  std::function<void(GPT& model, float& loss)> after_backward;
-  // False: train without printing or writing anything — no header, progress, metrics.csv or checkpoint (every
-  // process of a data-parallel job but rank 0, which writes for all).
-  bool writes_output = true;
+  // Data parallelism (reducer.h): which rows are this process's, the whole batch's gradient, whether to write.
+  // dist::reducer() for ./train; one process by default.
+  const Reducer* reducer = nullptr;
+  EvaluationColumns columns;
 };
 
 // Trains from scratch, or continues `resume` (a loaded resumable checkpoint; `config` then holds its own

@@ -31,9 +31,9 @@ double clip_global_norm(Span<float> grads, float max_norm);
 
 struct AdamW {
   std::vector<float> m, v;  // same layout as the parameter arena; under Muon, m of a Muon tensor is its momentum
-                            // buffer and v stays 0 there (model/muon.h)
+                            // buffer and v stays 0 there (optim/muon.h)
   int t = 0;                // updates taken, for the bias correction
 
-  // One step on every tensor of the model but those `skip` returns true for (under Muon, Muon's: model/muon.h).
+  // One step on every tensor of the model but those `skip` returns true for (under Muon, Muon's: optim/muon.h).
   void update(GPT& model, const AdamWConfig& cfg, float lr, bool (*skip)(const TensorSpec&) = nullptr);
 };

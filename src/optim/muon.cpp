@@ -1,4 +1,4 @@
-#include "model/muon.h"
+#include "optim/muon.h"
 
 #include <omp.h>
 
@@ -9,7 +9,7 @@
 #include "base/blas.h"
 #include "model/model.h"
 
-bool muon_updates(const TensorSpec& tensor) { return tensor.layer >= 0 && tensor.shape.size() == 2; }
+bool muon_updates(const TensorSpec& tensor) { return tensor.matrix; }
 
 float muon_learning_rate(const MuonConfig& muon, const AdamWConfig& adamw, float adamw_lr) {
   return muon.lr * (adamw_lr / adamw.lr);

@@ -39,7 +39,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "model/adamw.h"
+#include "optim/adamw.h"
 
 struct TensorSpec;
 
@@ -48,8 +48,8 @@ struct MuonConfig {
   float momentum = 0.95f;  // μ
 };
 
-// The tensors Muon updates: the 2-D weights inside the blocks (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj).
-// The only rule for it, read off the parameter table: 2-D and in a layer.
+// The tensors Muon updates: the weights of the linear maps inside the blocks (attn.c_attn, attn.c_proj, mlp.c_fc,
+// mlp.c_proj, a mixer's projections), the rows the parameter table marks `matrix`.
 bool muon_updates(const TensorSpec& tensor);
 
 // out (rows × cols) ← NS5(u) (rows × cols), by single-threaded BLAS (ssyrk, ssymm). `scratch` holds newton_schulz5_scratch(rows,

@@ -1,4 +1,4 @@
-#include "model/adamw.h"
+#include "optim/adamw.h"
 
 #include <cmath>
 

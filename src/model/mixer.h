@@ -1,0 +1,107 @@
+// The mixer seam. A block is pre-LN:
+//   x ← x + mixer(ln_1(x))          the one place where positions see each other
+//   x ← x + mlp(ln_2(x))            each position alone
+// A mixer kind (softmax attention, linear attention, …) is one file in src/model/mixers/ that implements this
+// interface, plus one line in mixers/registry.cpp. It owns everything about itself: its rows of the tensor table,
+// its forward and backward, its decoding state and one-token step, the attention weights it implies (for the lab),
+// and which masks it accepts. block.h, model.cpp and decoder.cpp only ever talk to this interface.
+//
+// Shapes: B batch, T time, C = n_embd, NH = n_head; u and out are (B, T, C) row-major, or one row (C) in step().
+// Gradients follow src/ops/README.md: parameter gradients are added to, the input gradient du is written.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "ops/mask.h"
+
+class Rng;
+
+enum class Init {
+  Normal,          // N(0, 0.02)
+  ResidualNormal,  // N(0, 0.02/√(2·n_layer)): projections that add into the residual stream (GPT-2 paper)
+  Zeros,
+  Ones,
+  Custom,          // the row's own init function (a mixer's special initialisation, e.g. Mamba's decay rates)
+};
+
+// One tensor a mixer declares. Its full name is "h.{layer}." + name; the model binds it to slot i of the layer's
+// MixerParams, i being its index in the mixer's tensors().
+struct MixerTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init;
+  bool weight_decay;  // AdamW's decoupled decay
+  bool matrix;        // a linear map's weight: Muon orthogonalises its update (optim/muon.h)
+  void (*init_fn)(float* p, size_t n, Rng& rng) = nullptr;  // for Init::Custom
+};
+
+// Pointers to a layer's mixer tensors (or their gradients), in the order of Mixer::tensors().
+constexpr int kMaxMixerTensors = 12;
+struct MixerParams {
+  float* t[kMaxMixerTensors] = {};
+};
+
+// The arguments every training-time call shares: the layer's tensors, its mask, its head gates ξ (NH of them, or
+// null when the gates are off: GPT::enable_head_gates) and the rows. `saved` is this layer's slice of the
+// activation arena (saved_floats), kept from forward to backward; `scratch` is shared by all layers (scratch_floats).
+struct MixerPass {
+  const MixerParams& p;
+  const AttentionMask& mask;
+  const float* gates;
+  int B, T;
+  float* saved;
+  float* scratch;
+};
+
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  // The name --attention and the checkpoint's "attention" key use for this kind.
+  virtual const char* kind() const = 0;
+  virtual std::vector<MixerTensor> tensors() const = 0;
+  // Throws, saying why, when this kind cannot run under `mask` (e.g. a recurrence that is causal by construction).
+  virtual void check_mask(const AttentionMask& mask) const {}
+  // Whether the layer has NH heads that the block's head gates can scale (the pruning lab).
+  virtual bool has_head_gates() const { return true; }
+  // Whether config.attn_scale means anything to it (only q·k logits are scaled).
+  virtual bool uses_attn_scale() const { return false; }
+
+  // ---- training: out = residual + mixer(u) (the residual add folded in, as linear_forward does)
+  virtual size_t saved_floats(int B, int T, bool gated) const = 0;
+  virtual size_t scratch_floats(int B, int T, bool gated) const = 0;
+  virtual void forward(float* out, const float* u, const float* residual, const MixerPass& pass) const = 0;
+  // du = ∂L/∂u (written); grads += ∂L/∂(tensors); dgates += ∂L/∂ξ when the gates are on.
+  virtual void backward(float* du, MixerParams& grads, float* dgates, const float* dout, const float* u,
+                        const MixerPass& pass) const = 0;
+
+  // ---- the lab: the weights A (B, NH, T, T) with which position i mixes positions j in the last forward
+  // (softmax: P itself; other kinds the matrix their math implies; 0 where nothing flows).
+  virtual void implied_weights(float* A, const MixerPass& pass) const = 0;
+  // Whether each row of A is a probability distribution (entropy, max weight and saturation mean something).
+  virtual bool weights_are_probabilities() const { return true; }
+  // The (B, T, 3C) q|k|v rows of the last forward, for mixers that have them (the lab's statistics and head
+  // scores read queries and keys); null otherwise. logit_scale: what multiplies q·k when q·k are softmax logits, 0
+  // when they are not.
+  virtual const float* qkv(const float* saved) const { return nullptr; }
+  virtual float logit_scale() const { return 0; }
+  // The attention family's weights, for the lab's OV circuits and query/key gradient norms: W_qkv (C, 3C) and
+  // W_proj (C, C) inside `p` (parameters or gradients); null for mixers that have none.
+  struct QKVWeights {
+    const float *qkv = nullptr, *proj = nullptr;
+  };
+  virtual QKVWeights qkv_weights(const MixerParams& p) const { return {}; }
+
+  // ---- decoding, one position at a time (model/decoder.h). The state is what the layer keeps about the past,
+  // sized for a context of block_size positions under `mask`; step_scratch is reused by every layer.
+  virtual size_t state_floats(const AttentionMask& mask) const = 0;
+  virtual size_t step_scratch_floats() const = 0;
+  // Position `pos` (0 = a new context: the state is reset): out = residual + mixer(u), one row.
+  virtual void step(float* out, const float* u, const float* residual, const MixerParams& p, const AttentionMask& mask,
+                    const float* gates, float* state, int pos, float* scratch) const = 0;
+  // The state after positions 0 … T−1, from a batched forward of them (B = 1): the decoder re-encodes its context
+  // this way after the window slides, instead of T single-row steps.
+  virtual void state_from_forward(float* state, const MixerPass& pass, float* scratch) const = 0;
+};

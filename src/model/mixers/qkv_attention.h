@@ -1,0 +1,52 @@
+// The attention family of mixers: a fused q|k|v projection, NH heads that each mix the values of the positions
+// they attend to, optional head gates ξ, and an output projection:
+//   qkv = u·W_qkv + b_qkv                 (B, T, 3C)   row t is [q | k | v]; head h owns columns h·HS … (h+1)·HS − 1
+//   O   = heads(qkv)                      (B, T, C)    the heads side by side; what "heads" is, is the subclass's
+//   G   = ξ_h · O[:, h, :]                (B, T, C)    head gates (ops/head_gate.h), when on
+//   out = residual + G·W_proj + b_proj    (B, T, C)
+// Its tensors are GPT-2's: h.{l}.attn.c_attn.{weight,bias} and h.{l}.attn.c_proj.{weight,bias}.
+// Softmax attention (softmax.cpp) and linear attention (linear.cpp) are the two subclasses: each says only how
+// its heads turn q, k, v into O, forward and backward, one step at a time, and as weights for the lab.
+#pragma once
+#include "model/mixer.h"
+
+// Slots of MixerParams for this family (the order of tensors()).
+enum QKVSlot { kQKVWeight, kQKVBias, kProjWeight, kProjBias };
+
+class QKVAttention : public Mixer {
+ public:
+  explicit QKVAttention(const ModelConfig& config);
+  std::vector<MixerTensor> tensors() const override;
+
+  size_t saved_floats(int B, int T, bool gated) const override;
+  size_t scratch_floats(int B, int T, bool gated) const override;
+  void forward(float* out, const float* u, const float* residual, const MixerPass& pass) const override;
+  void backward(float* du, MixerParams& grads, float* dgates, const float* dout, const float* u,
+                const MixerPass& pass) const override;
+  void implied_weights(float* A, const MixerPass& pass) const override;
+  const float* qkv(const float* saved) const override { return saved; }
+  QKVWeights qkv_weights(const MixerParams& p) const override { return {p.t[kQKVWeight], p.t[kProjWeight]}; }
+
+  size_t step_scratch_floats() const override;
+  void step(float* out, const float* u, const float* residual, const MixerParams& p, const AttentionMask& mask,
+            const float* gates, float* state, int pos, float* scratch) const override;
+  void state_from_forward(float* state, const MixerPass& pass, float* scratch) const override;
+
+ protected:
+  // What a subclass supplies. `stat` (B, NH, T) is one number per query that the forward keeps for the backward.
+  virtual void heads_forward(float* O, float* stat, const float* qkv, const AttentionMask& mask, int B,
+                             int T) const = 0;
+  virtual void heads_backward(float* dqkv, const float* dO, const float* qkv, const float* stat, const float* O,
+                              const AttentionMask& mask, int B, int T) const = 0;
+  virtual void heads_weights(float* A, const float* qkv, const float* stat, const AttentionMask& mask, int B,
+                             int T) const = 0;
+  // One position, in two halves: absorb takes its q|k|v row (3C) into the state (pos 0: a new context); read
+  // then writes its row of O (C) from the state and its query.
+  virtual void heads_absorb(const float* qkv_row, float* state, int pos, const AttentionMask& mask,
+                            float* scratch) const = 0;
+  virtual void heads_read(float* O, const float* qkv_row, const float* state, int pos, const AttentionMask& mask,
+                          float* scratch) const = 0;
+  virtual size_t heads_step_scratch() const = 0;
+
+  const int C, NH, HS, block_size, n_layer;
+};

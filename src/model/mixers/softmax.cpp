@@ -1,0 +1,55 @@
+// Softmax attention, the GPT's mixer: each head weighs the values of the keys its query may see by
+// P_ij = softmax_j(s·q_i·k_j), s = 1/√HS by default (--attn-scale). The math and the kernels are in ops/attention.h;
+// this file plugs them into the attention family (qkv_attention.h) and keeps the decoder's KV cache.
+#include <algorithm>
+#include <memory>
+
+#include "model/mixers/qkv_attention.h"
+#include "ops/attention.h"
+
+namespace {
+
+class SoftmaxAttention final : public QKVAttention {
+ public:
+  explicit SoftmaxAttention(const ModelConfig& c) : QKVAttention(c), scale_(attention_scale(c)) {}
+  const char* kind() const override { return "softmax"; }
+  bool uses_attn_scale() const override { return true; }
+  float logit_scale() const override { return scale_; }
+
+  // stat holds lse_i, the log-normaliser of each row: the backward rebuilds P from it (ops/attention.h).
+  void heads_forward(float* O, float* lse, const float* qkv, const AttentionMask& mask, int B, int T) const override {
+    attention_forward(O, lse, qkv, mask, scale_, B, T, C, NH);
+  }
+  void heads_backward(float* dqkv, const float* dO, const float* qkv, const float* lse, const float* O,
+                      const AttentionMask& mask, int B, int T) const override {
+    attention_backward(dqkv, dO, qkv, lse, O, mask, scale_, B, T, C, NH);
+  }
+  void heads_weights(float* A, const float* qkv, const float* lse, const AttentionMask& mask, int B,
+                     int T) const override {
+    attention_probs(A, qkv, lse, mask, scale_, B, T, C, NH);
+  }
+
+  // Decoding: the KV cache, keys then values, (block_size, C) each. A token costs O(T) attention work instead of
+  // recomputing the O(T²) forward.
+  size_t state_floats(const AttentionMask&) const override { return 2 * (size_t)block_size * C; }
+  size_t heads_step_scratch() const override { return block_size; }  // one query's weights
+  void heads_absorb(const float* qkv, float* state, int pos, const AttentionMask&, float*) const override {
+    std::copy(qkv + C, qkv + 2 * C, state + (size_t)pos * C);
+    std::copy(qkv + 2 * C, qkv + 3 * C, state + ((size_t)block_size + pos) * C);
+  }
+  void heads_read(float* O, const float* qkv, const float* state, int pos, const AttentionMask& mask,
+                  float* p) const override {
+    const float* keys = state;
+    const float* values = state + (size_t)block_size * C;
+    const KeyRange range = mask.keys_for(pos, pos + 1);
+    for (int h = 0; h < NH; h++)
+      attend_one_query(O + h * HS, p, qkv + h * HS, keys + h * HS, values + h * HS, C, range, scale_, HS);
+  }
+
+ private:
+  const float scale_;
+};
+
+}  // namespace
+
+std::unique_ptr<Mixer> make_softmax_attention(const ModelConfig& c) { return std::make_unique<SoftmaxAttention>(c); }

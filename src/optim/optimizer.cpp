@@ -1,0 +1,37 @@
+#include "optim/optimizer.h"
+
+#include <stdexcept>
+
+const std::vector<OptimizerRow>& optimizers() {
+  static const std::vector<OptimizerRow> rows = {
+      {OptimizerKind::AdamW, "adamw", "AdamW", "--lr"},
+      {OptimizerKind::Muon, "muon", "Muon", "--lr or --muon-lr"},
+  };
+  return rows;
+}
+
+const OptimizerRow* find_optimizer(const std::string& name) {
+  for (const OptimizerRow& r : optimizers())
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+std::string optimizer_names() {
+  std::string names;
+  for (const OptimizerRow& r : optimizers()) names += std::string(names.empty() ? "" : " or ") + r.name;
+  return names;
+}
+
+static const OptimizerRow& known(const std::string& name) {
+  if (const OptimizerRow* r = find_optimizer(name)) return *r;
+  throw std::runtime_error("unknown optimizer (expected " + optimizer_names() + ")");
+}
+
+Optimizer::Optimizer(const std::string& name) : row(known(name)) {}
+
+void Optimizer::step(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float lr) {
+  switch (row.kind) {
+    case OptimizerKind::AdamW: state.update(model, adamw, lr); break;
+    case OptimizerKind::Muon: muon_.update(model, state, adamw, muon, lr); break;
+  }
+}
