@@ -146,6 +146,8 @@ def main():
     ap.add_argument("--hostile-ckpt", default="", help="a checkpoint file name the picker must show verbatim")
     ap.add_argument("--screenshot", required=True)
     ap.add_argument("--skip-checks", action="store_true", help="only type the prompt and take the screenshot")
+    ap.add_argument("--pick", type=int, default=-1, help="for the screenshot: click this character (its attention)")
+    ap.add_argument("--hover", type=int, default=-1, help="for the screenshot: rest the pointer on this character")
     a = ap.parse_args()
 
     failures = []
@@ -250,8 +252,17 @@ def main():
             check(dt.js("document.getElementById('error').textContent") == "", "no error shown after generating")
             check(dt.js("document.body.dataset.status") == "ok", "still no script error")
 
-        shot = dt.call("Page.captureScreenshot", format="png",
-                       clip={"x": 0, "y": 0, "width": 1400, "height": dt.js("Math.min(1000, document.body.scrollHeight + 20)"), "scale": 1})
+        if a.pick >= 0:
+            refreshes = dt.js("+document.body.dataset.refreshes")
+            dt.js(f"document.querySelectorAll('#strip span')[{a.pick}].click(); 1")
+            dt.wait_for(f"+document.body.dataset.refreshes > {refreshes}")
+        if a.hover >= 0:
+            dt.js(f"""(() => {{ const sp = document.querySelectorAll('#strip span')[{a.hover}], r = sp.getBoundingClientRect();
+                     sp.dispatchEvent(new MouseEvent('mousemove', {{bubbles: true, clientX: r.left + 4, clientY: r.bottom - 2}}));
+                     return 1; }})()""")
+        height = dt.js("document.documentElement.scrollHeight")
+        shot = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                       clip={"x": 0, "y": 0, "width": 1400, "height": height, "scale": 1})
         with open(a.screenshot, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
         print("  wrote " + a.screenshot)

@@ -34,7 +34,7 @@ textarea { width: 100%; box-sizing: border-box; font: 15px monospace; margin-top
 #bars { font: 13px monospace; }
 .bar { display: flex; align-items: center; gap: 6px; height: 17px; }
 .bar .ch { width: 34px; text-align: right; }
-.bar .track { position: relative; width: 260px; height: 13px; background: #f2f2f2; }
+.bar .track { position: relative; width: 200px; height: 13px; background: #f2f2f2; }
 .bar .p { position: absolute; left: 0; top: 0; height: 13px; background: #c9c9c9; }
 .bar .q { position: absolute; left: 0; top: 3px; height: 7px; background: #1f4fa0; }
 #heads td { padding: 2px 6px 2px 0; vertical-align: middle; }
@@ -80,8 +80,6 @@ button { font-size: 13px; }
     <div class="note">Each strip: one head's weights from the chosen character to every key (left = first character);
       grey = masked. Click a strip for its full map.</div>
     <table id="heads"></table>
-  </div>
-  <div>
     <h2 id="maptitle"></h2>
     <div class="note" id="mapnote"></div>
     <canvas id="map" width="0" height="0"></canvas>
@@ -214,7 +212,7 @@ async function drawAttention(text, seq) {
   const A = await api('/api/attention', { ckpt: S.ckpt, text, position: pos, layer: S.layer, head: S.head });
   if (seq !== S.seq) return;
   $('attntitle').textContent = 'Attention of character ' + pos + ' \u00ab' + visible(A.chars[pos]) + '\u00bb';
-  const table = $('heads'), cell = Math.max(2, Math.min(8, Math.floor(200 / T)));
+  const table = $('heads'), cell = Math.max(2, Math.min(8, Math.floor(160 / T)));
   table.replaceChildren();
   for (let l = 0; l < A.n_layer; l++) {
     const tr = document.createElement('tr'), th = document.createElement('th');
@@ -248,7 +246,7 @@ async function drawAttention(text, seq) {
 }
 // The full T × T map of the chosen head: rows are queries, columns keys, grey = masked, the chosen row outlined.
 function drawMap(A, pos) {
-  const T = A.T, cell = Math.max(3, Math.min(14, Math.floor(360 / T))), pad = cell >= 9 ? 14 : 0;
+  const T = A.T, cell = Math.max(3, Math.min(14, Math.floor(330 / T))), pad = cell >= 9 ? 14 : 0;
   const c = $('map');
   c.width = c.height = T * cell + pad;
   const ctx = c.getContext('2d');
