@@ -107,7 +107,8 @@ httplib_config() {
   fi
   printf '#include <httplib.h>\nint main(){httplib::Server s;return s.is_running();}\n' |
     $CXX -std=c++17 $cflags -x c++ - -o /dev/null $libs 2>/dev/null || {
-    say "cpp-httplib is installed but a program using it does not build; see: $CXX $cflags ... $libs"
+    say "httplib.h is installed but a program using it does not build with '$cflags ... $libs'" \
+        "(Debian's libcpp-httplib-dev needs its pkg-config module, cpp-httplib: is pkg-config installed?)"
     return 1
   }
   echo "HTTPLIB_CFLAGS := $cflags"
@@ -156,6 +157,8 @@ have_header cxxopts.hpp || missing="$missing libcxxopts-dev"
 have_header gtest/gtest.h || missing="$missing libgtest-dev"
 have_header nlohmann/json.hpp || missing="$missing nlohmann-json3-dev"
 have_header httplib.h || missing="$missing libcpp-httplib-dev"
+# Debian's split cpp-httplib is only usable through its pkg-config module (above).
+case "$missing" in *pkg-config*) ;; *) command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config" ;; esac
 # g++ ships OpenMP as libgomp; clang++ needs LLVM's libomp.
 case "$($CXX --version 2>/dev/null)" in *clang*) omp_pkg=libomp-dev ;; *) omp_pkg=libgomp1 ;; esac
 printf '#include <omp.h>\nint main(){return omp_get_max_threads();}\n' | $CXX -fopenmp -x c++ - -o /dev/null 2>/dev/null \
