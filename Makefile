@@ -39,7 +39,7 @@ ifeq (,$(filter clean,$(MAKECMDGOALS)))
   -include $(CONFIG)
 endif
 
-ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) $(MPI_CFLAGS) -Isrc
+ALL_CXXFLAGS = $(CXXFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) $(MPI_CFLAGS) $(HTTPLIB_CFLAGS) -Isrc
 LIBS         = $(BLAS_LIBS) $(OMP_LIBS) $(MPI_LIBS) -lpthread
 GTEST_LIBS  ?= -lgtest -lgtest_main
 

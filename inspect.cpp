@@ -2,12 +2,15 @@
 //   ./inspect attention --ckpt out/tiny --prompt "Mira saw Tom. She waved." --out attn.html [--json attn.json]
 //   ./inspect heads --ckpt out/tiny [--csv heads.csv] [--antecedents build/pronouns.tsv] [--mentions build/names.tsv]
 //   ./inspect prune --ckpt out/tiny --data data/stories.txt [--out out/prune]
+//   ./inspect serve --ckpt out/tiny [--port 8000] [--host 127.0.0.1]
 // attention: one self-contained HTML page (and/or JSON) with every layer × head pattern for the prompt.
 // heads:     a table of head-type scores (head_scores.h): previous-token, duplicate, induction, sink, distance,
 //            entropy, confidence, OV copying and, with the story corpus's annotations, pronoun → antecedent;
 //            95% bootstrap intervals for every mass, and antecedent accuracy against the nearest-name baseline.
 // prune:     head importance and the exact loss increase per head, then the validation loss as heads are pruned
 //            10% at a time by importance vs in random order (pruning.h); a CSV and an SVG plot.
+// serve:     the explorer (explore/server.h, docs/explore.md): a local web page to type into and see each
+//            character's surprisal, every head's attention, the next-character odds, and to sample.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 #include "lab/pruning.h"
 #include "base/threads.h"
 #include "data/utf8.h"
+#include "explore/server.h"
 
 static void write_text(const std::string& path, const std::string& text) {
   write_file_atomically(path, {{text.data(), text.size()}});
@@ -175,12 +179,40 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   return 0;
 }
 
+// Without --port: the first free port from 8000 (a stable address to keep in a browser tab); --port 0: any free one.
+static int serve(const cxxopts::ParseResult& flags) {
+  ServeOptions options;
+  options.host = flags["host"].as<std::string>();
+  if (!is_loopback_host(options.host))
+    std::fprintf(stderr, "inspect: warning: serving on %s, not on loopback: anyone who can reach this machine can use "
+                 "the page and the API (no password)\n", options.host.c_str());
+  ExploreServer server(flags["ckpt"].as<std::string>(), options);
+  const int port = flags["port"].as<int>();
+  if (port < 0 || port > 65535) throw std::runtime_error("--port must be 0 to 65535");
+  int bound = -1;
+  if (flags.count("port")) bound = server.bind(port);
+  for (int p = 8000; bound < 0 && p < 8100; p++) {
+    try {
+      bound = server.bind(p);
+    } catch (const std::runtime_error&) {
+    }
+  }
+  if (bound < 0) bound = server.bind(0);
+  const std::vector<std::string> names = server.checkpoint_names();
+  std::printf("explore: %s (%zu checkpoint%s) at %s\n", server.folder().c_str(), names.size(), names.size() == 1 ? "" : "s",
+              server.url().c_str());
+  std::printf("open that address in a browser; Ctrl-C stops the server\n");
+  std::fflush(stdout);
+  server.run();
+  return 0;
+}
+
 int main(int argc, char** argv) {
   prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
-  cxxopts::Options options("inspect", "Look inside a plaingpt model's attention: inspect attention|heads|prune");
+  cxxopts::Options options("inspect", "Look inside a plaingpt model: inspect attention|heads|prune|serve");
   // clang-format off
   options.add_options()
-    ("command", "attention, heads or prune", cxxopts::value<std::string>())
+    ("command", "attention, heads, prune or serve", cxxopts::value<std::string>())
     ("ckpt", "checkpoint file or output directory", cxxopts::value<std::string>()->default_value("out/tiny"))
     ("prompt", "attention: the text to show", cxxopts::value<std::string>()->default_value("Mira saw Tom. She waved at him."))
     ("out", "attention: HTML file; prune: output directory", cxxopts::value<std::string>())
@@ -200,11 +232,15 @@ int main(int argc, char** argv) {
     ("seeds", "prune: random orders to compare with", cxxopts::value<int>()->default_value("3"))
     ("step", "prune: fraction of all heads removed per round", cxxopts::value<double>()->default_value("0.1"))
     ("seed", "random seed", cxxopts::value<uint64_t>()->default_value("1"))
+    ("port", "serve: the port (default: the first free one from 8000; 0 = any free port)",
+     cxxopts::value<int>()->default_value("8000"))
+    ("host", "serve: the address to listen on; anything but loopback exposes the model to the network",
+     cxxopts::value<std::string>()->default_value("127.0.0.1"))
     ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
   // clang-format on
   options.parse_positional({"command"});
-  options.positional_help("attention|heads|prune");
+  options.positional_help("attention|heads|prune|serve");
   try {
     cxxopts::ParseResult flags = options.parse(argc, argv);
     if (flags.count("help") || !flags.count("command")) {
@@ -215,8 +251,9 @@ int main(int argc, char** argv) {
     const int threads = flags["threads"].as<int>();
     set_threads(threads > 0 ? threads : default_threads());
     const std::string command = flags["command"].as<std::string>();
+    if (command == "serve") return serve(flags);
     if (command != "attention" && command != "heads" && command != "prune")
-      throw std::runtime_error("unknown command '" + command + "' (expected attention, heads or prune)");
+      throw std::runtime_error("unknown command '" + command + "' (expected attention, heads, prune or serve)");
     Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
     if (command == "attention") {
       if (!flags.count("out") && !flags.count("json")) throw std::runtime_error("attention: give --out and/or --json");

@@ -1,11 +1,12 @@
 // The tree's one rule, checked so that it cannot rot: every #include in src/ points down the layers
 //
 //   programs (train.cpp sample.cpp inspect.cpp experiments/ bench/)
-//     → train, lab, generate → io → optim → model, data → ops → base
+//     → explore → train, lab, generate → io → optim → model, data → ops → base
 //
 // A folder may include its own files and any folder in a lower layer, never a folder in its own layer (model and
 // data are independent of each other, and so are train, lab and generate: the lab's statistics reach training
-// through a hook that ./train plugs in) and never one above. src/textbook/ is the tests' double-precision
+// through a hook that ./train plugs in) and never one above. explore (the explorer's server) sits on the lab and
+// the generator, and never includes train. src/textbook/ is the tests' double-precision
 // reference: it may read ops/ and model/ (mask, LayerNorm's ε, the tensor table) and nothing in src/ includes it.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -23,7 +24,7 @@ namespace {
 
 const std::map<std::string, int> kLayer = {
     {"base", 0}, {"ops", 1}, {"model", 2}, {"data", 2}, {"optim", 3}, {"io", 4},
-    {"lab", 5},  {"generate", 5}, {"train", 5}, {"textbook", 3},
+    {"lab", 5},  {"generate", 5}, {"train", 5}, {"explore", 6}, {"textbook", 3},
 };
 
 // The folders named by the project's own includes ("ops/linear.h" → "ops") in one file.

@@ -9,6 +9,14 @@
 #   BLAS_CFLAGS  BLAS_LIBS
 #   MPI_NAME     "yes (Open MPI 4.1.4)" or "no (why)"
 #   MPI_CFLAGS   MPI_LIBS   empty without MPI; with it, MPI_CFLAGS holds -DPLAINGPT_MPI
+#   HTTPLIB_CFLAGS HTTPLIB_LIBS   cpp-httplib, for ./inspect serve (src/explore/)
+#
+# cpp-httplib (the explorer's local web server, docs/explore.md) is a header-only library upstream and on Homebrew,
+# but Debian's libcpp-httplib-dev splits it: a header of declarations plus libcpp-httplib.so, built with OpenSSL,
+# zlib and Brotli support. Its pkg-config module "cpp-httplib" says so (-DCPPHTTPLIB_OPENSSL_SUPPORT …); every file
+# that includes httplib.h must be compiled with those flags, or its classes would not match the library's. So the
+# flags come from that module when there is one, and a plain header needs none. Either way a program that starts a
+# server must compile and link.
 #
 # Open MPI is optional (data-parallel training with mpirun, docs/distributed.md) and never installed by this
 # script: when its development package is there (libopenmpi-dev on Debian, open-mpi on Homebrew) the programs are
@@ -90,6 +98,23 @@ mpi_config() {
   echo "MPI_NAME := no (Open MPI's development package is not installed)"
 }
 
+# Prints the HTTPLIB_* variables, or fails when a program that starts an httplib::Server does not build.
+# $1 = extra include flags (Homebrew's prefix).
+httplib_config() {
+  cflags="$1" libs="-lpthread"
+  if pkg-config --exists cpp-httplib 2>/dev/null; then
+    cflags="$cflags $(pkg-config --cflags cpp-httplib)" libs="$(pkg-config --libs cpp-httplib) -lpthread"
+  fi
+  printf '#include <httplib.h>\nint main(){httplib::Server s;return s.is_running();}\n' |
+    $CXX -std=c++17 $cflags -x c++ - -o /dev/null $libs 2>/dev/null || {
+    say "httplib.h is installed but a program using it does not build with '$cflags ... $libs'" \
+        "(Debian's libcpp-httplib-dev needs its pkg-config module, cpp-httplib: is pkg-config installed?)"
+    return 1
+  }
+  echo "HTTPLIB_CFLAGS := $cflags"
+  echo "HTTPLIB_LIBS := $libs"
+}
+
 if [ "$(uname -s)" = Darwin ]; then
   missing=""
   BREW=$(brew --prefix 2>/dev/null)
@@ -97,6 +122,7 @@ if [ "$(uname -s)" = Darwin ]; then
   have_header cxxopts.hpp "$inc" || missing="$missing cxxopts"
   have_header gtest/gtest.h "$inc" || missing="$missing googletest"
   have_header nlohmann/json.hpp "$inc" || missing="$missing nlohmann-json"
+  have_header httplib.h "$inc" || missing="$missing cpp-httplib"
   [ -f "$BREW/opt/libomp/include/omp.h" ] || missing="$missing libomp"
   if [ -n "$missing" ]; then
     if command -v brew >/dev/null 2>&1; then
@@ -108,6 +134,7 @@ if [ "$(uname -s)" = Darwin ]; then
     fi
   fi
   echo "BLAS_NAME := Accelerate"
+  httplib_config "$inc" || exit 1
   mpi_config || exit 1
   exit 0
 fi
@@ -129,6 +156,9 @@ fi
 have_header cxxopts.hpp || missing="$missing libcxxopts-dev"
 have_header gtest/gtest.h || missing="$missing libgtest-dev"
 have_header nlohmann/json.hpp || missing="$missing nlohmann-json3-dev"
+have_header httplib.h || missing="$missing libcpp-httplib-dev"
+# Debian's split cpp-httplib is only usable through its pkg-config module (above).
+case "$missing" in *pkg-config*) ;; *) command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config" ;; esac
 # g++ ships OpenMP as libgomp; clang++ needs LLVM's libomp.
 case "$($CXX --version 2>/dev/null)" in *clang*) omp_pkg=libomp-dev ;; *) omp_pkg=libgomp1 ;; esac
 printf '#include <omp.h>\nint main(){return omp_get_max_threads();}\n' | $CXX -fopenmp -x c++ - -o /dev/null 2>/dev/null \
@@ -146,4 +176,5 @@ else
   echo "BLAS_CFLAGS := $(pkg-config --cflags "$BLAS")"
   echo "BLAS_LIBS := $(pkg-config --libs "$BLAS")"
 fi
+httplib_config "" || exit 1
 mpi_config || exit 1

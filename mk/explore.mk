@@ -1,0 +1,41 @@
+# The explorer: ./inspect serve, a local web page over a run's checkpoints (src/explore/, docs/explore.md).
+#   make explore        serve make train's checkpoints (out/tiny) on http://127.0.0.1:8000/ (or the next free port)
+#   make test-explore   start the server on a small model, drive the page in headless Chromium through the DevTools
+#                       protocol (tests/explore_page.py): type, check the colouring, bars, head maps, generation
+#                       and that a hostile vocabulary and checkpoint name render as text; save a screenshot
+#                       (skipped without Chromium or python3; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
+.PHONY: explore test-explore
+
+# Only ./inspect and the test runner use cpp-httplib (the server); the other programs do not link it.
+build/bin/inspect build/run_tests: LIBS += $(HTTPLIB_LIBS)
+build/asan/bin/inspect build/asan/run_tests: ASAN_LIBS += $(HTTPLIB_LIBS)
+
+EXPLORE_CKPT  ?= out/tiny
+EXPLORE_FLAGS ?=
+explore: build/bin/inspect
+	@[ -e $(EXPLORE_CKPT) ] || { echo "explore: $(EXPLORE_CKPT) does not exist: run make train first"; exit 1; }
+	OMP_WAIT_POLICY=passive ./build/bin/inspect serve --ckpt $(EXPLORE_CKPT) $(EXPLORE_FLAGS)
+
+# The page test. A small model is trained on a corpus whose last line holds HTML, so the vocabulary has '<', '>', '&',
+# '"', '/' and '='; the prompt typed into the page is HTML, and a copy of the checkpoint is named with HTML: all of
+# it must render as text. The server runs on a free port for the test's duration; tests/explore_page.py drives
+# Chromium over the DevTools protocol (python3's standard library only) and leaves a screenshot in
+# build/test-explore/page.png. CHROMIUM comes from mk/lab.mk.
+EXPLORE_TEST_DIR := build/test-explore
+PYTHON3  ?= $(shell command -v python3)
+HOSTILE  := <img src=x onerror=window.__pwned=1>
+test-explore: build/bin/train build/bin/inspect
+	@if [ -z "$(CHROMIUM)" ] || [ -z "$(PYTHON3)" ]; then \
+	  if [ -n "$(REQUIRE_CHROMIUM)" ]; then echo "test-explore: FAILED: no chromium or no python3, and REQUIRE_CHROMIUM is set"; exit 1; fi; \
+	  echo "test-explore: SKIPPED, no chromium or no python3 (apt-get install chromium python3)"; exit 0; fi; \
+	set -e; D=$(EXPLORE_TEST_DIR); rm -rf $$D; mkdir -p $$D; \
+	{ head -c 30000 data/stories.txt; printf '\n%s & "</b>"\n' '$(HOSTILE)'; } > $$D/corpus.txt; \
+	OMP_WAIT_POLICY=passive ./build/bin/train --n-layer 2 --n-head 2 --n-embd 32 --block 64 --batch 8 --steps 60 \
+	  --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/m > $$D/train.log; \
+	cp $$D/m/ckpt.safetensors "$$D/m/$(HOSTILE).safetensors"; \
+	OMP_WAIT_POLICY=passive ./build/bin/inspect serve --ckpt $$D/m --port 0 --threads 1 > $$D/serve.log 2>&1 & pid=$$!; \
+	trap "kill $$pid 2>/dev/null || true" EXIT; \
+	url=; for i in $$(seq 300); do url=$$(grep -o 'http://[^ ]*' $$D/serve.log || true); [ -n "$$url" ] && break; sleep 0.1; done; \
+	if [ -z "$$url" ]; then echo "test-explore: FAILED: the server did not start"; cat $$D/serve.log; exit 1; fi; \
+	$(PYTHON3) tests/explore_page.py --chromium $(CHROMIUM) --url "$$url" --prompt 'Tom $(HOSTILE) & "</b>"' \
+	  --hostile-ckpt '$(HOSTILE).safetensors' --screenshot $$D/page.png

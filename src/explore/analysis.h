@@ -1,0 +1,65 @@
+// What the explorer's page asks of a checkpoint, computed without any HTTP: each function takes a loaded
+// Checkpoint and token ids and returns the JSON the server sends (docs/explore.md describes every field).
+//
+//   score      per character t: its surprisal s_t = −log2 p(x_t | context) and the five most likely characters there
+//              (a next-token model: context = x_<t, one forward; a masked LM: the whole text with [MASK] at t,
+//              one row per position in one batched forward); bits/char = mean of s_t over the predicted characters
+//   attention  the row of one query position for every layer × head (P[l][h][pos][·], the implied weights of a
+//              linear layer), the full T × T map of one chosen head, and the masks, from lab/html_report.h's
+//              dump_attention, rounded like ./inspect attention's JSON
+//   next       the distribution of the character after the text: softmax(z) and the distribution a sample is drawn
+//              from after temperature, top-k and top-p (sampling_distribution)
+//   fill       a masked LM's blanks filled, most confident first (generate/fill.h)
+//   generate   the text continued token by token through the KV-cache decoder (generate/generate.h)
+//
+// Every function uses only the model's public interface (forward, logits, masks, config) and the lab's and the
+// generator's functions, and restores the masks the checkpoint was loaded with before it runs, so the order in
+// which requests arrive never changes an answer (a prefix-LM's N is set per call).
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "generate/sampling.h"
+#include "io/checkpoint.h"
+
+// A request the caller got wrong (the server answers HTTP 400 with its message).
+struct BadRequest : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One loaded checkpoint and what the explorer needs beside it.
+struct ExploredModel {
+  Checkpoint ckpt;
+  std::vector<AttentionMask> loaded_masks;  // as load_checkpoint set them; restored before every computation
+  int mask_token = -1;                      // [MASK]'s id for a masked-LM checkpoint, else −1
+  explicit ExploredModel(Checkpoint c);
+  GPT& model() { return *ckpt.model; }
+  int block_size() const { return ckpt.model->config.block_size; }
+};
+
+// The request's text as token ids. Throws BadRequest naming `what` for invalid UTF-8 (with the byte offset), a
+// character outside the vocabulary (which one, and where), more than max_chars characters, or fewer than min_chars.
+// blank ≠ 0: that character becomes [MASK] (fill-in-the-blank).
+std::vector<int> request_ids(const ExploredModel& m, const std::string& utf8, const std::string& what, int min_chars,
+                             int max_chars, char32_t blank = 0);
+
+nlohmann::json model_summary(ExploredModel& m);
+nlohmann::json score_text_json(ExploredModel& m, const std::vector<int>& ids);
+// position in [0, T); layer, head: the head whose full map is sent.
+nlohmann::json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head);
+nlohmann::json next_json(ExploredModel& m, const std::vector<int>& ids, const SamplingOptions& options);
+nlohmann::json fill_json(ExploredModel& m, const std::vector<int>& ids_with_masks);
+
+// The probabilities sample_token (generate/sampling.h) draws token v with, for every v: temperature 0 puts all
+// the mass on the most likely token (ties to the lowest id); otherwise softmax(z / temperature) restricted to the
+// top_k most likely, then to the shortest most-likely-first prefix whose mass reaches top_p, renormalised.
+// Throws std::runtime_error on a non-finite logit, as sample_token does.
+std::vector<double> sampling_distribution(const float* logits, int V, const SamplingOptions& options);
+
+// Continues the text by up to n tokens with generate(), calling emit with each token's text; stops early (without
+// an error) when emit returns false, e.g. because the reader went away.
+void stream_generation(ExploredModel& m, const std::vector<int>& ids, int n, const SamplingOptions& options,
+                       uint64_t seed, const std::function<bool(const std::string&)>& emit);

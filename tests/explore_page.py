@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Drives the explorer's page (./inspect serve) in headless Chromium through the DevTools protocol, as a user
+would: types a prompt key by key, waits for the page, and checks what it drew. Used by `make test-explore`.
+
+  tests/explore_page.py --chromium chromium --url http://127.0.0.1:PORT/ --prompt 'Tom <b>' \
+                        --hostile-ckpt '<img ...>.safetensors' --screenshot build/test-explore/page.png
+
+Checks, in order (each failure is printed and makes the exit status 1):
+  negative control  a text with a character outside the vocabulary: the page must show the server's error and draw
+                    no strip, so the checks below can fail at all
+  typing            Input.insertText per character (real input events, through the page's debounce)
+  surprisal         one coloured span per character (the first has no prediction), a bits/char total, a tooltip
+  heads             one strip per layer × head, a full map; clicking the last head's strip shows its map
+  bars              the next-character bars; temperature 0 leaves one bar at 100%
+  generate          streams 30 characters into the text box
+  hostile text      the prompt and a checkpoint file name holding HTML render as text: no <img> in the page, its
+                    onerror never ran, the picker shows the name verbatim
+Then a screenshot. Standard library only (a minimal WebSocket client), so CI needs nothing beyond python3.
+"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+
+class DevTools:
+    """One WebSocket connection to a page target: send a command, wait for its answer (events are dropped)."""
+
+    def __init__(self, ws_url):
+        u = urllib.parse.urlparse(ws_url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=60)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET {u.path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += self.sock.recv(1)
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise RuntimeError("DevTools refused the WebSocket: " + head.decode(errors="replace"))
+        self.next_id = 0
+
+    def _read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise RuntimeError("DevTools closed the connection")
+            data += chunk
+        return data
+
+    def _send_text(self, text):
+        payload = text.encode()
+        header = bytes([0x81])  # FIN, text frame
+        n = len(payload)
+        if n < 126:
+            header += bytes([0x80 | n])
+        elif n < 65536:
+            header += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            header += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)  # a client must mask what it sends (RFC 6455)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def _receive(self):
+        message = b""
+        while True:
+            b0, b1 = self._read(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._read(8))[0]
+            payload = self._read(n)
+            if b0 & 0x0F == 0x9:  # ping: answer nothing, DevTools does not need it
+                continue
+            message += payload
+            if b0 & 0x80:
+                return json.loads(message)
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self._send_text(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            m = self._receive()
+            if m.get("id") == self.next_id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m.get("result", {})
+
+    def js(self, expression):
+        r = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError("script failed: " + json.dumps(r["exceptionDetails"])[:500])
+        return r["result"].get("value")
+
+    def wait_for(self, expression, seconds=30):
+        end = time.time() + seconds
+        while time.time() < end:
+            if self.js(expression):
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def visible(c):
+    """The page's visible(): space, newline and tab as signs."""
+    return {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"}.get(c, c)
+
+
+def start_chromium(chromium, profile):
+    args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile, "--remote-debugging-port=0",
+            "--window-size=1400,1000", "about:blank"]
+    log = open(os.path.join(profile, "..", "chromium.log"), "ab")
+    proc = subprocess.Popen(args, stdout=log, stderr=log)
+    port_file = os.path.join(profile, "DevToolsActivePort")
+    for _ in range(600):
+        if os.path.exists(port_file) and open(port_file).read().count("\n") >= 1:
+            port = int(open(port_file).read().split("\n")[0])
+            targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10))
+            pages = [t for t in targets if t["type"] == "page"]
+            if pages:
+                return proc, DevTools(pages[0]["webSocketDebuggerUrl"])
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("Chromium did not start (see chromium.log)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chromium", required=True)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--prompt", required=True, help="typed into the page; every character in the vocabulary")
+    ap.add_argument("--outside", default="\u00e9", help="a character outside the vocabulary (negative control)")
+    ap.add_argument("--hostile-ckpt", default="", help="a checkpoint file name the picker must show verbatim")
+    ap.add_argument("--screenshot", required=True)
+    ap.add_argument("--skip-checks", action="store_true", help="only type the prompt and take the screenshot")
+    ap.add_argument("--pick", type=int, default=-1, help="for the screenshot: click this character (its attention)")
+    ap.add_argument("--hover", type=int, default=-1, help="for the screenshot: rest the pointer on this character")
+    a = ap.parse_args()
+
+    failures = []
+
+    def check(ok, what):
+        print(("  ok    " if ok else "  FAIL  ") + what)
+        if not ok:
+            failures.append(what)
+
+    workdir = tempfile.mkdtemp(prefix="explore_page_", dir=os.path.dirname(os.path.abspath(a.screenshot)))
+    profile = os.path.join(workdir, "profile")
+    os.makedirs(profile)
+    proc, dt = start_chromium(a.chromium, profile)
+    try:
+        dt.call("Page.enable")
+        dt.call("Runtime.enable")
+        ready = "document.body && document.body.dataset.status === 'ok' && +document.body.dataset.refreshes >= 1"
+
+        if not a.skip_checks:  # negative control: an unknown character leaves no strip and shows the error
+            dt.call("Page.navigate", url=a.url + "#text=" + urllib.parse.quote("ab" + a.outside))
+            dt.wait_for("document.body && document.body.dataset.status === 'ok'")
+            dt.wait_for("document.getElementById('error').textContent !== ''", 10)
+            err = dt.js("document.getElementById('error').textContent")
+            check("not in the model's vocabulary" in err, "negative control: the page shows the server's error: " + err)
+            check(dt.js("document.querySelectorAll('#strip span').length") == 0,
+                  "negative control: no strip is drawn for a text the model cannot read")
+
+        dt.call("Page.navigate", url=a.url)
+        check(dt.wait_for(ready), "the page loads and finishes a first refresh")
+        status = dt.js("document.body.dataset.status")
+        check(status == "ok", "no script error (data-status: " + str(status) + ")")
+
+        # Type the prompt: select the box's text (the first character typed replaces it), then one insertText per
+        # character, as a keyboard would.
+        refreshes = dt.js("+document.body.dataset.refreshes")
+        dt.js("(() => { const b = document.getElementById('text'); b.focus(); b.select(); return 1; })()")
+        for ch in a.prompt:
+            dt.call("Input.insertText", text=ch)
+        n = len(a.prompt)  # Python counts code points, as the page and the tokenizer do
+        check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && "
+                          f"document.querySelectorAll('#strip span').length === {n} && "
+                          f"document.body.dataset.status === 'ok'"),
+              f"typing '{a.prompt}' refreshes the page with {n} characters")
+        if not a.skip_checks:
+            s = dt.js("""(() => {
+              const spans = Array.from(document.querySelectorAll('#strip span'));
+              return { text: spans.map(s => s.textContent).join(''), scored: spans.filter(s => s.dataset.bits !== '').length,
+                       colours: new Set(spans.map(s => s.style.background)).size,
+                       total: document.getElementById('total').textContent,
+                       bars: document.querySelectorAll('#bars .bar').length,
+                       strips: document.querySelectorAll('#heads canvas').length,
+                       heads: S.model.n_layer * S.model.n_head, map: document.getElementById('map').width,
+                       imgs: document.querySelectorAll('img').length, pwned: window.__pwned === undefined ? 0 : 1,
+                       options: Array.from(document.querySelectorAll('#ckpt option')).map(o => o.textContent) };
+            })()""")
+            check(s["text"] == a.prompt.replace("\n", "\u21b5\n"), "the strip shows the typed text as text: " + s["text"])
+            check(s["scored"] == n - 1, f"every character but the first has a surprisal ({s['scored']} of {n})")
+            check(s["colours"] >= 3, f"the strip is coloured by surprisal ({s['colours']} colours)")
+            check("bits/char" in s["total"], "the total is shown: " + s["total"])
+            check(s["bars"] >= 5, f"next-character bars are drawn ({s['bars']})")
+            check(s["strips"] == s["heads"], f"one attention strip per layer × head ({s['strips']} of {s['heads']})")
+            check(s["map"] > 0, "the chosen head's full map is drawn")
+            check(s["imgs"] == 0 and s["pwned"] == 0, "HTML in the text is not HTML in the page (no <img>, no onerror)")
+            if a.hostile_ckpt:
+                check(any(o.startswith(a.hostile_ckpt + "  (") for o in s["options"]),
+                      "the picker shows a checkpoint named with HTML verbatim")
+
+            # Hover a character: the tooltip lists what the model expected there.
+            dt.js("""(() => { const sp = document.querySelectorAll('#strip span')[3], r = sp.getBoundingClientRect();
+                     sp.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.left + 2, clientY: r.top + 2}));
+                     return 1; })()""")
+            tip = dt.js("document.getElementById('tip').textContent")
+            top = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text}).then(j => j.top[3])")
+            expected = [visible(c).ljust(3) + f"{100 * p:.1f}".rjust(5) + "%" for c, p in top]
+            shown = [line.strip() for line in tip.split("\n")[2:]]
+            check(shown == [e.strip() for e in expected],
+                  "hovering character 3 shows the top-5 the API predicts there: " + tip.replace("\n", " | "))
+
+            # Click the last head's strip: its full map replaces the first.
+            refreshes = dt.js("+document.body.dataset.refreshes")
+            dt.js("Array.from(document.querySelectorAll('#heads canvas')).pop().click()")
+            want = dt.js("'Layer ' + (S.model.n_layer - 1) + ', head ' + (S.model.n_head - 1)")
+            check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && "
+                              f"document.getElementById('maptitle').textContent === {json.dumps(want)}"),
+                  "clicking a head's strip shows " + want)
+
+            # Temperature 0: the sample is the most likely character, one bar at 100%.
+            dt.js("(() => { const t = document.getElementById('temperature'); t.value = 0;"
+                  " t.dispatchEvent(new Event('input')); return 1; })()")
+            check(dt.wait_for("Array.from(document.querySelectorAll('#bars .q')).filter(q => q.style.width === '100%').length === 1"
+                              " && Array.from(document.querySelectorAll('#bars .q')).filter(q => q.style.width === '0%').length >= 4", 10),
+                  "temperature 0 reshapes the bars to one at 100%")
+
+            # Generate 30 characters (greedy now), streamed into the box.
+            before = dt.js("Array.from(document.getElementById('text').value).length")
+            refreshes = dt.js("+document.body.dataset.refreshes")
+            dt.js("document.getElementById('n').value = 30; document.getElementById('generate').click(); 1")
+            check(dt.wait_for(f"S.generating === null && +document.body.dataset.refreshes > {refreshes} && "
+                              f"document.body.dataset.status === 'ok'", 60) and
+                  dt.js("Array.from(document.getElementById('text').value).length") == before + 30,
+                  "Generate streams 30 characters into the text box")
+            check(dt.js("document.getElementById('error').textContent") == "", "no error shown after generating")
+            check(dt.js("document.body.dataset.status") == "ok", "still no script error")
+
+        if a.pick >= 0:
+            refreshes = dt.js("+document.body.dataset.refreshes")
+            dt.js(f"document.querySelectorAll('#strip span')[{a.pick}].click(); 1")
+            dt.wait_for(f"+document.body.dataset.refreshes > {refreshes}")
+        if a.hover >= 0:
+            dt.js(f"""(() => {{ const sp = document.querySelectorAll('#strip span')[{a.hover}], r = sp.getBoundingClientRect();
+                     sp.dispatchEvent(new MouseEvent('mousemove', {{bubbles: true, clientX: r.left + 4, clientY: r.bottom - 2}}));
+                     return 1; }})()""")
+        height = dt.js("document.documentElement.scrollHeight")
+        shot = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                       clip={"x": 0, "y": 0, "width": 1400, "height": height, "scale": 1})
+        with open(a.screenshot, "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
+        print("  wrote " + a.screenshot)
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+    if failures:
+        print(f"explore page: FAILED ({len(failures)} checks)")
+        return 1
+    print("explore page: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
