@@ -126,11 +126,6 @@ static Timing measure(F&& f, int min_reps, int max_reps, double budget_ms, bool 
   return {median(t), *std::min_element(t.begin(), t.end()), median(c)};
 }
 
-template <class F>
-static double time_op_ms(F&& f, int min_reps, int max_reps, double budget_ms) {
-  return measure(f, min_reps, max_reps, budget_ms).median;
-}
-
 static std::vector<float> randn(size_t n, float scale, Rng& rng) {
   std::vector<float> v(n);
   for (float& x : v) x = (float)(scale * rng.normal());

@@ -29,6 +29,7 @@
 #include "ops/cross_entropy.h"
 #include "lab/head_scores.h"
 #include "model/model.h"
+#include "train/settings.h"
 #include "lab/plot.h"
 #include "base/rng.h"
 #include "base/threads.h"
@@ -72,27 +73,40 @@ static Batch make_batch(const std::string& task, int B, int T, int V, int n_min,
 struct Row {
   int step;
   double induction[2], prev_token, loss_rep, loss_first;  // induction: best head of layer 0 and of layer 1
-  double best_induction() const { return std::max(induction[0], induction[1]); }
 };
 
-static std::vector<Row> train(int n_layer, const cxxopts::ParseResult& f, const std::string& name) {
-  ModelConfig c;
-  c.n_layer = n_layer, c.n_head = f["n-head"].as<int>(), c.n_embd = f["n-embd"].as<int>();
-  c.block_size = f["block"].as<int>(), c.vocab_size = f["vocab"].as<int>(), c.attn_only = true;
+// The settings this experiment shares with ./train, read through ./train's own table (train/settings.cpp): the same
+// flags, help lines and ranges; only the defaults are the experiment's (recipe()).
+static std::vector<Setting<TrainConfig>> shared_settings() {
+  return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "batch", "steps", "eval_every", "lr",
+                                            "weight_decay", "seed", "threads"});
+}
+static TrainConfig recipe() {
+  TrainConfig r;
+  r.model.n_head = 4, r.model.n_embd = 64, r.model.block_size = 32;  // block_size: the window length
+  r.batch = 64, r.steps = 2000, r.eval_every = 100;
+  r.adamw.lr = 3e-3f, r.adamw.min_lr = 3e-4f, r.adamw.warmup_steps = 100, r.adamw.weight_decay = 0;
+  r.seed = 1, r.threads = 0;
+  return r;
+}
+
+static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts::ParseResult& f,
+                              const std::string& name) {
+  ModelConfig c = cfg.model;
+  c.n_layer = n_layer, c.vocab_size = f["vocab"].as<int>(), c.attn_only = true;
   GPT model(c);
-  model.init_weights(f["seed"].as<uint64_t>());
+  model.init_weights(cfg.seed);
   AdamW opt;
-  AdamWConfig acfg;
-  acfg.lr = f["lr"].as<float>(), acfg.min_lr = acfg.lr / 10, acfg.warmup_steps = 100;
-  acfg.weight_decay = f["weight-decay"].as<float>();
+  AdamWConfig acfg = cfg.adamw;
+  acfg.min_lr = acfg.lr / 10;
   const std::string task = f["task"].as<std::string>();
   const bool copies_only = f["loss"].as<std::string>() == "copies";
-  const int steps = f["steps"].as<int>(), every = f["eval-every"].as<int>(), B = f["batch"].as<int>();
+  const int steps = cfg.steps, every = cfg.eval_every, B = cfg.batch;
   const int T = c.block_size, V = c.vocab_size, n_min = f["n-min"].as<int>();
   const int n_max = f["n-max"].as<int>() > 0 ? f["n-max"].as<int>() : T / 2;
   if (n_min < 2 || n_max < n_min || 2 * n_max > T + 1)
     throw std::runtime_error("need 2 ≤ --n-min ≤ --n-max ≤ (block + 1) / 2");
-  Rng rng(f["seed"].as<uint64_t>() + 1), eval_rng(99);
+  Rng rng(cfg.seed + 1), eval_rng(99);
   Batch eval = make_batch(task, 64, T, V, n_min, n_max, eval_rng);  // fixed evaluation windows
   std::vector<Row> rows;
   const auto start = std::chrono::steady_clock::now();
@@ -135,31 +149,25 @@ int main(int argc, char** argv) {
     ("task", "periodic, shifted or segment (see the top of experiments/induction.cpp)",
      cxxopts::value<std::string>()->default_value("segment"))
     ("loss", "train on all tokens or only on the copies (all|copies)", cxxopts::value<std::string>()->default_value("copies"))
-    ("steps", "training steps per model", cxxopts::value<int>()->default_value("2000"))
-    ("eval-every", "steps between measurements", cxxopts::value<int>()->default_value("100"))
-    ("batch", "sequences per step", cxxopts::value<int>()->default_value("64"))
-    ("block", "window length", cxxopts::value<int>()->default_value("32"))
     ("vocab", "distinct tokens", cxxopts::value<int>()->default_value("64"))
     ("n-min", "shortest period or copied segment", cxxopts::value<int>()->default_value("4"))
     ("n-max", "longest period or copied segment (0 = block / 2)", cxxopts::value<int>()->default_value("0"))
-    ("n-head", "heads per layer", cxxopts::value<int>()->default_value("4"))
-    ("n-embd", "width", cxxopts::value<int>()->default_value("64"))
-    ("lr", "peak learning rate", cxxopts::value<float>()->default_value("3e-3"))
-    ("weight-decay", "AdamW weight decay", cxxopts::value<float>()->default_value("0"))
-    ("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))
-    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
   // clang-format on
+  add_flags(options, shared_settings(), recipe());
   try {
     auto f = options.parse(argc, argv);
     if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
     const std::string task = f["task"].as<std::string>();
     if (task != "periodic" && task != "shifted" && task != "segment")
       throw std::runtime_error("--task must be periodic, shifted or segment");
-    set_threads(f["threads"].as<int>() > 0 ? f["threads"].as<int>() : default_threads());
+    TrainConfig cfg = recipe();
+    apply_flags(f, shared_settings(), cfg);
+    check_ranges(shared_settings(), cfg);
+    set_threads(cfg.threads > 0 ? cfg.threads : default_threads());
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
-    std::vector<Row> two = train(2, f, "2-layer"), one = train(1, f, "1-layer");
+    std::vector<Row> two = train(2, cfg, f, "2-layer"), one = train(1, cfg, f, "1-layer");
     std::string csv = "model,step,induction_L0,induction_L1,prev_token_L0,loss_copies,loss_others\n";
     char line[256];
     Chart score{"Best induction score during training (" + task + " task)", "step", "induction score", {}};

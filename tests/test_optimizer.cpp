@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "optim/muon.h"
 #include "model/params.h"
+#include "textbook/muon.h"
 #include "textbook/reference.h"
 
 namespace {

@@ -7,10 +7,12 @@
 //   apply_flags      copies the flags the user gave into the struct
 //   settings_to_json the JSON a checkpoint stores
 //   settings_from_json reads it back: type and range checked, naming the key and the file; a key the file lacks
-//                    (a setting newer than the file) keeps its default, and is listed so the caller can say so
+//                    (a setting newer than the file) keeps its default (or the row's `absent` value), and is
+//                    listed so the caller can say so
 //   check_ranges     refuses a value outside its row's range, naming the flag
 // The settings struct still declares each field with its default (C++ needs the typed field); the table row says
-// everything else. See src/train/settings.cpp (./train) and src/generate/sample_settings.cpp (./sample).
+// everything else. See src/model/config.cpp (the model), src/train/settings.cpp (./train) and
+// src/generate/sampling.cpp (./sample).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -55,6 +58,9 @@ struct Setting {
   std::function<SettingField(Config&)> field;  // where the value lives: see SETTING_FIELD
   Range range;
   Scope scope;
+  // What a checkpoint without this key meant, as JSON, when that differs from the default (a setting whose default
+  // changed after it was added: files from before it kept the old behaviour). Null: the default.
+  const char* absent = nullptr;
 };
 
 // The rows of a nested settings struct (TrainConfig::model's ModelConfig rows), as rows of the outer struct: each
@@ -64,7 +70,7 @@ std::vector<Setting<Outer>> nested_settings(const std::vector<Setting<Inner>>& r
   std::vector<Setting<Outer>> out;
   for (const Setting<Inner>& r : rows)
     out.push_back({r.key, r.flag, r.help, [field = r.field, member](Outer& o) { return field(o.*member); }, r.range,
-                   r.scope});
+                   r.scope, r.absent});
   return out;
 }
 
@@ -149,6 +155,21 @@ void read_json_value(const nlohmann::json& v, const char* key, T& out) {
 }
 
 }  // namespace settings_detail
+
+// The rows of `table` with these keys, in that order: a program that shares some of ./train's settings (an
+// experiment's --lr, --n-head, …) takes their rows, so the flags, help lines and ranges stay ./train's own.
+template <typename Config>
+std::vector<Setting<Config>> select_settings(const std::vector<Setting<Config>>& table,
+                                             std::initializer_list<const char*> keys) {
+  std::vector<Setting<Config>> out;
+  for (const char* key : keys) {
+    const size_t before = out.size();
+    for (const Setting<Config>& s : table)
+      if (s.key && std::string(s.key) == key) out.push_back(s);
+    if (out.size() == before) throw std::logic_error(std::string("no setting '") + key + "'");
+  }
+  return out;
+}
 
 // "--lr", or "-n" for a one-letter flag (cxxopts makes those short options).
 inline std::string flag_text(const char* flag) { return (flag[1] ? "--" : "-") + std::string(flag); }
@@ -238,6 +259,9 @@ std::vector<std::string> settings_from_json(const std::vector<Setting<Config>>& 
     if (!s.key || s.scope == Scope::Invocation) continue;
     if (!j.contains(s.key)) {
       missing.push_back(s.key);
+      if (s.absent)
+        std::visit([&](auto* field) { settings_detail::read_json_value(nlohmann::json::parse(s.absent), s.key, *field); },
+                   s.field(config));
       continue;
     }
     std::visit(

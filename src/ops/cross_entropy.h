@@ -1,5 +1,6 @@
 // Softmax + cross-entropy, fused.   N rows (= B·T), V vocabulary.
-//   forward   p = softmax(z) per row,  loss_n = −log p[target_n];  returns the mean over rows whose target ≥ 0
+//   forward   p = softmax(z) per row,  loss_n = −log p[target_n];  returns the sum of loss_n over rows whose
+//             target ≥ 0 and their count (LossSum: .mean() is the loss)
 //             (a target of −1 means "no loss here", e.g. the unmasked positions of BERT's objective)
 //   backward  dz_n = (p_n − onehot(target_n)) / count   for counted rows; 0 for the others (dlogits is written)
 #pragma once

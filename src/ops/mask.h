@@ -3,7 +3,8 @@
 //   bidirectional  [0, T)                        BERT
 //   prefix:N       [0, max(N, i+1)) clipped to T  prefix-LM (T5, UniLM): the first N positions see each other
 //   window:W       [max(0, i+1-W), i+1)          sliding window (Longformer, Mistral)
-// So the attention loops run over exactly the allowed keys: the mask shapes the work, not only the result.
+// So the attention loops run over the allowed key ranges (for blocks of queries, their union): the mask shapes the
+// work, not only the result.
 #pragma once
 #include <string>
 #include <vector>

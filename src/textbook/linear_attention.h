@@ -14,6 +14,7 @@
 
 #include "ops/linear_attention.h"  // kLinearAttentionEps
 #include "ops/mask.h"
+#include "textbook/heads.h"
 
 template <typename F>
 F ref_phi(F x) {
@@ -22,16 +23,6 @@ F ref_phi(F x) {
 template <typename F>
 F ref_phi_grad(F x) {
   return x > 0 ? F(1) : std::exp(x);
-}
-
-// Head h of batch b's queries, keys or values (which = 0, 1, 2) as T×HS.
-template <typename F>
-std::vector<F> ref_linear_head(const F* qkv, int which, int b, int h, int T, int C, int NH) {
-  const int HS = C / NH;
-  std::vector<F> M(T * HS);
-  for (int t = 0; t < T; t++)
-    for (int d = 0; d < HS; d++) M[t * HS + d] = qkv[(b * T + t) * 3 * C + which * C + h * HS + d];
-  return M;
 }
 
 // s (T×T), exactly 0 outside the mask, and den (T).
@@ -55,8 +46,8 @@ void ref_linear_attention_forward(F* out, F* probs, const F* qkv, const Attentio
   const int HS = C / NH;
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const std::vector<F> Q = ref_linear_head(qkv, 0, b, h, T, C, NH), K = ref_linear_head(qkv, 1, b, h, T, C, NH),
-                           V = ref_linear_head(qkv, 2, b, h, T, C, NH);
+      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH), K = ref_get_head(qkv, 1, b, h, T, C, NH),
+                           V = ref_get_head(qkv, 2, b, h, T, C, NH);
       std::vector<F> s, den;
       ref_linear_scores(s, den, Q, K, mask, T, HS);
       for (int i = 0; i < T; i++)
@@ -77,8 +68,8 @@ void ref_linear_attention_backward(F* dqkv, const F* dout, const F* qkv, const A
   const int HS = C / NH;
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const std::vector<F> Q = ref_linear_head(qkv, 0, b, h, T, C, NH), K = ref_linear_head(qkv, 1, b, h, T, C, NH),
-                           V = ref_linear_head(qkv, 2, b, h, T, C, NH);
+      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH), K = ref_get_head(qkv, 1, b, h, T, C, NH),
+                           V = ref_get_head(qkv, 2, b, h, T, C, NH);
       std::vector<F> s, den;
       ref_linear_scores(s, den, Q, K, mask, T, HS);
       std::vector<F> Y(T * HS, F(0)), dY(T * HS), ds(T * T, F(0)), dphiq(T * HS, F(0)), dphik(T * HS, F(0)),

@@ -1,6 +1,6 @@
 // The textbook: the slow, obvious specification of every op in src/ops/ and of the whole GPT. Read this first
 // (docs/tour.md): the fast code in src/ops/ and src/model/ computes exactly these formulas, and the tests hold it
-// to them (tests/test_ops.cpp, test_model.cpp, test_masks.cpp; Muon's step: test_optimizer.cpp). Compiled only
+// to them (tests/test_ops.cpp, test_model.cpp, test_masks.cpp; Muon's step is in textbook/muon.h). Compiled only
 // into the tests.
 // Header-only and templated on the float type F (the tests use double). Naive loops, no BLAS, no OpenMP, and no
 // call into any fast op: each function is the formula in its comment written out, so the fast code can be checked
@@ -21,6 +21,7 @@
 #include "ops/layernorm.h"      // kLayerNormEps
 #include "ops/mask.h"           // AttentionMask
 #include "model/params.h"         // gpt_tensor_table: the parameter arena layout
+#include "textbook/heads.h"             // ref_get_head
 #include "textbook/linear_attention.h"  // ref_linear_attention_*: layers with config.attention = linear
 
 // ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C), out (B,T,C).
@@ -155,16 +156,6 @@ void ref_gelu_backward(F* dinp, const F* inp, const F* dout, size_t N) {
 
 // ---- Multi-head attention on fused qkv (B,T,3C): row [q | k | v], head h owns columns h·HS … (h+1)·HS−1 of each
 // third. out (B,T,C), probs (B,NH,T,T). Each (b, h) is worked on as T×HS matrices Q, K, V.
-// Head h of batch b's queries, keys or values (which = 0, 1, 2) as a T×HS matrix.
-template <typename F>
-std::vector<F> ref_get_head(const F* qkv, int which, int b, int h, int T, int C, int NH) {
-  const int HS = C / NH;
-  std::vector<F> M(T * HS);
-  for (int t = 0; t < T; t++)
-    for (int d = 0; d < HS; d++) M[t * HS + d] = qkv[(b * T + t) * 3 * C + which * C + h * HS + d];
-  return M;
-}
-
 // P (T×T): S_ij = scale·q_i·k_j,  P_ij = softmax_j(S_ij) over the keys the mask allows, exactly 0 elsewhere.
 template <typename F>
 std::vector<F> ref_attention_probs(const std::vector<F>& Q, const std::vector<F>& K, const AttentionMask& mask,
@@ -297,57 +288,6 @@ void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, 
   for (int n = 0; n < N; n++)
     for (int v = 0; v < V; v++)
       dlogits[n * V + v] = targets[n] == kNoTarget ? F(0) : (probs[n * V + v] - (v == targets[n] ? F(1) : F(0))) / count;
-}
-
-// ---- Muon's step for one 2-D weight (optim/muon.h). u, out, theta, buf, grad (rows, cols), stored [fan_in, fan_out].
-// NS5: X = U/(‖U‖_F + 1e-7), transposed when rows > cols; 5 times A = X·Xᵀ, X ← a·X + (b·A + c·A·A)·X; transposed back.
-template <typename F>
-void ref_newton_schulz5(F* out, const F* u, int rows, int cols) {
-  const F a = F(3.4445), b = F(-4.7750), c = F(2.0315);
-  const bool tall = rows > cols;
-  const int n = tall ? cols : rows, m = tall ? rows : cols;  // X is n × m, n ≤ m
-  F norm = 0;
-  for (int i = 0; i < rows * cols; i++) norm += u[i] * u[i];
-  norm = std::sqrt(norm);
-  std::vector<F> X(n * m), A(n * n), B(n * n), next(n * m);
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < m; j++) X[i * m + j] = (tall ? u[j * cols + i] : u[i * cols + j]) / (norm + F(1e-7));
-  for (int round = 0; round < 5; round++) {
-    for (int i = 0; i < n; i++)  // A[i,j] = Σ_k X[i,k]·X[j,k]
-      for (int j = 0; j < n; j++) {
-        F s = 0;
-        for (int k = 0; k < m; k++) s += X[i * m + k] * X[j * m + k];
-        A[i * n + j] = s;
-      }
-    for (int i = 0; i < n; i++)  // B[i,j] = b·A[i,j] + c·Σ_k A[i,k]·A[k,j]
-      for (int j = 0; j < n; j++) {
-        F s = 0;
-        for (int k = 0; k < n; k++) s += A[i * n + k] * A[k * n + j];
-        B[i * n + j] = b * A[i * n + j] + c * s;
-      }
-    for (int i = 0; i < n; i++)  // next[i,j] = a·X[i,j] + Σ_k B[i,k]·X[k,j]
-      for (int j = 0; j < m; j++) {
-        F s = 0;
-        for (int k = 0; k < n; k++) s += B[i * n + k] * X[k * m + j];
-        next[i * m + j] = a * X[i * m + j] + s;
-      }
-    X = next;
-  }
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) out[i * cols + j] = tall ? X[j * m + i] : X[i * m + j];
-}
-
-template <typename F>
-void ref_muon_step(F* theta, F* buf, const F* grad, int rows, int cols, F lr, F momentum, F weight_decay) {
-  // B ← μ·B + G;   U = G + μ·B;   O = NS5(U);   θ ← θ − lr·λ·θ − lr·√max(1, cols/rows)·O
-  std::vector<F> U(rows * cols), O(rows * cols);
-  for (int i = 0; i < rows * cols; i++) {
-    buf[i] = momentum * buf[i] + grad[i];
-    U[i] = grad[i] + momentum * buf[i];
-  }
-  ref_newton_schulz5(O.data(), U.data(), rows, cols);
-  const F scale = std::sqrt(std::max(F(1), F(cols) / F(rows)));
-  for (int i = 0; i < rows * cols; i++) theta[i] = theta[i] - lr * weight_decay * theta[i] - lr * scale * O[i];
 }
 
 // ---- One block, pre-LN, its forward right above its backward (the fast one: src/model/block.h):

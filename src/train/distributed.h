@@ -1,6 +1,6 @@
 // Data-parallel training over MPI: N processes ("ranks") train one model. Each computes the gradient of its own
 // slice of the batch; one all-reduce adds the slices' gradients up, so every rank holds the gradient of the whole
-// batch and takes the same AdamW step. The parameters never travel: they start equal (same seed, or the same
+// batch and takes the same optimizer step. The parameters never travel: they start equal (same seed, or the same
 // checkpoint) and stay equal because every rank applies the same update to them.
 //
 //   global batch of B windows, drawn by every rank from the same seeded stream (so exactly the windows one
@@ -10,7 +10,7 @@
 //   forward + backward on its rows: loss_r = mean over its n_r targets,  g_r = ∂loss_r/∂θ
 //        │  the batch's loss is the mean over all n = Σ n_r targets, so its gradient is Σ_r (n_r/n)·g_r:
 //        ▼  each rank scales g_r by n_r/n, then MPI_Allreduce(SUM) of the whole gradient arena
-//   g = Σ_r (n_r/n)·g_r on every rank → clip → AdamW, identical everywhere
+//   g = Σ_r (n_r/n)·g_r on every rank → clip → the optimizer step, identical everywhere
 //
 // Weighting by target counts, not 1/N, keeps it exact when the slices are uneven or hold different numbers of
 // targets (MLM and prefix-LM leave some positions without one); with N dividing B and every position a target

@@ -40,7 +40,8 @@ static const std::vector<Setting<TrainConfig>>& run_settings() {
     {"grad_clip",    "grad-clip",    "clip the global gradient norm to this (0 = off)",    FIELD(adamw.grad_clip),
                                                                                 at_least(0, " (0 turns clipping off)"), S::Run},
     {"optimizer",    "optimizer",    "adamw, or muon: orthogonalised momentum for the blocks' 2-D weights, AdamW for the rest",
-                                                                                           FIELD(optimizer),          any_value(),  S::Run},
+                                                                                           FIELD(optimizer),          any_value(),  S::Run,
+                                                                                           "\"adamw\""},  // files from before Muon
     {"muon_lr",      "muon-lr",      "Muon's peak learning rate (on --lr's warm-up and cosine schedule)",
                                                                                            FIELD(muon.lr),            positive(),   S::Run},
     {"muon_momentum", "muon-momentum", "Muon's (Nesterov) momentum",                      FIELD(muon.momentum),      between(0, 1, false, true), S::Run},
@@ -119,28 +120,26 @@ const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
       {"tiny", "4 layers, 128 wide, block 64, batch 12, Muon (AdamW lr 6e-3 for the rest), 1000 steps: the defaults, "
                "tuned for time to quality",
+       [](TrainConfig&) {}},
+      {"nanogpt", "the tiny model with nanoGPT's CPU recipe: AdamW, lr 1e-3 to 1e-4, 100 warm-up steps, 2000 steps",
        [](TrainConfig& c) {
-         c.optimizer = "muon";
-         c.steps = 1000, c.eval_every = 200;
-       }},
-      {"nanogpt", "the tiny model with nanoGPT's CPU recipe: lr 1e-3 to 1e-4, 100 warm-up steps, 2000 steps",
-       [](TrainConfig& c) {
+         c.optimizer = "adamw";
          c.adamw.lr = 1e-3f, c.adamw.min_lr = 1e-4f, c.adamw.warmup_steps = 100;
-         c.steps = 2000;
+         c.steps = 2000, c.eval_every = 250;
        }},
       {"frontier", "the best loss we found for 10 minutes of two cores: the tiny model's widths, block 128, batch 16, "
                    "Muon (AdamW lr 4e-3 for the rest), 1700 steps",
        [](TrainConfig& c) {
          c.model.block_size = 128;
-         c.optimizer = "muon";
-         c.batch = 16, c.steps = 1700;
+         c.batch = 16, c.steps = 1700, c.eval_every = 250;
          c.adamw.lr = 4e-3f, c.adamw.min_lr = 4e-4f, c.adamw.warmup_steps = 100;
          c.eval_iters = 10;
        }},
       {"small", "nanoGPT's shakespeare_char model: 6 layers, 384 wide, block 256, batch 64, lr 1e-3, 5000 steps",
        [](TrainConfig& c) {
          c.model.n_layer = 6, c.model.n_head = 6, c.model.n_embd = 384, c.model.block_size = 256;
-         c.batch = 64, c.steps = 5000;
+         c.optimizer = "adamw";
+         c.batch = 64, c.steps = 5000, c.eval_every = 250;
          c.adamw.lr = 1e-3f, c.adamw.min_lr = 1e-4f, c.adamw.warmup_steps = 100;
        }},
   };

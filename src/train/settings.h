@@ -12,8 +12,9 @@
 #include "model/config.h"
 #include "optim/muon.h"
 
-// The defaults are what a checkpoint gets for a setting it lacks (one written before the setting existed: AdamW, for
-// instance); ./train's own defaults are the tiny preset's, which starts from these (presets() in settings.cpp).
+// The defaults are ./train's: the tiny preset, which changes nothing (presets() in settings.cpp). A checkpoint
+// written before a setting existed gets the default too, or what the row's `absent` says such files meant (AdamW
+// for the optimizer).
 struct TrainConfig {
   std::string data = "data/stories.txt";
   std::string out = "out";
@@ -23,11 +24,11 @@ struct TrainConfig {
   float mlm_rate = 0.15f;    // MLM: fraction of positions chosen per sequence
   bool allow_leak = false;   // train even when the mask lets a position see its answer (a demonstration)
   int batch = 12;
-  int steps = 1500;          // total optimizer steps of the run (the cosine schedule ends here)
+  int steps = 1000;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
-  std::string optimizer = "adamw";  // adamw | muon (optim/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
+  std::string optimizer = "muon";  // adamw | muon (optim/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
   MuonConfig muon;
-  int eval_every = 250;      // 0 = only at the start and the end
+  int eval_every = 200;      // 0 = only at the start and the end
   int eval_iters = 20;       // batches per split per evaluation
   int ckpt_every = 500;      // 0 = only at the end
   int log_every = 50;        // progress lines when stdout is not a terminal
