@@ -34,6 +34,7 @@ TrainConfig tiny_config(const TempDir& dir, const std::string& out, int steps) {
   c.steps = steps;
   c.adamw.warmup_steps = 5;
   c.adamw.lr = 1e-2f;  // large enough that the weights move visibly in a few steps
+  c.optimizer = "adamw";  // the tests' runs use AdamW unless they ask for Muon (./train's default)
   c.eval_every = 0;
   c.eval_iters = 1;
   c.ckpt_every = 0;
