@@ -82,14 +82,17 @@ int main(int argc, char** argv) {
   cxxopts::Options options("compare", "Train GPT-, BERT- and prefix-LM-style models alike and compare them.");
   // clang-format off
   options.add_options()
-    ("data", "UTF-8 corpus", cxxopts::value<std::string>()->default_value("data/stories.txt"))
     ("out", "output directory", cxxopts::value<std::string>()->default_value("out/compare"))
-    ("steps", "training steps for each model", cxxopts::value<int>()->default_value("1000"))
     ("seeds", "training seeds per model (the table shows mean ± sd over seeds)", cxxopts::value<int>()->default_value("1"))
-    ("mlm-rate", "fraction of positions the MLM model is trained on", cxxopts::value<float>()->default_value("0.15"))
-    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
   // clang-format on
+  // The settings it shares with ./train come through ./train's table (its flags, help and ranges); the defaults are
+  // the recipe docs/masks.md was measured with: the nanogpt preset, 1000 steps per model.
+  const std::vector<Setting<TrainConfig>> shared =
+      select_settings(train_settings(), {"data", "steps", "mlm_rate", "threads"});
+  TrainConfig recipe = preset("nanogpt");
+  recipe.steps = 1000;
+  add_flags(options, shared, recipe);
   try {
     auto flags = options.parse(argc, argv);
     if (flags.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
@@ -100,19 +103,17 @@ int main(int argc, char** argv) {
     Chart chart{"Next-character loss from left context only (validation)", "step", "bits per character", {}};
     const int seeds = flags["seeds"].as<int>();
     if (seeds < 1) throw std::runtime_error("--seeds must be at least 1");
+    apply_flags(flags, shared, recipe);
+    check_ranges(shared, recipe);
     for (int seed = 0; seed < seeds; seed++)
     for (Contender& run : runs) {
-      TrainConfig config = preset("nanogpt");  // the recipe docs/masks.md was measured with
+      TrainConfig config = recipe;
       config.seed += seed;  // seed 0 is the preset's own: out/compare/<objective> as before
-      config.data = flags["data"].as<std::string>();
       config.out = out + "/" + run.objective + (seed ? "-seed" + std::to_string(config.seed) : "");
       config.objective = run.objective;
-      config.mlm_rate = flags["mlm-rate"].as<float>();
-      config.steps = flags["steps"].as<int>();
       config.eval_every = std::max(1, config.steps / 10);
       config.eval_iters = 10;  // a point of the curve every 10% of the run, cheaply
       config.ckpt_every = 0;
-      config.threads = flags["threads"].as<int>();
       std::printf("\n=== %s, seed %llu ===\n", run.name.c_str(), (unsigned long long)config.seed);
       const auto start = std::chrono::steady_clock::now();
       run_training(config);
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
       run.masked_accuracy.push_back(100 * masked.accuracy);
       if (seed == 0) run.example = example(ckpt);
     }
-    const int tokens_per_run = flags["steps"].as<int>() * 12 * 64;
+    const int tokens_per_run = recipe.steps * recipe.batch * recipe.model.block_size;
     std::string table = "| model | next-char bits/char (left context) | masked-char bits/char | masked-char accuracy "
                         "| tokens/s (incl. evals) |\n|---|---|---|---|---|\n";
     for (const Contender& r : runs) {
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
     if (seeds > 1) table += "\nMean ± sample standard deviation over " + std::to_string(seeds) + " training seeds.\n";
     std::printf("\n%s\nEach model: %d steps × 12 × 64 = %d tokens. Masked-char: BERT sees both sides of each blank; "
                 "the others see only the left side.\n\n",
-                table.c_str(), flags["steps"].as<int>(), tokens_per_run);
+                table.c_str(), recipe.steps, tokens_per_run);
     for (const Contender& r : runs) std::printf("%s\n  %s\n\n", r.name.c_str(), r.example.c_str());
     const std::string svg = render_svg(chart);
     write_file_atomically(out + "/loss_curves.svg", {{svg.data(), svg.size()}});

@@ -18,6 +18,7 @@
 //   prev_token   the best previous-token score in layer 0
 //   loss_rep     mean loss on the copyable targets; loss_first on the others
 //   make induction                       build/bin/induction (writes build/induction/)
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -101,7 +102,8 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
   acfg.min_lr = acfg.lr / 10;
   const std::string task = f["task"].as<std::string>();
   const bool copies_only = f["loss"].as<std::string>() == "copies";
-  const int steps = cfg.steps, every = cfg.eval_every, B = cfg.batch;
+  const int steps = cfg.steps, B = cfg.batch;
+  const int every = std::max(1, cfg.eval_every > 0 ? cfg.eval_every : steps);  // 0: the start and the end only
   const int T = c.block_size, V = c.vocab_size, n_min = f["n-min"].as<int>();
   const int n_max = f["n-max"].as<int>() > 0 ? f["n-max"].as<int>() : T / 2;
   if (n_min < 2 || n_max < n_min || 2 * n_max > T + 1)

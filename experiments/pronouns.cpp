@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
         ModelRun run;
         run.group = group, run.path = path, run.L = model.config.n_layer, run.NH = model.config.n_head;
         if (ckpt.resumable) {
-          TrainConfig tc = train_config_from_json(ckpt.resume.train_config, path);
+          TrainConfig tc = train_config_from_json(ckpt.resume.train_config, path, nullptr, &ckpt.model->config);
           run.steps = ckpt.resume.step, run.seed = tc.seed;
         }
         if (expect.count(group) && run.steps != expect[group])
