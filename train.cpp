@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/run_folder.h"
 #include "lab/attention_stats.h"
+#include "model/mixers/registry.h"
 #include "train/distributed.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
@@ -103,8 +104,8 @@ static int train_main(int argc, char** argv) {
     if (flags.count("attention") && flags.count("layer-attention"))
       throw std::runtime_error("give --attention or --layer-attention, not both");
     if (flags.count("attention") && flags["attention"].as<std::string>().find(',') != std::string::npos)
-      throw std::runtime_error("--attention takes one kind for every layer (softmax or linear); use --layer-attention "
-                               "for a list");
+      throw std::runtime_error("--attention takes one kind for every layer (" + mixer_kind_names() +
+                               "); use --layer-attention for a list");
     if (flags.count("resume")) {
       resume(flags);
       return 0;

@@ -13,6 +13,10 @@
 // a resumed run keeps its model.
 const std::vector<Setting<ModelConfig>>& model_settings() {
   using S = Scope;
+  // The mixer kinds' names come from their registry (model/mixers/registry.cpp), so a new kind needs no edit here.
+  static const std::string attention_help = "mixer of every layer: " + mixer_kind_names() + " (docs/tour.md)";
+  static const std::string layer_attention_help =
+      "one mixer per layer, comma-separated, each one of " + mixer_kind_names();
   // clang-format off
   static const std::vector<Setting<ModelConfig>> table = {
     {"n_layer",    "n-layer",    "transformer blocks",                               FIELD(n_layer),    between(1, 1024, false, false),    S::Run},
@@ -23,9 +27,9 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
     {"attn_only",  "attn-only",  "blocks without MLPs (attention-only transformer)",  FIELD(attn_only),  any_value(),                      S::Run},
     {"attn_scale", "attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
                                                                                      FIELD(attn_scale), any_value(),                      S::Run},
-    {"attention",  "attention",  "mixer of every layer: softmax, or linear (O(T), docs/linear_attention.md)",
+    {"attention",  "attention",  attention_help.c_str(),
                                                                                      FIELD(attention),  any_value(),                      S::Run},
-    {nullptr,      "layer-attention", "one mixer per layer, comma-separated, e.g. linear,softmax,linear,linear",
+    {nullptr,      "layer-attention", layer_attention_help.c_str(),
                                                                                      FIELD(attention),  any_value(),                      S::Run},
   };
   // clang-format on
