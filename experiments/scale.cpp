@@ -90,30 +90,33 @@ int main(int argc, char** argv) {
   cxxopts::Options options("scale", "The 1/√d_k sweep: attention scale × learning rate × head size.");
   // clang-format off
   options.add_options()
-    ("data", "training text", cxxopts::value<std::string>()->default_value("data/stories.txt"))
     ("out", "output directory (one sub-directory per run, table.md, scale.csv)",
      cxxopts::value<std::string>()->default_value("build/scale"))
     ("scales", "attention scales, comma-separated", cxxopts::value<std::string>()->default_value("sqrt,none,inv"))
     ("lrs", "peak learning rates, comma-separated", cxxopts::value<std::string>()->default_value("3e-4,1e-3,3e-3"))
     ("heads", "heads per layer, comma-separated (head size = n_embd / heads)",
      cxxopts::value<std::string>()->default_value("2,8"))
-    ("n-layer", "layers", cxxopts::value<int>()->default_value("2"))
-    ("n-embd", "width", cxxopts::value<int>()->default_value("64"))
-    ("block", "context length", cxxopts::value<int>()->default_value("64"))
-    ("batch", "sequences per step", cxxopts::value<int>()->default_value("12"))
-    ("steps", "steps per run", cxxopts::value<int>()->default_value("600"))
-    ("eval-every", "evaluate every N steps", cxxopts::value<int>()->default_value("200"))
-    ("eval-iters", "batches per evaluation", cxxopts::value<int>()->default_value("10"))
-    ("seed", "seed (the same for every run)", cxxopts::value<uint64_t>()->default_value("1337"))
-    ("threads", "threads", cxxopts::value<int>()->default_value("1"))
     ("h,help", "show this help");
   // clang-format on
+  // The settings it shares with ./train come through ./train's table (flags, help, ranges); the defaults are the
+  // sweep's recipe: AdamW (the scale acts through it), 2 layers × 64 wide, block 64, 600 steps, one thread.
+  const std::vector<Setting<TrainConfig>> shared = select_settings(
+      train_settings(), {"data", "n_layer", "n_embd", "block_size", "batch", "steps", "eval_every", "eval_iters", "seed",
+                         "threads"});
+  TrainConfig recipe;
+  recipe.optimizer = "adamw";
+  recipe.model.n_layer = 2, recipe.model.n_embd = 64, recipe.model.block_size = 64;
+  recipe.batch = 12, recipe.steps = 600, recipe.eval_every = 200, recipe.eval_iters = 10;
+  recipe.ckpt_every = 0, recipe.log_every = 100000, recipe.seed = 1337, recipe.threads = 1;
+  add_flags(options, shared, recipe);
   try {
     auto f = options.parse(argc, argv);
     if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    apply_flags(f, shared, recipe);
+    check_ranges(shared, recipe);
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
-    const int n_layer = f["n-layer"].as<int>(), n_embd = f["n-embd"].as<int>();
+    const int n_layer = recipe.model.n_layer, n_embd = recipe.model.n_embd;
     std::string table =
         "| scale | heads × HS | lr | val loss | logit var (init → end) | max \\|S\\| | H / ln\\|K\\| | max weight | "
         "rows > 0.99 | \\|∇W_Q\\| | \\|∇W_K\\| |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -123,15 +126,9 @@ int main(int argc, char** argv) {
     for (const std::string& heads : split(f["heads"].as<std::string>()))
       for (const std::string& lr : split(f["lrs"].as<std::string>()))
         for (const std::string& scale : split(f["scales"].as<std::string>())) {
-          TrainConfig c;
-          c.optimizer = "adamw";  // the recipe docs/lab.md's table was measured with (the scale acts through AdamW)
-          c.data = f["data"].as<std::string>();
-          c.model.n_layer = n_layer, c.model.n_head = std::stoi(heads), c.model.n_embd = n_embd;
-          c.model.block_size = f["block"].as<int>(), c.model.attn_scale = scale;
-          c.batch = f["batch"].as<int>(), c.steps = f["steps"].as<int>();
+          TrainConfig c = recipe;
+          c.model.n_head = std::stoi(heads), c.model.attn_scale = scale;
           c.adamw.lr = std::stof(lr), c.adamw.min_lr = c.adamw.lr / 10, c.adamw.warmup_steps = c.steps / 10;
-          c.eval_every = f["eval-every"].as<int>(), c.eval_iters = f["eval-iters"].as<int>();
-          c.ckpt_every = 0, c.log_every = 100000, c.seed = f["seed"].as<uint64_t>(), c.threads = f["threads"].as<int>();
           const int hs = n_embd / c.model.n_head;
           const std::string name = scale + "_h" + heads + "_lr" + lr;
           c.out = out + "/" + name;
@@ -172,7 +169,7 @@ int main(int argc, char** argv) {
         }
     const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60;
     std::printf("\n%s\n%.1f minutes; statistics are means over the %d layers at the last evaluation (step %d)\n",
-                table.c_str(), minutes, n_layer, f["steps"].as<int>());
+                table.c_str(), minutes, n_layer, recipe.steps);
     write_file_atomically(out + "/table.md", {{table.data(), table.size()}});
     write_file_atomically(out + "/scale.csv", {{csv.data(), csv.size()}});
     std::printf("wrote %s/table.md and %s/scale.csv (per-run metrics.csv and train.log in %s/<run>/)\n", out.c_str(),
