@@ -407,7 +407,7 @@ struct Entity {
     bool plural_now = false;   // was the last mention plural ("they", "the twins")?
 };
 
-Entity makeEntity(Kind kind, Pron pron, const std::string& noun, const std::string& adjective = "") {
+Entity make_entity(Kind kind, Pron pron, const std::string& noun, const std::string& adjective = "") {
     Entity e;
     e.kind = kind;
     e.pron = pron;
@@ -417,27 +417,27 @@ Entity makeEntity(Kind kind, Pron pron, const std::string& noun, const std::stri
 }
 
 // Pronoun forms indexed by Pron then Form (subject, object, possessive).
-std::string pronounWord(Pron pron, Form form) {
+std::string pronoun_word(Pron pron, Form form) {
     static const char* const table[4][3] = {
         {"he", "him", "his"}, {"she", "her", "her"}, {"they", "them", "their"}, {"it", "it", "its"}};
     return table[static_cast<int>(pron)][static_cast<int>(form)];
 }
 
-bool startsWith(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
 // "a" or "an" by sound; spelling gives the sound except for a few word starts.
-std::string articleFor(const std::string& phrase) {
+std::string article_for(const std::string& phrase) {
     for (const char* sounds_like_vowel : {"hour", "honest", "heir"})
-        if (startsWith(phrase, sounds_like_vowel)) return "an";
+        if (starts_with(phrase, sounds_like_vowel)) return "an";
     for (const char* sounds_like_consonant : {"uni", "use", "usu", "eu", "one"})
-        if (startsWith(phrase, sounds_like_consonant)) return "a";
+        if (starts_with(phrase, sounds_like_consonant)) return "a";
     const char c = phrase.empty() ? 'x' : phrase[0];
     return (c == 'a' || c == 'e' || c == 'i' || c == 'o' || c == 'u') ? "an" : "a";
 }
 
-bool isLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char toLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-char toUpper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
+bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char to_upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
 
 // ---------------------------------------------------------------------------------------------- one story
 struct Annotation {
@@ -479,16 +479,16 @@ private:
             if (tmpl[i] != '{') { put(tmpl[i]); continue; }
             const size_t close = tmpl.find('}', i);
             if (close == std::string::npos) throw std::runtime_error("unclosed slot in: " + tmpl);
-            fillSlot(tmpl.substr(i + 1, close - i - 1));
+            fill_slot(tmpl.substr(i + 1, close - i - 1));
             i = close;
         }
     }
 
-    void fillSlot(const std::string& slot) {
+    void fill_slot(const std::string& slot) {
         if (slot.empty()) throw std::runtime_error("empty slot {}");
         const bool article = slot.size() > 1 && slot[0] == 'a';
         const std::string rest = article ? slot.substr(1) : slot;
-        if (rest[0] == '@' || rest[0] == '$') return writeWord(rest.substr(1), article, rest[0] == '$');
+        if (rest[0] == '@' || rest[0] == '$') return write_word(rest.substr(1), article, rest[0] == '$');
 
         const char role = slot[0] == 'S' ? last_subject_ : slot[0];
         if (!cast_.count(role)) throw std::runtime_error("unknown role in slot {" + slot + "}");
@@ -510,14 +510,14 @@ private:
         mention(role, form);
     }
 
-    void writeWord(const std::string& list, bool with_article, bool once_per_story) {
+    void write_word(const std::string& list, bool with_article, bool once_per_story) {
         const auto found = kWordLists.find(list);
         if (found == kWordLists.end()) throw std::runtime_error("unknown word list @" + list);
         std::string word;
         if (!once_per_story) word = rng_.pick(found->second);
         else if (story_words_.count(list)) word = story_words_[list];
         else word = story_words_[list] = rng_.pick(found->second);
-        if (with_article) emit(articleFor(word) + " ");
+        if (with_article) emit(article_for(word) + " ");
         expand(word);  // a few entries have slots of their own, e.g. "crossed {S.p} arms"
         if (kThingLists.count(list)) thing_distractor_in_ = sentence_;
     }
@@ -525,7 +525,7 @@ private:
     // A pronoun is clear when its referent was named recently (people: in the last two sentences; things
     // and places: in this one or the last) and no other entity that takes the same pronoun (nor an unnamed
     // thing, for "it") has been mentioned since the sentence where it was named began.
-    bool pronounIsClear(const Entity& e) const {
+    bool pronoun_is_clear(const Entity& e) const {
         const int window = e.pron == Pron::It ? 1 : 2;
         if (!e.introduced || sentence_ - e.named_in > window) return false;
         for (const auto& entry : cast_) {
@@ -535,8 +535,8 @@ private:
         return e.pron != Pron::It || thing_distractor_in_ < e.named_in;
     }
 
-    bool wantsPronoun(const Entity& e) {
-        if (!pronounIsClear(e)) return false;
+    bool wants_pronoun(const Entity& e) {
+        if (!pronoun_is_clear(e)) return false;
         if (e.mentioned_in == sentence_) return true;  // "Mira said Mira was tired" is not English
         return rng_.percent(e.mentioned_in == sentence_ - 1 ? 75 : 50);
     }
@@ -544,13 +544,13 @@ private:
     void mention(char role, Form form) {
         Entity& e = cast_.at(role);
         const bool may_be_pronoun = form == Form::Subject || form == Form::Object || form == Form::Possessive;
-        if (may_be_pronoun && wantsPronoun(e)) {
+        if (may_be_pronoun && wants_pronoun(e)) {
             const size_t at = text_.size();
-            emit(pronounWord(e.pron, form));
+            emit(pronoun_word(e.pron, form));
             notes_.push_back({at, text_.size() - at, e.name_offset, e.noun});
             e.plural_now = e.pron == Pron::They;
         } else {
-            writeNounPhrase(e, form);
+            write_noun_phrase(e, form);
             e.plural_now = e.kind == Kind::Group;
         }
         e.mentioned_in = sentence_;
@@ -558,12 +558,12 @@ private:
     }
 
     // "Mira", "the twins", "the old mill", "a red kite" (first time), "the kite" (after), plus "'s".
-    void writeNounPhrase(Entity& e, Form form) {
+    void write_noun_phrase(Entity& e, Form form) {
         const bool countable = e.kind == Kind::Thing || e.kind == Kind::Animal;
         const std::string described = (countable && !e.introduced && !e.adjective.empty()) ? e.adjective + " " : "";
         if (form != Form::Bare) {
             if (e.kind == Kind::Group || e.kind == Kind::Place) emit("the ");
-            if (countable) emit(e.introduced ? "the " : articleFor(described + e.noun) + " ");
+            if (countable) emit(e.introduced ? "the " : article_for(described + e.noun) + " ");
         }
         emit(described);
         e.name_offset = text_.size();
@@ -580,7 +580,7 @@ private:
     // Capitalising never changes lengths, so recorded offsets stay valid.
     void put(char c) {
         const char before = text_.empty() ? ' ' : text_.back();
-        if (capitalize_next_ && isLetter(c)) { c = toUpper(c); capitalize_next_ = false; }
+        if (capitalize_next_ && is_letter(c)) { c = to_upper(c); capitalize_next_ = false; }
         text_ += c;
         if (c == '"' && before == ' ') capitalize_next_ = true;  // an opening quote starts a sentence
         if (c == ' ' && (before == '.' || before == '?' || before == '!')) capitalize_next_ = true;
@@ -599,40 +599,40 @@ private:
 };
 
 // ---------------------------------------------------------------------------------------------- casting
-Entity choosePerson(Rng& rng, std::set<std::string>& used) {
+Entity choose_person(Rng& rng, std::set<std::string>& used) {
     for (;;) {
         const size_t roll = rng.below(100);
         const Pron pron = roll < 45 ? Pron::She : roll < 90 ? Pron::He : Pron::They;
         const Words& names = pron == Pron::She ? kSheNames : pron == Pron::He ? kHeNames : kTheyNames;
         const std::string& name = rng.pick(names);
-        if (used.insert(name).second) return makeEntity(Kind::Person, pron, name);
+        if (used.insert(name).second) return make_entity(Kind::Person, pron, name);
     }
 }
 
-Entity chooseDescribed(Rng& rng, Kind kind, const Words& nouns, const Words& adjectives, unsigned adjective_percent,
+Entity choose_described(Rng& rng, Kind kind, const Words& nouns, const Words& adjectives, unsigned adjective_percent,
                        std::set<std::string>& used) {
     std::string noun;
     do noun = rng.pick(nouns);
     while (!used.insert(noun).second);
     std::string adjective;
     if (rng.percent(adjective_percent)) adjective = rng.pick(adjectives);
-    return makeEntity(kind, Pron::It, noun, adjective);
+    return make_entity(kind, Pron::It, noun, adjective);
 }
 
 // Each rng call is its own statement: argument evaluation order is unspecified in C++, and the output
 // must not depend on the compiler.
-std::map<char, Entity> chooseCast(Rng& rng) {
+std::map<char, Entity> choose_cast(Rng& rng) {
     std::set<std::string> used;
     std::map<char, Entity> cast;
-    cast.emplace('A', choosePerson(rng, used));
-    cast.emplace('B', choosePerson(rng, used));
-    if (rng.percent(25)) cast.emplace('C', makeEntity(Kind::Group, Pron::They, rng.pick(kGroups)));
-    else cast.emplace('C', choosePerson(rng, used));
-    cast.emplace('O', chooseDescribed(rng, Kind::Thing, kThings, kThingAdjectives, 50, used));
-    cast.emplace('Q', chooseDescribed(rng, Kind::Thing, kThings, kThingAdjectives, 50, used));
-    cast.emplace('P', chooseDescribed(rng, Kind::Place, kPlaces, {}, 0, used));
-    cast.emplace('R', chooseDescribed(rng, Kind::Place, kPlaces, {}, 0, used));
-    cast.emplace('X', chooseDescribed(rng, Kind::Animal, kAnimals, kAnimalAdjectives, 60, used));
+    cast.emplace('A', choose_person(rng, used));
+    cast.emplace('B', choose_person(rng, used));
+    if (rng.percent(25)) cast.emplace('C', make_entity(Kind::Group, Pron::They, rng.pick(kGroups)));
+    else cast.emplace('C', choose_person(rng, used));
+    cast.emplace('O', choose_described(rng, Kind::Thing, kThings, kThingAdjectives, 50, used));
+    cast.emplace('Q', choose_described(rng, Kind::Thing, kThings, kThingAdjectives, 50, used));
+    cast.emplace('P', choose_described(rng, Kind::Place, kPlaces, {}, 0, used));
+    cast.emplace('R', choose_described(rng, Kind::Place, kPlaces, {}, 0, used));
+    cast.emplace('X', choose_described(rng, Kind::Animal, kAnimals, kAnimalAdjectives, 60, used));
     return cast;
 }
 
@@ -643,20 +643,20 @@ struct Story {
     std::vector<Mention> mentions;
 };
 
-bool startsWithPerson(const std::string& tmpl) {  // "{A} ..." can take "Then, " in front
+bool starts_with_person(const std::string& tmpl) {  // "{A} ..." can take "Then, " in front
     return tmpl.size() > 3 && tmpl[0] == '{' && tmpl[1] >= 'A' && tmpl[1] <= 'C' && tmpl[2] == '}';
 }
 
 // Opening, meeting, one arc (with an occasional aside between beats), closing: about 7 to 14 sentences.
-Story writeStory(Rng& rng) {
-    StoryWriter writer(rng, chooseCast(rng));
+Story write_story(Rng& rng) {
+    StoryWriter writer(rng, choose_cast(rng));
     writer.sentence(rng.pick(kOpenings));
     writer.sentence(rng.pick(kMeetings));
     const Arc& arc = rng.pick(kArcs);
     int asides = 0;
     for (size_t beat = 0; beat < arc.size(); ++beat) {
         const std::string& tmpl = rng.pick(arc[beat]);
-        const bool linked = beat >= 2 && startsWithPerson(tmpl) && rng.percent(15);
+        const bool linked = beat >= 2 && starts_with_person(tmpl) && rng.percent(15);
         writer.sentence(tmpl, linked ? rng.pick(kConnectives) : "");
         if (beat >= 1 && beat + 1 < arc.size() && asides < 2 && rng.percent(10)) {
             writer.sentence(rng.pick(kFillers));
@@ -681,12 +681,12 @@ struct Corpus {
 };
 
 // Stories one after another, separated by a blank line, until the text reaches target_bytes.
-Corpus writeCorpus(uint64_t target_bytes, uint64_t seed) {
+Corpus write_corpus(uint64_t target_bytes, uint64_t seed) {
     Rng rng(seed);
     Corpus corpus;
     std::set<uint64_t> seen;  // no story twice: a repeat would leak from the training split into validation
     while (corpus.text.size() < target_bytes) {
-        const Story story = writeStory(rng);
+        const Story story = write_story(rng);
         if (!seen.insert(fnv1a(story.text)).second) continue;
         if (!corpus.text.empty()) corpus.text += '\n';
         const size_t base = corpus.text.size();
@@ -719,7 +719,7 @@ const Words kProbeSetups = {
 const Words kProbeEndings = {"{X} smiled.", "{X} laughed.", "{X} was happy.", "{X} went home.", "Then {x} waved.",
                              "{X} sat down."};
 
-Story writeProbe(Rng& rng) {
+Story write_probe(Rng& rng) {
     const bool she_first = rng.percent(50);
     const std::string& she = rng.pick(kSheNames);
     const std::string& he = rng.pick(kHeNames);
@@ -747,7 +747,7 @@ Story writeProbe(Rng& rng) {
             if (slot == 'O') story.text += thing;
             if (slot == 'X' || slot == 'x') {
                 std::string word = pronoun_is_she ? "she" : "he";
-                if (slot == 'X') word[0] = toUpper(word[0]);
+                if (slot == 'X') word[0] = to_upper(word[0]);
                 story.text += word;
                 story.notes.push_back({at, word.size(), refers_to_first ? first_at : second_at,
                                        refers_to_first ? first : second});
@@ -761,12 +761,12 @@ Story writeProbe(Rng& rng) {
 }
 
 // n probes, one per "story", separated by blank lines like the corpus.
-Corpus writeProbes(uint64_t n, uint64_t seed) {
+Corpus write_probes(uint64_t n, uint64_t seed) {
     Rng rng(seed);
     Corpus corpus;
     std::set<uint64_t> seen;
     while (corpus.stories < n) {
-        const Story story = writeProbe(rng);
+        const Story story = write_probe(rng);
         if (!seen.insert(fnv1a(story.text)).second) continue;
         if (!corpus.text.empty()) corpus.text += '\n';
         const size_t base = corpus.text.size();
@@ -782,16 +782,16 @@ Corpus writeProbes(uint64_t n, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------- checking
-bool isThirdPersonPronoun(std::string word) {
-    for (char& c : word) c = toLower(c);
+bool is_third_person_pronoun(std::string word) {
+    for (char& c : word) c = to_lower(c);
     static const std::set<std::string> pronouns = {"he", "him", "his", "she", "her", "hers", "they",
                                                    "them", "their", "theirs", "it", "its"};
     return pronouns.count(word) > 0;
 }
 
-bool isWholeWord(const std::string& text, size_t offset, size_t length) {
-    const bool starts = offset == 0 || !isLetter(text[offset - 1]);
-    const bool ends = offset + length >= text.size() || !isLetter(text[offset + length]);
+bool is_whole_word(const std::string& text, size_t offset, size_t length) {
+    const bool starts = offset == 0 || !is_letter(text[offset - 1]);
+    const bool ends = offset + length >= text.size() || !is_letter(text[offset + length]);
     return starts && ends;
 }
 
@@ -804,23 +804,23 @@ std::string verify(const Corpus& corpus) {
         const std::string where = " (pronoun at offset " + std::to_string(a.pronoun_offset) + ")";
         if (a.pronoun_offset + a.pronoun_length > text.size()) return "pronoun past the end" + where;
         const std::string word = text.substr(a.pronoun_offset, a.pronoun_length);
-        if (!isThirdPersonPronoun(word) || !isWholeWord(text, a.pronoun_offset, a.pronoun_length))
+        if (!is_third_person_pronoun(word) || !is_whole_word(text, a.pronoun_offset, a.pronoun_length))
             return "'" + word + "' is not a whole pronoun" + where;
         if (text.compare(a.antecedent_offset, a.antecedent.size(), a.antecedent) != 0 ||
-            !isWholeWord(text, a.antecedent_offset, a.antecedent.size()))
+            !is_whole_word(text, a.antecedent_offset, a.antecedent.size()))
             return "antecedent '" + a.antecedent + "' not found at its offset" + where;
         if (a.antecedent_offset + a.antecedent.size() > a.pronoun_offset) return "antecedent after pronoun" + where;
         annotated.insert(a.pronoun_offset);
     }
     for (const Mention& m : corpus.mentions)
-        if (text.compare(m.offset, m.name.size(), m.name) != 0 || !isWholeWord(text, m.offset, m.name.size()))
+        if (text.compare(m.offset, m.name.size(), m.name) != 0 || !is_whole_word(text, m.offset, m.name.size()))
             return "mention '" + m.name + "' not found at offset " + std::to_string(m.offset);
     for (size_t i = 0; i < text.size();) {
         if (static_cast<unsigned char>(text[i]) > 126) return "non-ASCII byte at offset " + std::to_string(i);
-        if (!isLetter(text[i])) { ++i; continue; }
+        if (!is_letter(text[i])) { ++i; continue; }
         size_t end = i;
-        while (end < text.size() && isLetter(text[end])) ++end;
-        if (isThirdPersonPronoun(text.substr(i, end - i)) && !annotated.count(i))
+        while (end < text.size() && is_letter(text[end])) ++end;
+        if (is_third_person_pronoun(text.substr(i, end - i)) && !annotated.count(i))
             return "unannotated pronoun '" + text.substr(i, end - i) + "' at offset " + std::to_string(i);
         i = end;
     }
@@ -828,7 +828,7 @@ std::string verify(const Corpus& corpus) {
 }
 
 // ---------------------------------------------------------------------------------------------- output
-std::string antecedentTable(const Corpus& corpus) {
+std::string antecedent_table(const Corpus& corpus) {
     std::string tsv = "pronoun_offset\tpronoun_length\tpronoun\tantecedent_offset\tantecedent_length\tantecedent\n";
     for (const Annotation& a : corpus.notes) {
         tsv += std::to_string(a.pronoun_offset) + '\t' + std::to_string(a.pronoun_length) + '\t' +
@@ -838,7 +838,7 @@ std::string antecedentTable(const Corpus& corpus) {
     return tsv;
 }
 
-std::string mentionTable(const Corpus& corpus) {
+std::string mention_table(const Corpus& corpus) {
     static const char* const pronouns[] = {"he", "she", "they", "it"};
     std::string tsv = "offset\tlength\tname\tpronoun\n";
     for (const Mention& m : corpus.mentions)
@@ -848,7 +848,7 @@ std::string mentionTable(const Corpus& corpus) {
 }
 
 // Writes to "path.tmp" and renames it over path, so a failed run never leaves half a file behind.
-bool writeFileAtomically(const std::string& path, const std::string& content) {
+bool write_file_atomically(const std::string& path, const std::string& content) {
     const std::string temp = path + ".tmp";
     {
         std::ofstream file(temp, std::ios::binary);
@@ -883,45 +883,45 @@ const char* const kUsage =
     "  --probes N          write N pronoun probes instead of the stories: \"Maya gave Omar the cup. She smiled.\"\n"
     "                      (an evaluation set: half the pronouns refer to the first name, not the nearest)\n";
 
-[[noreturn]] void badFlag(const std::string& message) {
+[[noreturn]] void bad_flag(const std::string& message) {
     std::cerr << "make_stories: " << message << "\n" << kUsage;
     std::exit(2);
 }
 
-uint64_t parseNumber(const std::string& flag, const std::string& value) {
+uint64_t parse_number(const std::string& flag, const std::string& value) {
     if (value.empty() || value.size() > 18 || value.find_first_not_of("0123456789") != std::string::npos)
-        badFlag(flag + " needs a whole number, got '" + value + "'");
+        bad_flag(flag + " needs a whole number, got '" + value + "'");
     return std::stoull(value);
 }
 
-Options parseOptions(int argc, char** argv) {
+Options parse_options(int argc, char** argv) {
     Options options;
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") { std::cout << kUsage; std::exit(0); }
         if (flag != "--out" && flag != "--bytes" && flag != "--seed" && flag != "--antecedents" &&
             flag != "--mentions" && flag != "--probes")
-            badFlag("unknown flag '" + flag + "'");
-        if (i + 1 >= argc) badFlag(flag + " needs a value");
+            bad_flag("unknown flag '" + flag + "'");
+        if (i + 1 >= argc) bad_flag(flag + " needs a value");
         const std::string value = argv[++i];
         if (flag == "--out") options.out = value;
         if (flag == "--antecedents") options.antecedents = value;
-        if (flag == "--bytes") options.bytes = parseNumber(flag, value);
-        if (flag == "--seed") options.seed = parseNumber(flag, value);
+        if (flag == "--bytes") options.bytes = parse_number(flag, value);
+        if (flag == "--seed") options.seed = parse_number(flag, value);
         if (flag == "--mentions") options.mentions = value;
-        if (flag == "--probes") options.probes = parseNumber(flag, value);
+        if (flag == "--probes") options.probes = parse_number(flag, value);
     }
-    if (options.bytes == 0) badFlag("--bytes must be at least 1");
+    if (options.bytes == 0) bad_flag("--bytes must be at least 1");
     return options;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const Options options = parseOptions(argc, argv);
+    const Options options = parse_options(argc, argv);
     Corpus corpus;
     try {
-        corpus = options.probes > 0 ? writeProbes(options.probes, options.seed) : writeCorpus(options.bytes, options.seed);
+        corpus = options.probes > 0 ? write_probes(options.probes, options.seed) : write_corpus(options.bytes, options.seed);
     } catch (const std::exception& e) {
         std::cerr << "make_stories: template error: " << e.what() << "\n";
         return 1;
@@ -932,15 +932,15 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (options.out.empty()) std::cout << corpus.text << std::flush;
-    else if (!writeFileAtomically(options.out, corpus.text)) {
+    else if (!write_file_atomically(options.out, corpus.text)) {
         std::cerr << "make_stories: cannot write " << options.out << "\n";
         return 1;
     }
-    if (!options.antecedents.empty() && !writeFileAtomically(options.antecedents, antecedentTable(corpus))) {
+    if (!options.antecedents.empty() && !write_file_atomically(options.antecedents, antecedent_table(corpus))) {
         std::cerr << "make_stories: cannot write " << options.antecedents << "\n";
         return 1;
     }
-    if (!options.mentions.empty() && !writeFileAtomically(options.mentions, mentionTable(corpus))) {
+    if (!options.mentions.empty() && !write_file_atomically(options.mentions, mention_table(corpus))) {
         std::cerr << "make_stories: cannot write " << options.mentions << "\n";
         return 1;
     }
