@@ -15,6 +15,7 @@
 #include "lab/attention_stats.h"
 #include "model/model.h"
 #include "train/distributed.h"
+#include "train/divergence_guard.h"
 #include "train/evaluate.h"
 #include "io/run_folder.h"
 #include "train/metrics_file.h"
@@ -74,6 +75,7 @@ class TrainingRun {
   int stats_prefix_ = -1;
   std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
   std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<DivergenceGuard> guard_;  // a save only of weights whose loss is sane (divergence_guard.h)
 };
 
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
@@ -107,6 +109,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   batch_rng_.set_state(state_.batch_rng);
   first_step_ = state_.step;
   resumed_rng_ = state_.batch_rng;
+  guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
 }
@@ -180,6 +183,7 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
   if (!std::isfinite(loss) || !std::isfinite(norm))
     throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
                              "; the weights were not updated");
+  guard_->observe(loss);
   lr = learning_rate(cfg_.adamw, step, cfg_.steps);
   if (cfg_.optimizer == "muon")
     muon_.update(model, state_.optimizer, cfg_.adamw, cfg_.muon, (float)lr);
@@ -191,6 +195,12 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
 }
 
 void TrainingRun::save(int step) {
+  // The weights' loss on one fixed validation batch (its own seed: the training batches are unchanged).
+  Rng guard_rng(cfg_.seed + 4);
+  const double loss = estimate_loss(*ckpt_.model, *batches_, corpus_.val, cfg_.batch, ckpt_.model->config.block_size,
+                                    1, guard_rng);
+  const std::string refused = guard_->refuse(loss);
+  if (!refused.empty()) throw diverged(step, refused);
   saved_any_ = true;
   state_.step = step;
   ckpt_.model->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
