@@ -58,11 +58,14 @@ static void resume(const cxxopts::ParseResult& flags) {
                              file + ")");
   if (!flags.count("out")) config.out = directory_of(file);
   apply_flags(flags, train_settings(), config);
-  // Continuing into another folder must not replace a different run that lives there.
-  if (!same_folder(config.out, directory_of(file)))
+  // Continuing into another folder must not replace a different run that lives there, nor, in the file's own
+  // folder, a newer checkpoint (the file is an older copy kept beside it).
+  if (!same_folder(config.out, directory_of(file))) {
     refuse_to_replace_run(config.out, {checkpoint_path(config.out), config.out + "/metrics.csv"}, config.overwrite);
-  else
+  } else {
+    refuse_to_replace_another_checkpoint(config.out, file, ckpt.resume.step, config.overwrite);
     config.overwrite = false;  // the run's own folder: its metrics.csv is continued, never started afresh
+  }
   if (config.steps < ckpt.resume.step)
     throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                              std::to_string(ckpt.resume.step) + ")");

@@ -92,3 +92,33 @@ TEST(TamperGuard, AnAbsurdLearningRateNeverOverwritesAGoodCheckpoint) {
   ASSERT_TRUE(std::regex_search(score.out, m, std::regex(": ([0-9.]+) nats/char"))) << score.out;
   EXPECT_LT(std::stod(m[1]), limit) << "the 'last good' checkpoint is not good";
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// --resume of an older copy kept inside a run's folder used to replace the run's newer checkpoint and shorten
+// metrics.csv, with exit 0.
+
+TEST(TamperResume, ResumingAnOlderCopyInsideARunFolderRefusesToReplaceTheNewerCheckpoint) {
+  TempDir dir;
+  write_corpus(dir);
+  const std::string run = dir / "run", ckpt = run + "/ckpt.safetensors", old = run + "/step2.safetensors";
+  RunResult r = run_in(dir, train_command(dir, run, "--steps 2 --eval-every 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  write_file(old, read_file(ckpt));
+  r = run_in(dir, "./train --resume " + quote(run) + " --steps 4");
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::string newer = read_file(ckpt), metrics = read_file(run + "/metrics.csv");
+
+  r = run_in(dir, "./train --resume " + quote(old) + " --steps 6");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "would continue in " + run + " and replace its checkpoint " + ckpt + " (step 4)");
+  EXPECT_CONTAINS(r.err, "--overwrite");
+  EXPECT_TRUE(read_file(ckpt) == newer) << "the newer checkpoint changed";
+  EXPECT_EQ(read_file(run + "/metrics.csv"), metrics);
+
+  // Elsewhere is fine, and so is asking for it.
+  r = run_in(dir, "./train --resume " + quote(old) + " --steps 3 --out " + quote(dir / "elsewhere"));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  r = run_in(dir, "./train --resume " + quote(old) + " --steps 3 --overwrite");
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(load_checkpoint(ckpt).resume.step, 3);
+}

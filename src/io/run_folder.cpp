@@ -1,5 +1,7 @@
 #include "io/run_folder.h"
 
+#include "io/checkpoint.h"
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -57,6 +59,25 @@ void refuse_to_replace_run(const std::string& dir, const std::vector<std::string
   if (!found.empty())
     throw std::runtime_error("--out " + dir + " already holds an earlier run (" + found + "); continue it with " +
                              "--resume " + dir + ", replace it with --overwrite, or choose another --out");
+}
+
+void refuse_to_replace_another_checkpoint(const std::string& dir, const std::string& resumed_file, int resumed_step,
+                                          bool overwrite) {
+  const std::string own = checkpoint_path(dir);
+  struct stat a, b;
+  if (overwrite || ::stat(own.c_str(), &a) != 0) return;  // nothing there to lose
+  if (::stat(resumed_file.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return;  // the same file
+  std::string its_step = "unreadable";
+  try {
+    const Checkpoint there = load_checkpoint(own);
+    its_step = there.resumable ? "step " + std::to_string(there.resume.step) : "weights only";
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error("--resume " + resumed_file + " (step " + std::to_string(resumed_step) + ") would continue in " +
+                           dir + " and replace its checkpoint " + own + " (" + its_step + "), cutting " + dir +
+                           "/metrics.csv back to step " + std::to_string(resumed_step) + "; resume " + dir +
+                           " itself to continue its newest checkpoint, give --out another folder, or --overwrite to "
+                           "replace it");
 }
 
 // ---- temporaries of killed runs -------------------------------------------------------------------------------

@@ -28,6 +28,12 @@ class RunFolderLock {
 // of `files` (e.g. DIR/ckpt.safetensors, DIR/metrics.csv) exists, unless `overwrite` (./train --overwrite).
 void refuse_to_replace_run(const std::string& dir, const std::vector<std::string>& files, bool overwrite);
 
+// `./train --resume FILE` continues in DIR (FILE's folder unless --out says otherwise) and writes DIR's checkpoint.
+// When that is another file than FILE (FILE is an older copy kept in the folder), resuming would replace it and cut
+// metrics.csv back to FILE's step: throws, naming that checkpoint and its step, unless `overwrite`.
+void refuse_to_replace_another_checkpoint(const std::string& dir, const std::string& resumed_file, int resumed_step,
+                                          bool overwrite);
+
 // Removes DIR's temporary files ("<name>.tmp.<pid>") whose writing process no longer exists (kill(pid, 0) fails
 // with ESRCH); a live process's are left alone. Returns the paths removed.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
