@@ -86,7 +86,7 @@ static int train_main(int argc, char** argv) {
   add_flags(options, train_settings(), preset("tiny"));
   options.add_options()("h,help", "show this help");
   try {
-    cxxopts::ParseResult flags = options.parse(argc, argv);
+    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
     if (flags.count("help")) {
       std::printf("%s\n", options.help().c_str());
       return 0;

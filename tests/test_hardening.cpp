@@ -531,6 +531,16 @@ TEST_F(HardeningPrograms, TwoQuickSigintsExitAtOnceAndKeepTheLastCheckpoint) {
   ASSERT_TRUE(c.resumable);
   EXPECT_GE(c.resume.step, saved_step);
   EXPECT_LE(c.resume.step, (int)step_rows(metrics).size() + 1);
+  // And it said which file survived with which step: the last save it completed (a save under way when the
+  // signal came may have finished its rename too, so the file can be one save newer).
+  std::smatch m;
+  const std::string err = train.err();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("second interrupt: exiting at once without saving; (.*) holds step "
+                                                   "([0-9]+)")))
+      << err;
+  EXPECT_EQ(m[1].str(), ckpt);
+  EXPECT_GE(std::stoi(m[2]), saved_step);
+  EXPECT_LE(std::stoi(m[2]), c.resume.step);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,12 @@
 //                  learning rate whose "last good checkpoint" really is good
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -121,4 +126,155 @@ TEST(TamperResume, ResumingAnOlderCopyInsideARunFolderRefusesToReplaceTheNewerCh
   r = run_in(dir, "./train --resume " + quote(old) + " --steps 3 --overwrite");
   EXPECT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(load_checkpoint(ckpt).resume.step, 3);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writing through links and over other files
+
+namespace {
+// A trained (2-step) checkpoint folder in `dir`.
+std::string small_run(const TempDir& dir) {
+  write_corpus(dir);
+  const RunResult r = run_in(dir, train_command(dir, dir / "run", "--steps 2 --eval-every 0"));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  return dir / "run";
+}
+bool is_symlink(const std::string& p) { return std::filesystem::is_symlink(p); }
+}  // namespace
+
+TEST(TamperFiles, OutputsNeverReplaceALinkOrAFifo) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  write_file(dir / "victim.txt", "keep me");
+  std::filesystem::create_symlink(dir / "victim.txt", dir / "link.html");
+  ASSERT_EQ(::mkfifo((dir / "fifo.json").c_str(), 0644), 0);
+  RunResult r = run_in(dir, "./inspect attention --threads 1 --prompt 'the cat' --ckpt " + quote(run) + " --out " + quote(dir / "link.html"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, dir / "link.html");
+  EXPECT_CONTAINS(r.err, "symbolic link");
+  EXPECT_TRUE(is_symlink(dir / "link.html"));
+  EXPECT_EQ(read_file(dir / "victim.txt"), "keep me");
+  r = run_in(dir, "./inspect attention --threads 1 --prompt 'the cat' --ckpt " + quote(run) + " --json " + quote(dir / "fifo.json"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "FIFO");
+  EXPECT_TRUE(std::filesystem::is_fifo(dir / "fifo.json"));
+}
+
+TEST(TamperFiles, TheLockNeverFollowsALink) {
+  TempDir dir;
+  write_corpus(dir);
+  std::filesystem::create_directory(dir / "out");
+  write_file(dir / "victim.txt", "keep me");
+  std::filesystem::create_symlink(dir / "victim.txt", dir / "out/train.lock");
+  const RunResult r = run_in(dir, train_command(dir, dir / "out", "--steps 1"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "train.lock is a symbolic link");
+  EXPECT_EQ(read_file(dir / "victim.txt"), "keep me") << "the lock truncated the link's target";
+}
+
+TEST(TamperFiles, StaleCleanupRemovesOnlyItsOwnNamesAndNothingWhenTheRunIsRefused) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  // A pid that is not running: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string pid = std::to_string(child);
+  const std::string ours = run + "/ckpt.safetensors.tmp." + pid, users = run + "/notes.tmp." + pid;
+  write_file(ours, "partial");
+  write_file(users, "the user's");
+  // Refused (an earlier run is there): nothing is removed.
+  RunResult r = run_in(dir, train_command(dir, run, "--steps 1"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_TRUE(progutil::file_exists(ours)) << "removed by a run that was then refused";
+  r = run_in(dir, train_command(dir, run, "--steps 1 --overwrite"));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(progutil::file_exists(ours));
+  EXPECT_EQ(read_file(users), "the user's") << "a file the program never makes was removed";
+}
+
+TEST(TamperFiles, HeadsWritesNothingIntoTheCurrentFolderUnlessAsked) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  const std::string inspect = (std::filesystem::current_path() / "inspect").string();
+  const RunResult r = run_in(dir, "cd " + quote(dir.path()) + " && " + quote(inspect) + " heads --threads 1 --resamples 0 "
+                                      "--sequences 2 --ckpt " + quote(run));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(progutil::file_exists(dir / "heads.csv"));
+}
+
+TEST(TamperFiles, PruneRefusesAFileAsOutBeforeTheWorkAndADanglingLinkIsNamed) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  write_file(dir / "file", "x");
+  RunResult r = run_in(dir, "./inspect prune --threads 1 --ckpt " + quote(run) + " --data " + quote(dir / "corpus.txt") +
+                                " --out " + quote(dir / "file"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "not a directory");
+  EXPECT_EQ(r.out, "") << "the work was done before the refusal";
+  std::filesystem::create_symlink(dir / "nowhere", dir / "dangling");
+  r = run_in(dir, train_command(dir, dir / "dangling", "--steps 1"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "symbolic link to something that does not exist");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Inputs that are not regular files, and numbers that wrap
+
+TEST(TamperInputs, DevicesAndFifosAreRefusedAtOnce) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  struct Case {
+    std::string command, kind;
+  };
+  const std::vector<Case> cases = {
+      {train_command(dir, dir / "a", "--steps 1") + " --data /dev/zero", "character device"},
+      {train_command(dir, dir / "b", "--steps 1") + " --data " + quote(dir / "fifo"), "FIFO (named pipe)"},
+      {"./sample --threads 1 --ckpt " + quote(dir / "fifo"), "FIFO (named pipe)"},
+      {"./sample --threads 1 --ckpt " + quote(run) + " --score /dev/zero", "character device"},
+      {"./inspect prune --threads 1 --ckpt " + quote(run) + " --data /dev/zero --out " + quote(dir / "p"),
+       "character device"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.command);
+    const RunResult r = run_in(dir, "timeout 60 " + c.command);
+    EXPECT_EQ(r.exit_code, 1) << r.describe();  // 124: it hung on the FIFO
+    EXPECT_CONTAINS(r.err, c.kind + ", not a regular file");
+  }
+}
+
+TEST(TamperInputs, IntegerFlagsAreRangeCheckedBeforeNarrowing) {
+  TempDir dir;
+  write_corpus(dir);
+  struct Case {
+    std::string command, words;
+  };
+  const std::vector<Case> cases = {
+      {train_command(dir, dir / "a", "--steps 5000000000"), "--steps 5000000000 is out of range"},
+      {train_command(dir, dir / "a", "--seed 18446744073709551616"), "--seed 18446744073709551616 is out of range"},
+      {train_command(dir, dir / "a", "--batch -4294967295"), "--batch -4294967295 is out of range"},
+      {"./sample -n 99999999999", "-n 99999999999 is out of range"},
+      {"./inspect heads --sequences 5000000000", "--sequences 5000000000 is out of range"},
+      {"./inspect heads --sequences -5", "--sequences must be ≥ 1"},
+      {"./inspect prune --batches 0 --out " + quote(dir / "p"), "--batches must be ≥ 1"},
+      {train_command(dir, dir / "a", "--steps x"), "--steps: 'x' is not a valid value"},
+      {"./sample --threads=abc", "--threads: 'abc' is not a valid value"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.command);
+    const RunResult r = run_in(dir, "timeout 60 " + c.command);  // a wrapped --steps would train for hours
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_CONTAINS(r.err, c.words);
+  }
+  EXPECT_FALSE(progutil::file_exists(dir / "a/ckpt.safetensors"));
+  EXPECT_FALSE(progutil::file_exists(dir / "p"));
+}
+
+TEST(TamperInputs, ThreadCountsAreCappedWithANote) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  const RunResult r = run_in(dir, "./sample -n 3 --threads 100000 --ckpt " + quote(run));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_CONTAINS(r.err, "note: 100000 threads asked for; using");
 }

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 std::string file_kind(unsigned mode) {
-  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";

@@ -18,9 +18,21 @@
 
 RunFolderLock::RunFolderLock(const std::string& dir) {
   const std::string path = dir + "/train.lock";
-  // O_CLOEXEC: a program started by ./train must not inherit, and so keep holding, the lock.
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_CLOEXEC: a program started by ./train must not inherit, and so keep holding, the lock. Created exclusively,
+  // or (left by an earlier run) opened with O_NOFOLLOW, so a symbolic link planted there is never followed, and
+  // O_NONBLOCK, so a FIFO cannot hang the open; then it must be a regular file before it is written.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == EEXIST) fd_ = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0 && errno == ELOOP)
+    throw std::runtime_error("--out " + dir + ": " + path + " is a symbolic link; remove it (the lock is never "
+                             "written through a link)");
   if (fd_ < 0) throw std::runtime_error("--out " + dir + ": cannot create " + path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error("--out " + dir + ": " + path + " is not a regular file; remove it");
+  }
   // flock, not fcntl's F_SETLK: an flock belongs to the open file, not to the process, so it cannot be dropped by
   // some other part of the program closing another descriptor of the same file. LOCK_NB: refuse, never wait.
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -82,7 +94,7 @@ void refuse_to_replace_another_checkpoint(const std::string& dir, const std::str
 
 // ---- temporaries of killed runs -------------------------------------------------------------------------------
 
-std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+std::vector<std::string> remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& names) {
   std::vector<std::string> removed;
   DIR* listing = ::opendir(dir.c_str());
   if (listing == nullptr) return removed;
@@ -91,6 +103,9 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     const std::string name = entry->d_name;
     const size_t at = name.rfind(marker);
     if (at == std::string::npos || at == 0) continue;
+    bool ours = false;
+    for (const std::string& own : names) ours = ours || name.compare(0, at, own) == 0 && own.size() == at;
+    if (!ours) continue;
     const std::string digits = name.substr(at + marker.size());
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = pid_t(std::stol(digits));

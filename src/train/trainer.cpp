@@ -12,6 +12,7 @@
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "data/objective.h"
+#include "data/utf8.h"
 #include "lab/attention_stats.h"
 #include "model/model.h"
 #include "train/distributed.h"
@@ -100,9 +101,9 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   if (hooks_.writes_output) {  // [dist] only rank 0 touches the folder
     prepare_output_dir(cfg.out);
     lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
-    for (const std::string& stale : remove_stale_temporaries(cfg.out))
-      std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
     if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
+    for (const std::string& stale : remove_stale_temporaries(cfg.out, {"ckpt.safetensors", "metrics.csv"}))
+      std::printf("removed %s, left by a run that was killed while writing it\n", escape_for_message(stale).c_str());
   }
   state_.train_config = to_json(cfg);
   ckpt_file_ = checkpoint_path(cfg.out);
@@ -142,7 +143,7 @@ void TrainingRun::print_header() const {
   std::printf("model: %s, %zu parameters, mask %s, objective %s\n", describe(model.config).c_str(),
               model.num_params(), masks_to_string(model.masks()).c_str(), cfg_.objective.c_str());
   if (leaks_) std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
-  std::printf("data: %s: %zu training and %zu validation characters\n", cfg_.data.c_str(), corpus_.train.size(),
+  std::printf("data: %s: %zu training and %zu validation characters\n", escape_for_message(cfg_.data).c_str(), corpus_.train.size(),
               corpus_.val.size());
   std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
               cfg_.batch, model.config.block_size, cfg_.optimizer == "muon" ? "Muon" : "AdamW",
@@ -209,6 +210,7 @@ void TrainingRun::save(int step) {
   if (hooks_.writes_output) {
     if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
     save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
+    remember_checkpoint(ckpt_file_, step);  // for the message of a second Ctrl-C (stop_signal.h)
   }
 }
 
@@ -293,7 +295,8 @@ TrainResult TrainingRun::run() {
   }
   save(cfg_.steps);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(), ckpt_file_.c_str());
+  if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(),
+                       escape_for_message(ckpt_file_).c_str());
   return result;
 }
 
