@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/utf8.h"
 #include "io/checkpoint.h"
 #include "program_util.h"
 #include "train/divergence_guard.h"
@@ -277,4 +278,51 @@ TEST(TamperInputs, ThreadCountsAreCappedWithANote) {
   const RunResult r = run_in(dir, "./sample -n 3 --threads 100000 --ckpt " + quote(run));
   EXPECT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_CONTAINS(r.err, "note: 100000 threads asked for; using");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The smaller items (issue 23, item 7)
+
+TEST(TamperSmall, BidiControlsAndTerminalBytesInNamesAreEscaped) {
+  // U+202E (right-to-left override) reorders the rest of a line as a terminal shows it.
+  EXPECT_EQ(escape_for_message("a\u202Eb\u2066c\u200Fd"), "a\\u202eb\\u2066c\\u200fd");
+  EXPECT_EQ(describe_code_point(0x202E), "'\\u202E' (U+202E)");
+  EXPECT_EQ(escape_for_message("é中🙂"), "é中🙂") << "other characters stay as they are";
+  // A corpus whose name holds ESC, BEL and U+202E: ./train's progress lines show them escaped.
+  TempDir dir;
+  const std::string name = dir / "evil\x1b[2J\a\u202Etxt.txt";
+  write_file(name, progutil::generated_text(20000));
+  const RunResult r = run_in(dir, std::string("./train ") + progutil::tiny_flags() + " --optimizer adamw --steps 1 "
+                                      "--data " + quote(name) + " --out " + quote(dir / "out\x1b]0;x\a"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\a'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\u202E"), std::string::npos) << r.out;
+  EXPECT_CONTAINS(r.out, "evil\\x1b[2J\\x07\\u202etxt.txt");
+  EXPECT_CONTAINS(r.out, "checkpoint " + dir / "out\\x1b]0;x\\x07/ckpt.safetensors");
+}
+
+TEST(TamperSmall, FillNamesThePositionOfTheCharacterOutsideTheVocabulary) {
+  TempDir dir;
+  write_corpus(dir);
+  RunResult r = run_in(dir, train_command(dir, dir / "bert", "--objective mlm --steps 1"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  // The generated corpus has no 'Z' (program_util.h): position 4 of "the Z_t".
+  r = run_in(dir, "./sample --threads 1 --ckpt " + quote(dir / "bert") + " --fill 'the Z_t'");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "--fill: character 'Z' (U+005A) at position 4 is not in the model's vocabulary");
+}
+
+TEST(TamperSmall, InspectAttentionRefusesNonFinitePredictions) {
+  // Finite weights so large that the forward overflows (the fuzz corpus's file; sample refuses it too).
+  TempDir dir;
+  const std::string huge = "fuzz/corpus/checkpoint/huge-weights-nan-logits.safetensors";
+  const Checkpoint c = load_checkpoint(huge);
+  const std::string prompt = c.tokenizer.decode({0, 1, 0});
+  const RunResult r = run_in(dir, "./inspect attention --threads 1 --ckpt " + huge + " --prompt " + quote(prompt) +
+                                      " --out " + quote(dir / "a.html") + " --json " + quote(dir / "a.json"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, huge + ": the model's predictions are not finite numbers");
+  EXPECT_FALSE(progutil::file_exists(dir / "a.html"));
+  EXPECT_FALSE(progutil::file_exists(dir / "a.json"));
 }
