@@ -289,8 +289,9 @@ std::vector<std::pair<int, pid_t>> ranks_of(pid_t mpirun_pid) {
 TEST_F(MpiTraining, KilledProcessEndsTheJobAndOneProcessResumes) {
   SKIP_WITHOUT_MPI();
   const std::string out = dir_ / "two", flags = "--batch 4 --steps 100000 --eval-every 0 --ckpt-every 5";
-  const std::string command = train_command(mpirun(2), out, flags) + " >" + quote(dir_ / "stdout.txt") + " 2>" +
-                              quote(dir_ / "stderr.txt");
+  // </dev/null: mpirun forwards its standard input to rank 0, and would otherwise swallow the test runner's.
+  const std::string command = train_command(mpirun(2), out, flags) + " </dev/null >" + quote(dir_ / "stdout.txt") +
+                              " 2>" + quote(dir_ / "stderr.txt");
   std::vector<std::string> args = {"/bin/sh", "-c", "exec " + command};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -374,6 +374,8 @@ TEST_F(IntegrityRunFolder, AFreshRunDoesNotReplaceAnEarlierRunUnlessAskedTo) {
   EXPECT_NE(read_file(out_ + "/ckpt.safetensors"), ckpt);
   const auto rows = progutil::read_csv(out_ + "/metrics.csv");
   EXPECT_EQ(progutil::step_rows(out_ + "/metrics.csv"), (std::vector<int>{0, 1, 2, 3})) << "the new run's rows only";
+  ASSERT_FALSE(rows.empty()) << "metrics.csv is empty";  // before indexing: an empty file must fail, not segfault
+  ASSERT_FALSE(rows[0].empty());
   EXPECT_EQ(rows[0][0], "step");
 
   // Resuming one run into another run's folder is refused the same way.
