@@ -111,6 +111,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   first_step_ = state_.step;
   resumed_rng_ = state_.batch_rng;
   guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
+  dist::check_agreement(cfg, corpus_, state_.step, state_.batch_rng, ckpt_.model->params_memory());  // [dist]
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
 }
