@@ -33,9 +33,17 @@
 #include "io/run_folder.h"
 #include "io/safetensors.h"
 #include "ops/mask.h"
+#include "checkpoint_bytes.h"
 #include "program_util.h"
 #include "train/trainer.h"
 
+using ckptbytes::header_length;
+using ckptbytes::header_of;
+using ckptbytes::load_error;
+// The tests here are about the data's checksum: the header's own is kept up to date.
+static std::string with_header(const std::string& bytes, const nlohmann::ordered_json& header) {
+  return ckptbytes::with_header_and_its_checksum(bytes, header);
+}
 using progutil::quote;
 using progutil::read_file;
 using progutil::RunResult;
@@ -59,30 +67,6 @@ void write_small_checkpoint(const std::string& path) {
   save_checkpoint(path, model, tok, nullptr);
 }
 
-uint64_t header_length(const std::string& bytes) {
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | (unsigned char)bytes[i];
-  return n;
-}
-
-// The same file with its header replaced by `header` (re-padded to 8 bytes), data section unchanged. The header's
-// own checksum, when the header carries one, is brought up to date (the tests here are about the data's).
-std::string with_header(const std::string& bytes, nlohmann::ordered_json header) {
-  if (header["__metadata__"].contains(kHeaderChecksumKey)) {
-    const std::string canonical = header_canonical_text(header.dump());
-    header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; i++) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
-  return out + text + bytes.substr(8 + header_length(bytes));
-}
-
-nlohmann::ordered_json header_of(const std::string& bytes) {
-  return nlohmann::ordered_json::parse(bytes.substr(8, header_length(bytes)));
-}
-
 // True if `message` is valid UTF-8 without control characters other than '\n'.
 bool is_clean_text(const std::string& message) {
   try {
@@ -92,15 +76,6 @@ bool is_clean_text(const std::string& message) {
     return false;
   }
   return true;
-}
-
-std::string load_error(const std::string& path) {
-  try {
-    load_checkpoint(path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "io/crc32c.h"
 #include "io/safetensors.h"
 #include "ops/mask.h"
+#include "checkpoint_bytes.h"
 #include "program_util.h"
 #include "train/trainer.h"
 
@@ -28,33 +29,13 @@ using progutil::read_file;
 using progutil::TempDir;
 using progutil::write_file;
 using ojson = nlohmann::ordered_json;
+using ckptbytes::header_length;
+using ckptbytes::header_of;
+using ckptbytes::load_error;
+using ckptbytes::with_header;
+using ckptbytes::with_header_and_its_checksum;
 
 namespace {
-
-uint64_t header_length(const std::string& bytes) {
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | (unsigned char)bytes[i];
-  return n;
-}
-
-ojson header_of(const std::string& bytes) { return ojson::parse(bytes.substr(8, header_length(bytes))); }
-
-// `bytes` with its header replaced by `header` (re-padded), the data section unchanged. The checksums stored in
-// `header` are kept as they are: a tampered file does not recompute them.
-std::string with_header(const std::string& bytes, const ojson& header) {
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; i++) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
-  return out + text + bytes.substr(8 + header_length(bytes));
-}
-
-// The same, with the header's checksum brought up to date: what a careful forger (or another writer) produces.
-std::string with_header_and_its_checksum(const std::string& bytes, ojson header) {
-  const std::string canonical = header_canonical_text(header.dump());
-  header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
-  return with_header(bytes, header);
-}
 
 // A resumable checkpoint of a small two-layer model, as ./train writes them.
 std::string write_resumable(const std::string& path) {
@@ -75,15 +56,6 @@ std::string write_resumable(const std::string& path) {
   for (size_t i = 0; i < model.num_params(); i++) state.optimizer.v[i] += 1e-6f * float(i % 7);
   save_checkpoint(path, model, tok, &state);
   return read_file(path);
-}
-
-std::string load_error(const std::string& path) {
-  try {
-    load_checkpoint(path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
