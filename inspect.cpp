@@ -27,6 +27,7 @@
 #include "lab/html_report.h"
 #include "lab/plot.h"
 #include "lab/pruning.h"
+#include "base/settings.h"
 #include "base/threads.h"
 #include "data/utf8.h"
 #include "explore/server.h"
@@ -52,15 +53,25 @@ static int attention(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   std::vector<HeadScores> scores = score_heads(model, ckpt.tokenizer.num_chars(), 16, 1);
   AttentionDump dump = dump_attention(model, ids, ckpt.tokenizer);
   dump.scores = scores;
+  // A page of nulls helps no one: refuse, as ./sample does, when the forward that made the dump overflowed.
+  const float* logits = model.logits();
+  for (size_t i = 0; i < ids.size() * (size_t)model.config.vocab_size; i++)
+    if (!std::isfinite(logits[i]))
+      throw std::runtime_error(flags["ckpt"].as<std::string>() + ": the model's predictions are not finite numbers: "
+                               "its weights are too large or broken");
+  for (float a : dump.attn)
+    if (!std::isfinite(a))
+      throw std::runtime_error(flags["ckpt"].as<std::string>() + ": the model's attention weights are not finite numbers");
   const std::string out = flags.count("out") ? flags["out"].as<std::string>() : "";
   if (!out.empty()) {
     write_text(out, attention_html(dump, "Attention: " + flags["ckpt"].as<std::string>()));
-    std::printf("wrote %s (%d layers × %d heads, %d tokens)\n", out.c_str(), dump.n_layer, dump.n_head, dump.T);
+    std::printf("wrote %s (%d layers × %d heads, %d tokens)\n", escape_for_message(out).c_str(), dump.n_layer,
+                dump.n_head, dump.T);
   }
   if (flags.count("json")) {
     const std::string json = flags["json"].as<std::string>();
     write_text(json, attention_json(dump));
-    std::printf("wrote %s\n", json.c_str());
+    std::printf("wrote %s\n", escape_for_message(json).c_str());
   }
   return 0;
 }
@@ -114,10 +125,10 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
     std::printf("\n%s", head_intervals_table(iv, NH).c_str());
   }
   if (!accuracy.empty()) std::printf("\n%s", accuracy.c_str());
-  const std::string csv = flags["csv"].as<std::string>();
+  const std::string csv = flags.count("csv") ? flags["csv"].as<std::string>() : "";
   if (!csv.empty()) {
     write_text(csv, heads_csv(scores, NH));
-    std::printf("wrote %s\n", csv.c_str());
+    std::printf("wrote %s\n", escape_for_message(csv).c_str());
   }
   return 0;
 }
@@ -129,6 +140,9 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   EvalBatches val = make_eval_batches(corpus.val, flags["batches"].as<int>(), flags["batch"].as<int>(), T, 1234);
   const std::string out = flags["out"].as<std::string>();
   ::mkdir(out.c_str(), 0777);
+  struct stat st;  // before the work, not after it
+  if (::stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("--out " + out + ": not a directory (prune writes three files into a directory)");
   model.enable_head_gates();
   const double base = gated_loss(model, val);
   std::vector<double> I = head_importance(model, val, true), raw = head_importance(model, val, false);
@@ -175,7 +189,9 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   }
   write_text(out + "/prune.csv", csv);
   write_text(out + "/prune.svg", render_svg(chart));
-  std::printf("wrote %s/head_importance.csv, %s/prune.csv and %s/prune.svg\n", out.c_str(), out.c_str(), out.c_str());
+  const std::string shown = escape_for_message(out);
+  std::printf("wrote %s/head_importance.csv, %s/prune.csv and %s/prune.svg\n", shown.c_str(), shown.c_str(),
+              shown.c_str());
   return 0;
 }
 
@@ -207,6 +223,22 @@ static int serve(const cxxopts::ParseResult& flags) {
   return 0;
 }
 
+// Every number flag within its range, before any work: a count below 1 gave NaN (--batches 0) or a std::vector
+// message (--sequences -5), and a value past 2³¹ wrapped around.
+static void check_numbers(const cxxopts::ParseResult& flags) {
+  for (const cxxopts::KeyValue& given : flags.arguments()) {
+    if (given.key() == "seed") settings_detail::check_integer_flag<uint64_t>("--seed", given.value());
+    else if (given.key() != "step") settings_detail::check_integer_flag<int>("--" + given.key(), given.value());
+  }
+  for (const auto& [name, lowest] : std::vector<std::pair<const char*, int>>{
+           {"sequences", 1}, {"pronouns", 0}, {"resamples", 0}, {"batches", 1}, {"batch", 1}, {"seeds", 0}, {"threads", 0}})
+    if (flags[name].as<int>() < lowest)
+      throw std::runtime_error(std::string("--") + name + " must be ≥ " + std::to_string(lowest) + " (got " +
+                               std::to_string(flags[name].as<int>()) + ")");
+  const double step = flags["step"].as<double>();
+  if (!(step > 0 && step <= 1)) throw std::runtime_error("--step must be in (0, 1] (got " + std::to_string(step) + ")");
+}
+
 int main(int argc, char** argv) {
   prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
   cxxopts::Options options("inspect", "Look inside a plaingpt model: inspect attention|heads|prune|serve");
@@ -217,7 +249,7 @@ int main(int argc, char** argv) {
     ("prompt", "attention: the text to show", cxxopts::value<std::string>()->default_value("Mira saw Tom. She waved at him."))
     ("out", "attention: HTML file; prune: output directory", cxxopts::value<std::string>())
     ("json", "attention: also write the data as JSON here", cxxopts::value<std::string>())
-    ("csv", "heads: write the table as CSV here", cxxopts::value<std::string>()->default_value("heads.csv"))
+    ("csv", "heads: also write the table as CSV here", cxxopts::value<std::string>())
     ("data", "heads: the corpus the annotations describe; prune: the validation text",
      cxxopts::value<std::string>()->default_value("data/stories.txt"))
     ("antecedents", "heads: data/make_stories.cpp's pronoun table for --data",
@@ -242,12 +274,13 @@ int main(int argc, char** argv) {
   options.parse_positional({"command"});
   options.positional_help("attention|heads|prune|serve");
   try {
-    cxxopts::ParseResult flags = options.parse(argc, argv);
+    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
     if (flags.count("help") || !flags.count("command")) {
       std::printf("%s\n", options.help().c_str());
       return flags.count("help") ? 0 : 2;
     }
     if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
+    check_numbers(flags);
     const int threads = flags["threads"].as<int>();
     set_threads(threads > 0 ? threads : default_threads());
     const std::string command = flags["command"].as<std::string>();
@@ -255,6 +288,7 @@ int main(int argc, char** argv) {
     if (command != "attention" && command != "heads" && command != "prune")
       throw std::runtime_error("unknown command '" + command + "' (expected attention, heads, prune or serve)");
     Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
+    print_checkpoint_note(ckpt);
     if (command == "attention") {
       if (!flags.count("out") && !flags.count("json")) throw std::runtime_error("attention: give --out and/or --json");
       return attention(ckpt, flags);

@@ -39,7 +39,7 @@ static void score(Checkpoint& ckpt, const std::string& ckpt_file, const std::str
   if (next_token_model) {
     TextScore s = score_text(model, tokens);
     require_finite(s.nats_per_token, ckpt_file);
-    std::printf("%s: %.4f nats/char, %.4f bits/char over %ld predicted characters\n", file.c_str(), s.nats_per_token,
+    std::printf("%s: %.4f nats/char, %.4f bits/char over %ld predicted characters\n", escape_for_message(file).c_str(), s.nats_per_token,
                 s.bits_per_token, s.predictions);
   }
   const int T = model.config.block_size;
@@ -64,8 +64,13 @@ static void fill(Checkpoint& ckpt, const std::string& text, const std::string& b
   if (blank_chars.size() != 1) throw std::runtime_error("--blank must be exactly one character");
   std::u32string chars = utf8_decode(text, "--fill");
   std::vector<int> ids;
-  for (size_t i = 0; i < chars.size(); i++)
-    ids.push_back(chars[i] == blank_chars[0] ? mask_token : ckpt.tokenizer.encode(chars.substr(i, 1), "--fill")[0]);
+  for (size_t i = 0; i < chars.size(); i++) {
+    const int id = chars[i] == blank_chars[0] ? mask_token : ckpt.tokenizer.id_of(chars[i]);
+    if (id < 0)
+      throw std::runtime_error("--fill: character " + describe_code_point(chars[i]) + " at position " +
+                               std::to_string(i) + " is not in the model's vocabulary");
+    ids.push_back(id);
+  }
   std::vector<int> filled = fill_blanks(*ckpt.model, ids, mask_token, ckpt.tokenizer.num_chars());
   std::printf("%s\n", ckpt.tokenizer.decode(filled).c_str());
 }
@@ -138,7 +143,7 @@ int main(int argc, char** argv) {
   add_flags(options, sampling_settings(), SamplingOptions{});
   options.add_options()("h,help", "show this help");
   try {
-    cxxopts::ParseResult flags = options.parse(argc, argv);
+    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
     if (flags.count("help")) {
       std::printf("%s\n", options.help().c_str());
       return 0;
@@ -153,6 +158,7 @@ int main(int argc, char** argv) {
     set_threads(config.threads > 0 ? config.threads : default_threads());
     const std::string ckpt_file = resolve_checkpoint(config.ckpt);
     Checkpoint ckpt = load_checkpoint(ckpt_file);
+    print_checkpoint_note(ckpt);
     if (!config.prune.empty()) {  // head gates ξ = 0 remove those heads from every forward (head_gate.h)
       const ModelConfig& c = ckpt.model->config;
       ckpt.model->enable_head_gates();

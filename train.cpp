@@ -51,6 +51,7 @@ static TrainHooks hooks() {
 static void resume(const cxxopts::ParseResult& flags) {
   const std::string file = resolve_checkpoint(flags["resume"].as<std::string>());
   Checkpoint ckpt = load_checkpoint(file);
+  print_checkpoint_note(ckpt);
   if (!ckpt.resumable) throw std::runtime_error(file + ": holds weights only (no optimizer state); cannot resume");
   std::vector<std::string> missing;
   TrainConfig config = train_config_from_json(ckpt.resume.train_config, file, &missing, &ckpt.model->config);
@@ -69,11 +70,14 @@ static void resume(const cxxopts::ParseResult& flags) {
                              file + ")");
   if (!flags.count("out")) config.out = directory_of(file);
   apply_flags(flags, train_settings(), config);
-  // Continuing into another folder must not replace a different run that lives there.
-  if (!same_folder(config.out, directory_of(file)))
+  // Continuing into another folder must not replace a different run that lives there, nor, in the file's own
+  // folder, a newer checkpoint (the file is an older copy kept beside it).
+  if (!same_folder(config.out, directory_of(file))) {
     refuse_to_replace_run(config.out, {checkpoint_path(config.out), config.out + "/metrics.csv"}, config.overwrite);
-  else
+  } else {
+    refuse_to_replace_another_checkpoint(config.out, file, ckpt.resume.step, config.overwrite);
     config.overwrite = false;  // the run's own folder: its metrics.csv is continued, never started afresh
+  }
   if (config.steps < ckpt.resume.step)
     throw std::runtime_error("--steps (" + std::to_string(config.steps) + ") is below the checkpoint's step (" +
                              std::to_string(ckpt.resume.step) + ")");
@@ -94,7 +98,7 @@ static int train_main(int argc, char** argv) {
   add_flags(options, train_settings(), preset("tiny"));
   options.add_options()("h,help", "show this help");
   try {
-    cxxopts::ParseResult flags = options.parse(argc, argv);
+    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
     if (flags.count("help")) {
       std::printf("%s\n", options.help().c_str());
       return 0;

@@ -1,7 +1,9 @@
 // Writes the checkpoint fuzzer's seed corpus: real checkpoints from save_checkpoint, small enough (a few KB) for
 // the fuzzer to mutate quickly, covering weights-only and resumable files, every objective, per-layer masks,
 // special tokens and a Chinese vocabulary, plus the two checksum cases: one data bit flipped after writing (refused)
-// and a file without the checksum (as other tools write them; loaded). Usage: make_seeds <output directory>
+// and a format-1 file without the checksums (as older versions wrote them; loaded), and a format-1 copy of every
+// seed (a format-2 header the fuzzer edits is refused by its checksum, so these let the edits reach the metadata
+// checks). Usage: make_seeds <output directory>
 //
 // `make_seeds --specs <directory>` writes the spec parsers' seeds that follow the code (the training settings as
 // to_json writes them today), so a seed never lags behind a new field; `make fuzz-seeds` runs both into fuzz/corpus.
@@ -53,8 +55,25 @@ static void write_bytes(const std::string& path, const std::string& bytes) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+// The checkpoint `from` as format 1 wrote it: without the checksum keys. The loader accepts it (with a note), so
+// the fuzzer's edits of such a header reach the metadata checks instead of stopping at the header's checksum.
+static void write_format_1(const std::string& from, const std::string& to) {
+  const std::string bytes = read_bytes(from);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = (n << 8) | (unsigned char)bytes[i];
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+  header["__metadata__"].erase(kDataChecksumKey);
+  header["__metadata__"].erase(kHeaderChecksumKey);
+  header["__metadata__"]["format_version"] = "1";
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; i++) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
+  write_bytes(to, out + text + bytes.substr(8 + n));
+}
+
 // From the checkpoint `from`: `flipped` with one data bit changed after writing (the loader must refuse it) and
-// `stripped` without the checksum key (the loader must accept it, as from another tool).
+// `stripped` as format 1 without the checksum keys (the loader must accept it, as an older file).
 static void write_checksum_seeds(const std::string& from, const std::string& flipped, const std::string& stripped) {
   std::string bytes = read_bytes(from);
   uint64_t n = 0;
@@ -62,13 +81,7 @@ static void write_checksum_seeds(const std::string& from, const std::string& fli
   std::string bad = bytes;
   bad[8 + n + 1] = char(bad[8 + n + 1] ^ 0x01);  // the low mantissa bits of the first float
   write_bytes(flipped, bad);
-  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
-  header["__metadata__"].erase(kDataChecksumKey);
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; i++) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
-  write_bytes(stripped, out + text + bytes.substr(8 + n));
+  write_format_1(from, stripped);
 }
 
 int main(int argc, char** argv) {
@@ -98,6 +111,8 @@ int main(int argc, char** argv) {
     write_seed(dir, "prefix_layers", "ab🙂", 2, 1, 1, 2, "prefix:0,window:2", Objective::PrefixLM, true);
     write_checksum_seeds(dir + "/clm_resumable.safetensors", dir + "/checksum-one-bit-flipped.safetensors",
                          dir + "/checksum-absent.safetensors");
+    for (const char* name : {"clm_weights", "clm_resumable", "mlm_chinese", "prefix_layers"})
+      write_format_1(dir + "/" + name + ".safetensors", dir + "/" + name + "_format1.safetensors");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

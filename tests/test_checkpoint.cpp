@@ -271,7 +271,7 @@ TEST(CheckpointFormat, PlainSafetensorsWithGpt2NamesAndShapes) {
   }
   const json& meta = header.at("__metadata__");
   EXPECT_EQ(meta.at("format"), "plaingpt");
-  EXPECT_EQ(meta.at("format_version"), "1");
+  EXPECT_EQ(meta.at("format_version"), "2");
   EXPECT_EQ(meta.at("n_layer"), "2");
   EXPECT_EQ(meta.at("n_embd"), "8");
   EXPECT_EQ(meta.at("mask"), "causal,window:3");
@@ -292,7 +292,7 @@ class CheckpointRejects : public ::testing::Test {
     good_bytes_ = read_file(good_);
     ASSERT_NO_THROW(load_checkpoint(good_));
   }
-  // A copy of the good file with one edit. The data checksum is brought up to date, as if the file had been
+  // A copy of the good file with one edit. The checksums are brought up to date, as if the file had been
   // written that way, so each test reaches the check it is about (the checksum has its own tests in
   // test_integrity.cpp).
   std::string edited(const std::string& name, const std::function<void(RawFile&)>& edit) {
@@ -300,6 +300,10 @@ class CheckpointRejects : public ::testing::Test {
     edit(raw);
     if (raw.header.contains("__metadata__") && raw.header["__metadata__"].contains(kDataChecksumKey))
       raw.header["__metadata__"][kDataChecksumKey] = crc32c_hex(crc32c(raw.data.data(), raw.data.size()));
+    if (raw.header.contains("__metadata__") && raw.header["__metadata__"].contains(kHeaderChecksumKey)) {
+      const std::string canonical = header_canonical_text(raw.header.dump());
+      raw.header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
+    }
     const std::string path = dir_ / name;
     raw.write(path);
     return path;

@@ -289,8 +289,9 @@ std::vector<std::pair<int, pid_t>> ranks_of(pid_t mpirun_pid) {
 TEST_F(MpiTraining, KilledProcessEndsTheJobAndOneProcessResumes) {
   SKIP_WITHOUT_MPI();
   const std::string out = dir_ / "two", flags = "--batch 4 --steps 100000 --eval-every 0 --ckpt-every 5";
-  const std::string command = train_command(mpirun(2), out, flags) + " >" + quote(dir_ / "stdout.txt") + " 2>" +
-                              quote(dir_ / "stderr.txt");
+  // </dev/null: mpirun forwards its standard input to rank 0, and would otherwise swallow the test runner's.
+  const std::string command = train_command(mpirun(2), out, flags) + " </dev/null >" + quote(dir_ / "stdout.txt") +
+                              " 2>" + quote(dir_ / "stderr.txt");
   std::vector<std::string> args = {"/bin/sh", "-c", "exec " + command};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -376,3 +377,34 @@ TEST_F(MpiTraining, KilledProcessEndsTheJobAndOneProcessResumes) {
 }
 
 }  // namespace
+
+// Ranks started with different settings or data (issue 23): refused before the first step, naming the first rank
+// and the first thing that differs; before, a different --n-embd corrupted the heap inside MPI_Allreduce and a
+// different --steps or corpus ran silently.
+TEST_F(MpiTraining, RanksThatDisagreeAreRefusedBeforeTheFirstStep) {
+  SKIP_WITHOUT_MPI();
+  const std::string other_corpus = dir_ / "other.txt";
+  progutil::write_file(other_corpus, progutil::generated_text(6000, 7));  // same characters, other text
+  struct Case {
+    std::string flags_of_rank_1, words;
+  };
+  const std::vector<Case> cases = {
+      {"--n-embd 32", "on the setting 'n_embd'"},
+      {"--steps 7", "on the setting 'steps'"},
+      {"--data " + quote(other_corpus), "on the corpus"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags_of_rank_1);
+    const std::string out = dir_ / "out";
+    // MPMD: one process with the common flags, one with rank 1's; the last flag given wins in rank 1.
+    const std::string common = "--batch 4 --steps 5 --eval-every 0";
+    const std::string command = mpirun(1) + " " + train_command("", out, common) + " : -np 1 " +
+                                train_command("", out, common + " " + c.flags_of_rank_1);
+    const RunResult r = run("timeout 120 " + command);
+    EXPECT_FALSE(r.exited && r.exit_code == 0) << r.describe();
+    EXPECT_NE(r.exit_code, 124) << "the job hung";
+    EXPECT_CONTAINS(r.err, "process 1 disagrees with process 0 " + c.words);
+    EXPECT_FALSE(progutil::file_exists(out + "/ckpt.safetensors")) << "a disagreeing job trained and saved";
+    EXPECT_EQ(r.err.find("all-reduce"), std::string::npos) << r.err;
+  }
+}

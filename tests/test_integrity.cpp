@@ -33,9 +33,17 @@
 #include "io/run_folder.h"
 #include "io/safetensors.h"
 #include "ops/mask.h"
+#include "checkpoint_bytes.h"
 #include "program_util.h"
 #include "train/trainer.h"
 
+using ckptbytes::header_length;
+using ckptbytes::header_of;
+using ckptbytes::load_error;
+// The tests here are about the data's checksum: the header's own is kept up to date.
+static std::string with_header(const std::string& bytes, const nlohmann::ordered_json& header) {
+  return ckptbytes::with_header_and_its_checksum(bytes, header);
+}
 using progutil::quote;
 using progutil::read_file;
 using progutil::RunResult;
@@ -59,25 +67,6 @@ void write_small_checkpoint(const std::string& path) {
   save_checkpoint(path, model, tok, nullptr);
 }
 
-uint64_t header_length(const std::string& bytes) {
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | (unsigned char)bytes[i];
-  return n;
-}
-
-// The same file with its header replaced by `header` (re-padded to 8 bytes), data section unchanged.
-std::string with_header(const std::string& bytes, const nlohmann::ordered_json& header) {
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; i++) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
-  return out + text + bytes.substr(8 + header_length(bytes));
-}
-
-nlohmann::ordered_json header_of(const std::string& bytes) {
-  return nlohmann::ordered_json::parse(bytes.substr(8, header_length(bytes)));
-}
-
 // True if `message` is valid UTF-8 without control characters other than '\n'.
 bool is_clean_text(const std::string& message) {
   try {
@@ -87,15 +76,6 @@ bool is_clean_text(const std::string& message) {
     return false;
   }
   return true;
-}
-
-std::string load_error(const std::string& path) {
-  try {
-    load_checkpoint(path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -159,16 +139,18 @@ TEST(IntegrityChecksum, OneFlippedBitInTheDataIsRefused) {
   }
 }
 
-TEST(IntegrityChecksum, AFileWithoutTheChecksumLoads) {
+TEST(IntegrityChecksum, AFormat1FileWithoutTheChecksumLoads) {
   TempDir dir;
   const std::string path = dir / "c.safetensors";
   write_small_checkpoint(path);
   const std::string good = read_file(path);
   nlohmann::ordered_json header = header_of(good);
   header["__metadata__"].erase(kDataChecksumKey);
+  header["__metadata__"].erase(kHeaderChecksumKey);
+  header["__metadata__"]["format_version"] = "1";
   std::string stripped = with_header(good, header);
   write_file(path, stripped);
-  EXPECT_NO_THROW(load_checkpoint(path));  // written by another tool: no checksum to verify
+  EXPECT_NO_THROW(load_checkpoint(path));  // written before checksums existed: nothing to verify
   // Nor is its data checked: a flipped low bit goes through (that is what the checksum is for).
   stripped[stripped.size() - 4] = char(stripped[stripped.size() - 4] ^ 0x01);
   write_file(path, stripped);
@@ -186,15 +168,16 @@ TEST(IntegrityChecksum, AMalformedChecksumIsRefused) {
     write_file(path, with_header(good, header));
     const std::string message = load_error(path);
     EXPECT_CONTAINS(message, kDataChecksumKey);
-    EXPECT_CONTAINS(message, "eight hex digits");
+    EXPECT_CONTAINS(message, "eight lower-case hex digits");
   }
-  // Upper-case hex digits are the same number.
+  // Upper-case hex digits are refused too: the writer writes lower case, so a case bit was flipped.
   nlohmann::ordered_json header = header_of(good);
   std::string upper = header["__metadata__"][kDataChecksumKey].get<std::string>();
   for (char& c : upper) c = char(std::toupper((unsigned char)c));
+  if (upper == header["__metadata__"][kDataChecksumKey].get<std::string>()) upper[0] = 'A';
   header["__metadata__"][kDataChecksumKey] = upper;
   write_file(path, with_header(good, header));
-  EXPECT_NO_THROW(load_checkpoint(path));
+  EXPECT_CONTAINS(load_error(path), "lower-case hex digits");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -366,6 +349,8 @@ TEST_F(IntegrityRunFolder, AFreshRunDoesNotReplaceAnEarlierRunUnlessAskedTo) {
   EXPECT_NE(read_file(out_ + "/ckpt.safetensors"), ckpt);
   const auto rows = progutil::read_csv(out_ + "/metrics.csv");
   EXPECT_EQ(progutil::step_rows(out_ + "/metrics.csv"), (std::vector<int>{0, 1, 2, 3})) << "the new run's rows only";
+  ASSERT_FALSE(rows.empty()) << "metrics.csv is empty";  // before indexing: an empty file must fail, not segfault
+  ASSERT_FALSE(rows[0].empty());
   EXPECT_EQ(rows[0][0], "step");
 
   // Resuming one run into another run's folder is refused the same way.

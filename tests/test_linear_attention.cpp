@@ -247,6 +247,7 @@ TEST(LinearAttentionCheckpoint, PerLayerKindsRoundTripAndOldFilesAreSoftmax) {
   save_checkpoint(path, *soft, tok, nullptr);
   SafetensorsContents file = read_safetensors(path);
   file.metadata.erase("attention");
+  file.metadata["format_version"] = "1";  // format 2 requires every key; an old file is format 1
   std::vector<TensorView> views;
   for (const auto& [name, t] : file.tensors) views.push_back({name, t.shape, t.data.data()});
   write_safetensors(path, views, file.metadata);
@@ -345,4 +346,43 @@ TEST(LinearAttentionLab, InspectDumpLabelsLinearLayers) {
   const int T = (int)ids.size(), NH = 2;
   for (size_t k = 0; k < (size_t)NH * T * T; k++) ASSERT_EQ(dump.attn[k], model->attention_probs(0)[k]);
   EXPECT_NE(attention_json(dump).find("\"attention\":[\"linear\",\"softmax\",\"linear\"]"), std::string::npos);
+}
+
+// A key or query far negative makes φ exactly 0 in float (e^-200 underflows), so the sum φ(q)·z is exactly 0 and only
+// ε keeps the denominator from 0 and the output from 0/0 (a deliberate break that dropped ε survived every other
+// test). The denominator must be exactly φ(q)·z + ε, here computed in double from its definition, and every output
+// finite.
+TEST(LinearAttentionEps, KeysOrQueriesFarNegativeLeaveTheDenominatorExactlyEps) {
+  const int B = 1, T = 4, C = 4, NH = 1;
+  for (const bool keys_negative : {true, false}) {
+    SCOPED_TRACE(keys_negative ? "keys at -200" : "queries at -200");
+    std::vector<float> qkv((size_t)B * T * 3 * C);
+    for (int t = 0; t < T; t++)
+      for (int c = 0; c < C; c++) {
+        qkv[t * 3 * C + c] = keys_negative ? 0.5f + 0.1f * c : -200.0f;          // q
+        qkv[t * 3 * C + C + c] = keys_negative ? -200.0f : 0.3f - 0.2f * c;      // k
+        qkv[t * 3 * C + 2 * C + c] = 1.0f + t - c;                               // v
+      }
+    std::vector<float> out((size_t)B * T * C), den((size_t)B * NH * T);
+    linear_attention_forward(out.data(), den.data(), qkv.data(), AttentionMask::parse("causal"), B, T, C, NH);
+    auto phi = [](double x) { return x > 0 ? x + 1 : std::exp(x); };
+    for (int t = 0; t < T; t++) {
+      double expected = 0;  // φ(q_t)·z_t with z_t = Σ_{j≤t} φ(k_j), in float's range: exactly 0 here
+      for (int c = 0; c < C; c++) {
+        double z = 0;
+        for (int j = 0; j <= t; j++) z += (float)phi(qkv[j * 3 * C + C + c]);
+        expected += (float)phi(qkv[t * 3 * C + c]) * z;
+      }
+      EXPECT_EQ(expected, 0.0);
+      EXPECT_EQ(den[t], (float)(expected + kLinearAttentionEps)) << "row " << t;
+      for (int c = 0; c < C; c++) EXPECT_TRUE(std::isfinite(out[t * C + c])) << "row " << t << " channel " << c;
+    }
+    // The decoder's recurrent read: the same denominator, the same finite output.
+    std::vector<float> S(C * C, 0.0f), z(C, 0.0f), phi_k(C), phi_q(C), y(C);
+    phi_features(phi_k.data(), &qkv[C], C);
+    linear_state_update(S.data(), z.data(), phi_k.data(), &qkv[2 * C], 1.0f, C);
+    phi_features(phi_q.data(), &qkv[0], C);
+    EXPECT_EQ(linear_state_read(y.data(), S.data(), z.data(), phi_q.data(), C), kLinearAttentionEps);
+    for (float v : y) EXPECT_TRUE(std::isfinite(v));
+  }
 }

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "data/objective.h"
 #include "model/params.h"
+#include "checkpoint_bytes.h"
 #include "program_util.h"
 #include "base/rng.h"
 #include "test_util.h"
@@ -560,16 +561,11 @@ namespace {
 void rewrite_metadata(const std::string& from, const std::string& to, const std::string& key, const std::string& value) {
   const std::string bytes = read_file(from);
   ASSERT_GE(bytes.size(), 8u);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | (uint8_t)bytes[i];
-  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  nlohmann::ordered_json header = ckptbytes::header_of(bytes);
   ASSERT_TRUE(header["__metadata__"].contains(key));
   header["__metadata__"][key] = value;
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8) text += ' ';  // keep the data section 8-byte aligned
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; i++) out[i] = (char)((uint64_t(text.size()) >> (8 * i)) & 0xff);
-  write_file(to, out + text + bytes.substr(8 + n));
+  // As if written that way: the header's checksum is brought up to date, so the load reaches the value's check.
+  write_file(to, ckptbytes::with_header_and_its_checksum(bytes, header));
 }
 
 struct SmallModel {

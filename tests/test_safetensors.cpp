@@ -182,13 +182,17 @@ TEST(Safetensors, HandBuiltFileParses) {
 }
 
 // The same file as the writer makes it: the metadata also holds the data's CRC-32C (checked against the standard
-// check values in test_integrity.cpp), and the header is padded for the longer metadata.
+// check values in test_integrity.cpp) and the CRC-32C of the header's canonical text, written out here by hand
+// (keys sorted, no spaces, no checksum keys), and the header is padded for the longer metadata.
 static std::vector<uint8_t> hand_built_file_with_checksum() {
   const std::vector<uint8_t> floats = bytes_of({0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0});
   const std::string crc = crc32c_hex(crc32c(floats.data(), floats.size()));
+  const std::string canonical = R"({"__metadata__":{"a":"b"},"x":{"data_offsets":[0,8],"dtype":"F32","shape":[2]}})";
+  const std::string header_crc = crc32c_hex(crc32c(canonical.data(), canonical.size()));
   std::string header = R"({"__metadata__":{"a":"b","plaingpt.data_crc32c":")" + crc +
-                       R"("},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";  // 115 bytes
-  header.append((8 - header.size() % 8) % 8, ' ');                                    // 120
+                       R"(","plaingpt.header_crc32c":")" + header_crc +
+                       R"("},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";  // 151 bytes
+  header.append((8 - header.size() % 8) % 8, ' ');                                    // 152
   std::vector<uint8_t> file = bytes_of({uint8_t(header.size()), 0, 0, 0, 0, 0, 0, 0});
   append(file, header);
   file.insert(file.end(), floats.begin(), floats.end());

@@ -14,6 +14,7 @@
 // everything else. See src/model/config.cpp (the model), src/train/settings.cpp (./train) and
 // src/generate/sampling.cpp (./sample).
 #pragma once
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -154,6 +155,33 @@ void read_json_value(const nlohmann::json& v, const char* key, T& out) {
   }
 }
 
+// cxxopts reads an integer flag into its type with an overflow check that multiplication can slip past, so
+// "--steps 5000000000" became 705032704. The text as given is read again here in 128 bits (decimal, or hex with
+// 0x, as cxxopts accepts) and compared with T's range before the narrowed value is used.
+template <typename T>
+void check_integer_flag(const std::string& flag, const std::string& text) {
+  size_t i = 0;
+  const bool negative = !text.empty() && text[0] == '-';
+  if (negative || (!text.empty() && text[0] == '+')) i = 1;
+  unsigned base = 10;
+  if (text.compare(i, 2, "0x") == 0 || text.compare(i, 2, "0X") == 0) base = 16, i += 2;
+  unsigned __int128 magnitude = 0;
+  bool too_long = false;
+  for (; i < text.size(); i++) {
+    const int digit = std::isdigit((unsigned char)text[i]) ? text[i] - '0'
+                      : base == 16 && std::isxdigit((unsigned char)text[i]) ? std::tolower(text[i]) - 'a' + 10 : -1;
+    if (digit < 0) return;  // not a number at all: cxxopts has refused it already
+    magnitude = magnitude * base + unsigned(digit);
+    too_long = too_long || magnitude > (unsigned __int128)(uint64_t(-1));
+  }
+  const bool fits = !too_long && (negative ? magnitude <= (unsigned __int128)(-(__int128)std::numeric_limits<T>::lowest())
+                                           : magnitude <= (unsigned __int128)std::numeric_limits<T>::max());
+  if (!fits)
+    throw std::runtime_error(flag + " " + text + " is out of range: it must be between " +
+                             std::to_string(std::numeric_limits<T>::lowest()) + " and " +
+                             std::to_string(std::numeric_limits<T>::max()));
+}
+
 }  // namespace settings_detail
 
 // The rows of `table` with these keys, in that order: a program that shares some of ./train's settings (an
@@ -195,13 +223,45 @@ void add_flags(cxxopts::Options& options, const std::vector<Setting<Config>>& ta
         s.field(d));
 }
 
-// Copies every flag the user gave into `config`; the others keep their values.
+// Copies every flag the user gave into `config`; the others keep their values. An integer flag out of its type's
+// range is refused, naming the flag, instead of wrapping around.
 template <typename Config>
 void apply_flags(const cxxopts::ParseResult& flags, const std::vector<Setting<Config>>& table, Config& config) {
   for (const Setting<Config>& s : table)
     if (s.flag && flags.count(s.flag))
-      std::visit([&](auto* field) { *field = flags[s.flag].template as<std::remove_pointer_t<decltype(field)>>(); },
-                 s.field(config));
+      std::visit(
+          [&](auto* field) {
+            using T = std::remove_pointer_t<decltype(field)>;
+            if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+              for (const cxxopts::KeyValue& given : flags.arguments())
+                if (given.key() == s.flag) settings_detail::check_integer_flag<T>(flag_text(s.flag), given.value());
+            *field = flags[s.flag].template as<T>();
+          },
+          s.field(config));
+}
+
+// options.parse, with cxxopts's "Argument ‘x’ failed to parse" turned into a message that names the flag.
+inline cxxopts::ParseResult parse_flags(cxxopts::Options& options, int argc, char** argv) {
+  try {
+    return options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    const std::string what = e.what();
+    const size_t open = what.find("\xe2\x80\x98"), close = what.rfind("\xe2\x80\x99");  // ‘ and ’
+    const std::string value = open != std::string::npos && close > open ? what.substr(open + 3, close - open - 3) : "";
+    // A whole number that cxxopts refused does not fit the flag's type.
+    const bool whole = value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) == std::string::npos;
+    auto refuse = [&](const std::string& flag) {
+      return std::runtime_error(whole ? flag + " " + value + " is out of range"
+                                      : flag + ": '" + value + "' is not a valid value for it");
+    };
+    for (int i = 1; i < argc; i++) {
+      const std::string arg = argv[i];
+      const size_t equals = arg.find('=');
+      if (arg[0] == '-' && equals != std::string::npos && arg.substr(equals + 1) == value) throw refuse(arg.substr(0, equals));
+      if (i > 1 && arg == value && argv[i - 1][0] == '-') throw refuse(argv[i - 1]);
+    }
+    throw std::runtime_error(what + " (a flag's value is not of its type)");
+  }
 }
 
 // "n_layer (--n-layer)", "--stop-at" or "vocab_size": a row as messages name it.

@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #if defined(__SSE2__)
 #include <pmmintrin.h>
@@ -30,8 +31,16 @@ static void flush_denormals_in_every_thread() {
 #endif
 }
 
+int max_threads() { return 4 * omp_get_num_procs() > 64 ? 4 * omp_get_num_procs() : 64; }
+
 void set_threads(int threads) {
-  omp_set_num_threads(threads);
+  // Far more threads than cores only costs, and the OpenMP runtime crashed creating 100000 of them.
+  if (threads > max_threads()) {
+    std::fprintf(stderr, "note: %d threads asked for; using %d (the most this program starts on %d cores)\n", threads,
+                 max_threads(), omp_get_num_procs());
+    threads = max_threads();
+  }
+  omp_set_num_threads(threads < 1 ? 1 : threads);
   flush_denormals_in_every_thread();
   // Our OpenMP loops hand each thread its own block of every matrix product (linear.cpp), so sgemm itself must
   // stay single-threaded: a second pool of BLAS threads would compete with ours for the same cores. (Another BLAS

@@ -7,7 +7,9 @@
 #include <string>
 
 int default_threads();          // the number of cores OpenMP sees
-void set_threads(int threads);  // OpenMP threads; OpenBLAS is set to 1 thread per caller
+// OpenMP threads; OpenBLAS is set to 1 thread per caller. More than max_threads() are capped, with a note on stderr.
+void set_threads(int threads);
+int max_threads();              // 4 threads per core, and at least 64
 
 // Waking a second thread costs a few microseconds: loops smaller than this run on the calling thread alone
 // (`#pragma omp parallel if (worth_threads(work))`). It matters most for generation, one position at a time.

@@ -8,6 +8,7 @@
 
 #include <sys/stat.h>
 
+#include "base/read_file.h"
 #include "base/rng.h"
 #include "data/utf8.h"
 
@@ -16,12 +17,8 @@ std::u32string read_text_file(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw std::runtime_error(path + ": is a folder, not a text file (name a UTF-8 text file inside it)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(path + ": read error");
-  std::string text = bytes.str();
+  // A regular file only, read to the size it had when opened: /dev/zero would fill the memory, a FIFO would block.
+  std::string text = read_regular_file(path);
   if (text.empty()) throw std::runtime_error(path + ": the file is empty");
   return utf8_decode(text, path);
 }

@@ -103,6 +103,12 @@ std::string utf8_encode(std::u32string_view code_points) {
   return out;
 }
 
+// The bidirectional controls (U+202A–U+202E, U+2066–U+2069, and the marks U+200E, U+200F, U+061C) reorder the
+// rest of a line as a terminal shows it, so a file name holding one could make a message read differently.
+static bool is_bidi_control(char32_t c) {
+  return (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069) || c == 0x200E || c == 0x200F || c == 0x061C;
+}
+
 std::string describe_code_point(char32_t c) {
   if (!is_valid_code_point(c)) return "(" + format_u_plus(c) + ")";
   std::string shown;
@@ -110,7 +116,8 @@ std::string describe_code_point(char32_t c) {
   else if (c == '\t') shown = "\\t";
   else if (c == '\r') shown = "\\r";
   else if (c == 0) shown = "\\0";
-  else if (c < 0x20 || (c >= 0x7F && c < 0xA0)) shown = "\\u" + format_u_plus(c).substr(2);  // other C0/C1 controls
+  else if (c < 0x20 || (c >= 0x7F && c < 0xA0) || is_bidi_control(c))  // other C0/C1 controls, bidi controls
+    shown = "\\u" + format_u_plus(c).substr(2);
   else utf8_append(shown, c);
   return "'" + shown + "' (" + format_u_plus(c) + ")";
 }
@@ -151,7 +158,8 @@ std::string escape_for_message(std::string_view bytes, bool keep_newlines) {
     if (!valid) {
       hex(b, "\\x%02x");
       i += 1;
-    } else if (c < 0xA0) {  // C1 controls U+0080..U+009F: some terminals act on them like ESC sequences
+    } else if (c < 0xA0 || is_bidi_control(c)) {
+      // C1 controls U+0080..U+009F: some terminals act on them like ESC sequences; bidi controls reorder the line.
       hex(unsigned(c), "\\u%04x");
       i += length;
     } else {

@@ -24,7 +24,8 @@ std::string utf8_encode(std::u32string_view code_points);
 std::string describe_code_point(char32_t c);
 
 // Bytes from a file (or any untrusted source) made safe to put in a message: valid UTF-8 is kept as it is, except
-// control characters (C0, DEL, C1), which appear as \n, \t, \r or \xNN / \u0085 style escapes; every byte that is
+// control characters (C0, DEL, C1) and the bidirectional controls (U+202E and its kin, which reorder what is shown),
+// which appear as \n, \t, \r or \xNN / \u0085 / \u202e style escapes; every byte that is
 // not part of valid UTF-8 appears as \xNN (e.g. "\x9d"). So a message never carries a raw byte that could garble
 // the terminal or move its cursor. With keep_newlines, '\n' stays a line break (for whole multi-line messages).
 std::string escape_for_message(std::string_view bytes, bool keep_newlines = false);

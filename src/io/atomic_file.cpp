@@ -11,7 +11,10 @@
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "base/read_file.h"
 
 static std::runtime_error write_error(const std::string& path, const std::string& step, int error_number) {
   return std::runtime_error("cannot write '" + path + "': " + step + ": " + std::strerror(error_number));
@@ -47,10 +50,28 @@ std::string temporary_path_for(const std::string& path) {
   return path + ".tmp." + std::to_string(::getpid());
 }
 
+// Creates the temporary exclusively: O_EXCL never follows a symbolic link and never opens a FIFO or a device that
+// sits at that name. A regular file there was left by a crashed run that happened to have our pid: replaced.
+static int create_temporary(const std::string& path, const std::string& temporary) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd;
+    struct stat st;
+    if (::lstat(temporary.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::unlink(temporary.c_str()) != 0) break;
+  }
+  throw std::runtime_error("cannot write '" + path + "': its temporary file name '" + temporary +
+                           "' is taken by something that is not a regular file; remove it");
+}
+
 void write_file_atomically(const std::string& path, const std::vector<ByteChunk>& chunks) {
+  // rename() replaces whatever is at `path`: a symbolic link (not its target), a device node, a FIFO. Only a
+  // regular file is ours to replace; anything else is refused, named, and left as it is.
+  struct stat existing;
+  if (::lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode))
+    throw std::runtime_error("cannot write '" + path + "': it exists and is " + file_kind(existing.st_mode) +
+                             ", not a regular file; it is left alone (remove it, or choose another name)");
   const std::string temporary = temporary_path_for(path);
-  // O_TRUNC: a temporary left behind by a crashed run that happened to have our pid is simply overwritten.
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = create_temporary(path, temporary);
   if (fd < 0) throw write_error(path, "cannot create temporary file '" + temporary + "'", errno);
 
   // Every failure below deletes the temporary; `path` itself is only ever touched by the rename.

@@ -13,9 +13,10 @@ struct ByteChunk {
   size_t size;
 };
 
-// Writes the chunks to temporary_path_for(path), flushes it to disk, renames it over `path` and flushes the
-// directory (POSIX). On failure removes the temporary file, leaves any existing file at `path` untouched and
-// throws std::runtime_error naming the path and the reason.
+// Writes the chunks to temporary_path_for(path) (created exclusively, never through a link), flushes it to disk,
+// renames it over `path` and flushes the directory (POSIX). Only a regular file at `path` is replaced: a symbolic
+// link, a FIFO, a device or a directory there is refused by name and left alone. On failure removes the temporary
+// file, leaves any existing file at `path` untouched and throws std::runtime_error naming the path and the reason.
 void write_file_atomically(const std::string& path, const std::vector<ByteChunk>& chunks);
 
 // The temporary file used while writing `path`: same directory (rename is only atomic within one file

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -89,14 +90,38 @@ const LoadedTensor& find_tensor(const std::string& path, const std::string& name
   return it->second;
 }
 
-// Copies one tensor into the arena after checking its shape and that every value is finite.
+// Copies one tensor into the arena after checking its shape and that every value is finite (and, for a second
+// moment, not negative: Adam's v is a mean of squares, and √v of a negative v is NaN).
 void copy_tensor(const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
-                 const std::map<std::string, LoadedTensor>& tensors, float* dst) {
+                 const std::map<std::string, LoadedTensor>& tensors, float* dst, bool non_negative = false) {
   const std::vector<float>& data = find_tensor(path, name, shape, tensors).data;
-  for (size_t i = 0; i < data.size(); i++)
+  for (size_t i = 0; i < data.size(); i++) {
     if (!std::isfinite(data[i]))
       throw std::runtime_error(path + ": tensor '" + name + "' holds a non-finite value at index " + std::to_string(i));
+    if (non_negative && data[i] < 0)
+      throw std::runtime_error(path + ": tensor '" + name + "' holds a negative value at index " + std::to_string(i) +
+                               " (" + std::to_string(data[i]) + "), but it is a mean of squares: the file is damaged");
+  }
   std::copy(data.begin(), data.end(), dst);
+}
+
+// Format 2 is strict: every key is one this program writes, and all of them are there (a damaged key name must
+// not fall back to a default). Format 1 files keep their old leniency.
+void check_keys_of_format_2(const std::string& path, const std::map<std::string, std::string>& meta, bool resumable) {
+  static const std::set<std::string> model_keys = [] {
+    std::set<std::string> keys = {"format", "format_version", "vocab", "specials", "mask", "objective"};
+    for (const Setting<ModelConfig>& s : model_settings())  // n_layer, …: the model's settings table
+      if (s.key) keys.insert(s.key);
+    return keys;
+  }();
+  static const std::set<std::string> resume_keys = {"step", "adam_t", "batch_rng", "train_config"};
+  for (const auto& entry : meta)
+    if (!model_keys.count(entry.first) && !resume_keys.count(entry.first))
+      throw std::runtime_error(path + ": unknown metadata key '" + escape_for_message(entry.first) +
+                               "' in a format-2 checkpoint (damaged, or written by another program)");
+  for (const std::set<std::string>* keys : {&model_keys, resumable ? &resume_keys : nullptr})
+    for (const std::string& key : keys ? *keys : std::set<std::string>{})
+      if (!meta.count(key)) throw std::runtime_error(path + ": metadata field '" + key + "' is missing");
 }
 }  // namespace
 
@@ -105,10 +130,24 @@ Checkpoint load_checkpoint(const std::string& path) {
   MetadataReader meta{path, file.metadata};
   if (meta.text("format") != kCheckpointFormat)
     throw std::runtime_error(path + ": not a plaingpt checkpoint (format '" + escape_for_message(meta.text("format")) + "')");
-  if (meta.integer("format_version") != kCheckpointVersion)
+  const int version = meta.integer("format_version");
+  if (version != 1 && version != kCheckpointVersion)
     throw std::runtime_error(path + ": checkpoint format version " + meta.text("format_version") +
-                             " is not the version this program reads (" + std::to_string(kCheckpointVersion) + ")");
+                             " is not a version this program reads (1 or " + std::to_string(kCheckpointVersion) + ")");
   Checkpoint ckpt;
+  const bool has_optimizer_tensors = std::any_of(file.tensors.begin(), file.tensors.end(), [](const auto& entry) {
+    return entry.first.rfind(kAdamM, 0) == 0 || entry.first.rfind(kAdamV, 0) == 0;
+  });
+  if (version >= 2) {
+    if (!file.header_verified || !file.data_verified)
+      throw std::runtime_error(path + ": a format-2 checkpoint must carry the checksums of its header and its data, "
+                               "but '" + (file.header_verified ? kDataChecksumKey : kHeaderChecksumKey) +
+                               "' is missing: the file was changed or damaged after it was written");
+    check_keys_of_format_2(path, file.metadata, has_optimizer_tensors);
+  } else if (!file.header_verified) {
+    ckpt.note = path + " is a format-1 checkpoint: its header (settings, step, tensor table) carries no checksum, "
+                "so it cannot be verified (saving it again, e.g. by --resume, writes format 2)";
+  }
   std::vector<std::string> specials;
   try {
     specials = nlohmann::json::parse(meta.text("specials")).get<std::vector<std::string>>();
@@ -158,16 +197,14 @@ Checkpoint load_checkpoint(const std::string& path) {
     known.insert(t.name);
   }
   // Any optimizer tensor makes the file a training checkpoint; then every one of them must be there.
-  ckpt.resumable = std::any_of(file.tensors.begin(), file.tensors.end(), [](const auto& entry) {
-    return entry.first.rfind(kAdamM, 0) == 0 || entry.first.rfind(kAdamV, 0) == 0;
-  });
+  ckpt.resumable = has_optimizer_tensors;
   if (ckpt.resumable) {
     ResumeState& r = ckpt.resume;
     r.optimizer.m.assign(model.params_memory().size(), 0.0f);
     r.optimizer.v.assign(model.params_memory().size(), 0.0f);
     for (const TensorSpec& t : model.table()) {
       copy_tensor(path, kAdamM + t.name, t.shape, file.tensors, r.optimizer.m.data() + t.offset);
-      copy_tensor(path, kAdamV + t.name, t.shape, file.tensors, r.optimizer.v.data() + t.offset);
+      copy_tensor(path, kAdamV + t.name, t.shape, file.tensors, r.optimizer.v.data() + t.offset, /*non_negative=*/true);
       known.insert(kAdamM + t.name);
       known.insert(kAdamV + t.name);
     }
@@ -181,6 +218,10 @@ Checkpoint load_checkpoint(const std::string& path) {
       throw std::runtime_error(path + ": unexpected tensor '" + escape_for_message(entry.first) + "' for a model with this config");
   ckpt.metadata = std::move(file.metadata);
   return ckpt;
+}
+
+void print_checkpoint_note(const Checkpoint& ckpt) {
+  if (!ckpt.note.empty()) std::fprintf(stderr, "note: %s\n", escape_for_message(ckpt.note).c_str());
 }
 
 std::string checkpoint_path(const std::string& out_dir) { return out_dir + "/ckpt.safetensors"; }

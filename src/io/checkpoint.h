@@ -1,7 +1,7 @@
 // Checkpoints: one safetensors file. The weights carry Hugging Face GPT-2 names ("wte.weight",
 // "h.0.attn.c_attn.weight", …; linear weights [in, out]); "__metadata__" holds the config, the vocabulary, the
 // masks, the attention kind of every layer ("attention": softmax, linear or a per-layer list; absent = softmax)
-// and the format version. A checkpoint written during training also holds AdamW's m and v (as
+// and the format version (2: the header is covered by a checksum too, safetensors.h). A checkpoint written during training also holds AdamW's m and v (as
 // "optimizer.m.<name>", "optimizer.v.<name>"; under --optimizer muon, m holds Muon's momentum for its tensors and
 // v zeros, optim/muon.h) plus the step and the batch sampler's state, so --resume continues the run exactly.
 // Files are written atomically, and the loader checks everything it reads.
@@ -16,7 +16,10 @@
 #include "data/tokenizer.h"
 
 constexpr const char* kCheckpointFormat = "plaingpt";
-constexpr int kCheckpointVersion = 1;
+// Version 2 (this one) carries checksums of the header and of the data and must match both; its metadata keys
+// are parsed strictly (an unknown key, or a missing one, is refused by name). Version 1 files (written before the
+// header checksum existed) still load, with Checkpoint::note saying they cannot be verified.
+constexpr int kCheckpointVersion = 2;
 
 // What a checkpoint holds beyond the model: enough to continue training where it stopped.
 struct ResumeState {
@@ -40,7 +43,11 @@ struct Checkpoint {
   ResumeState resume;
   // Model settings the file's metadata lacks (it predates them): they keep their defaults (model/config.h).
   std::vector<std::string> defaulted_settings;
+  std::string note;        // one line for the user when the file loads but could not be fully verified (format 1)
 };
+
+// Prints ckpt.note (if any) to stderr as "note: …", escaped.
+void print_checkpoint_note(const Checkpoint& ckpt);
 
 // Throws std::runtime_error naming the file and what is wrong with it; never returns a half-loaded model.
 Checkpoint load_checkpoint(const std::string& path);

@@ -1,5 +1,7 @@
 #include "io/run_folder.h"
 
+#include "io/checkpoint.h"
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -16,9 +18,21 @@
 
 RunFolderLock::RunFolderLock(const std::string& dir) {
   const std::string path = dir + "/train.lock";
-  // O_CLOEXEC: a program started by ./train must not inherit, and so keep holding, the lock.
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_CLOEXEC: a program started by ./train must not inherit, and so keep holding, the lock. Created exclusively,
+  // or (left by an earlier run) opened with O_NOFOLLOW, so a symbolic link planted there is never followed, and
+  // O_NONBLOCK, so a FIFO cannot hang the open; then it must be a regular file before it is written.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == EEXIST) fd_ = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ < 0 && errno == ELOOP)
+    throw std::runtime_error("--out " + dir + ": " + path + " is a symbolic link; remove it (the lock is never "
+                             "written through a link)");
   if (fd_ < 0) throw std::runtime_error("--out " + dir + ": cannot create " + path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error("--out " + dir + ": " + path + " is not a regular file; remove it");
+  }
   // flock, not fcntl's F_SETLK: an flock belongs to the open file, not to the process, so it cannot be dropped by
   // some other part of the program closing another descriptor of the same file. LOCK_NB: refuse, never wait.
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -59,9 +73,28 @@ void refuse_to_replace_run(const std::string& dir, const std::vector<std::string
                              "--resume " + dir + ", replace it with --overwrite, or choose another --out");
 }
 
+void refuse_to_replace_another_checkpoint(const std::string& dir, const std::string& resumed_file, int resumed_step,
+                                          bool overwrite) {
+  const std::string own = checkpoint_path(dir);
+  struct stat a, b;
+  if (overwrite || ::stat(own.c_str(), &a) != 0) return;  // nothing there to lose
+  if (::stat(resumed_file.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return;  // the same file
+  std::string its_step = "unreadable";
+  try {
+    const Checkpoint there = load_checkpoint(own);
+    its_step = there.resumable ? "step " + std::to_string(there.resume.step) : "weights only";
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error("--resume " + resumed_file + " (step " + std::to_string(resumed_step) + ") would continue in " +
+                           dir + " and replace its checkpoint " + own + " (" + its_step + "), cutting " + dir +
+                           "/metrics.csv back to step " + std::to_string(resumed_step) + "; resume " + dir +
+                           " itself to continue its newest checkpoint, give --out another folder, or --overwrite to "
+                           "replace it");
+}
+
 // ---- temporaries of killed runs -------------------------------------------------------------------------------
 
-std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+std::vector<std::string> remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& names) {
   std::vector<std::string> removed;
   DIR* listing = ::opendir(dir.c_str());
   if (listing == nullptr) return removed;
@@ -70,6 +103,9 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     const std::string name = entry->d_name;
     const size_t at = name.rfind(marker);
     if (at == std::string::npos || at == 0) continue;
+    bool ours = false;
+    for (const std::string& own : names) ours = ours || name.compare(0, at, own) == 0 && own.size() == at;
+    if (!ours) continue;
     const std::string digits = name.substr(at + marker.size());
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = pid_t(std::stol(digits));

@@ -5,21 +5,21 @@
 // size arithmetic is done in uint64 with overflow checks, and no tensor is decoded until all were validated.
 #include "io/safetensors.h"
 
+#include "base/read_file.h"
 #include "io/atomic_file.h"
 #include "io/crc32c.h"
 #include "data/utf8.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
 
 using json = nlohmann::json;
 
@@ -108,13 +108,17 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   uint32_t crc = 0;
   for (const ByteChunk& chunk : data_chunks) crc = crc32c(chunk.data, chunk.size, crc);
   std::map<std::string, std::string> metadata_with_checksum = metadata;
+  metadata_with_checksum.erase(kHeaderChecksumKey);
   metadata_with_checksum[kDataChecksumKey] = crc32c_hex(crc);
   header["__metadata__"] = metadata_with_checksum;
 
   std::string header_text;
   try {
+    // The header's checksum is of its canonical text, which leaves both checksum keys out: add it last.
+    const std::string canonical = header_canonical_text(header.dump());
+    header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
     header_text = header.dump();
-  } catch (const json::exception& error) {  // names and metadata must be valid UTF-8
+  } catch (const std::exception& error) {  // names and metadata must be valid UTF-8
     throw std::runtime_error(path + ": cannot encode the header: " + error.what());
   }
   // Pad with spaces (still valid JSON) so the data section starts 8-byte aligned, as the format recommends;
@@ -130,6 +134,25 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   write_file_atomically(path, chunks);
 }
 
+// nlohmann's json keeps an object's keys in a std::map, sorted by their bytes (for UTF-8, code point order, as
+// Python's sort_keys), and dump() writes no whitespace, escapes only '"', '\\' and control characters (as \n or
+// \u00XX, lower-case hex, as Python) and leaves other characters as UTF-8: the canonical form by construction.
+static std::string canonical_dump(json header) {
+  if (header.is_object() && header.contains("__metadata__") && header["__metadata__"].is_object()) {
+    header["__metadata__"].erase(kDataChecksumKey);
+    header["__metadata__"].erase(kHeaderChecksumKey);
+  }
+  return header.dump();
+}
+
+std::string header_canonical_text(const std::string& header_json) {
+  try {
+    return canonical_dump(json::parse(header_json));
+  } catch (const json::exception& error) {
+    throw std::runtime_error(std::string("header is not valid JSON: ") + error.what());
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Reading
 
@@ -143,13 +166,29 @@ struct TensorEntry {
 static json parse_header_json(const uint8_t* header, size_t size, const std::string& source) {
   // A real header nests three deep: {"name": {"shape": [...]}}. Refusing deeper nesting while parsing keeps a
   // hostile "[[[[[[..." from building a tree that costs far more memory than the file's size.
-  auto refuse_deep_nesting = [&source](int depth, json::parse_event_t event, json&) {
+  // A key given twice in one object is refused: JSON parsers keep the last (nlohmann, Python) or the first, so a
+  // second "__metadata__" or "data_offsets" would make the file mean different things to different readers.
+  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each object being parsed
+  auto refuse_deep_nesting_and_duplicates = [&source, &open_objects](int depth, json::parse_event_t event,
+                                                                    json& parsed) {
     const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
     if (opens && depth >= 3) fail(source, "header JSON is nested deeper than a safetensors header can be");
+    if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == json::parse_event_t::key && !open_objects.empty() &&
+        !open_objects.back().insert(parsed.get<std::string>()).second)
+      fail(source, "header JSON gives the key '" + escape_for_message(parsed.get<std::string>()) +
+                       "' twice in one object; the file is damaged or was edited");
     return true;
   };
+  // JSON text never holds a raw NUL, but nlohmann's parser stops at one as at the end of its input: a flipped
+  // bit in the padding (a space, 0x20, becoming 0x00) would hide whatever follows it.
+  if (const void* nul = std::memchr(header, 0, size))
+    fail(source, "header holds a NUL byte at file offset " +
+                     std::to_string(length_prefix_bytes + size_t(static_cast<const uint8_t*>(nul) - header)) +
+                     ": the file is damaged");
   try {
-    return json::parse(header, header + size, refuse_deep_nesting);
+    return json::parse(header, header + size, refuse_deep_nesting_and_duplicates);
   } catch (const json::parse_error& error) {  // also thrown for invalid UTF-8
     fail(source, "header is not valid JSON (near byte " + std::to_string(error.byte) + " of the header, file offset " +
                      std::to_string(length_prefix_bytes + error.byte) + "): " + escape_for_message(error.what()));
@@ -178,6 +217,10 @@ static TensorEntry parse_tensor_entry(const std::string& name, const json& entry
                      ", expected an object with dtype, shape and data_offsets");
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!entry.contains(key)) fail(source, where + "entry lacks \"" + key + "\"");
+  for (const auto& item : entry.items())
+    if (item.key() != "dtype" && item.key() != "shape" && item.key() != "data_offsets")
+      fail(source, where + "entry has the unknown key '" + escape_for_message(item.key()) +
+                       "' (a tensor entry holds dtype, shape and data_offsets only)");
 
   const json& dtype = entry.at("dtype");
   if (!dtype.is_string() || dtype.get<std::string>() != "F32")
@@ -233,21 +276,47 @@ static void check_no_overlap(std::vector<TensorEntry>& entries, const std::strin
   }
 }
 
-// A file that carries kDataChecksumKey must still hold the data it was written with. Files from other tools do
-// not carry it and are read unchecked.
-static void verify_data_checksum(const std::map<std::string, std::string>& metadata, const uint8_t* data,
-                                 uint64_t size, const std::string& source) {
-  const auto stored = metadata.find(kDataChecksumKey);
-  if (stored == metadata.end()) return;
+// The stored checksum under `key`, checked to be eight hex digits; false when the file does not carry it.
+static bool stored_checksum(const std::map<std::string, std::string>& metadata, const char* key,
+                            const std::string& source, uint32_t* value) {
+  const auto stored = metadata.find(key);
+  if (stored == metadata.end()) return false;
   const std::string& text = stored->second;
-  if (text.size() != 8 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
-    fail(source, std::string("__metadata__ value for '") + kDataChecksumKey + "' is '" + escape_for_message(text) +
-                     "', expected eight hex digits (a CRC-32C): the header is damaged");
-  const std::string computed = crc32c_hex(crc32c(data, size_t(size)));
-  if (std::strtoul(text.c_str(), nullptr, 16) != std::strtoul(computed.c_str(), nullptr, 16))
+  // Lower case only, as written: a flipped case bit is a flipped bit too.
+  if (text.size() != 8 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+    fail(source, std::string("__metadata__ value for '") + key + "' is '" + escape_for_message(text) +
+                     "', expected eight lower-case hex digits (a CRC-32C): the header is damaged");
+  *value = uint32_t(std::strtoul(text.c_str(), nullptr, 16));
+  return true;
+}
+
+// A file that carries kDataChecksumKey must still hold the data it was written with. Files from other tools do
+// not carry it and are read unchecked. Returns whether it was checked.
+static bool verify_data_checksum(const std::map<std::string, std::string>& metadata, const uint8_t* data,
+                                 uint64_t size, const std::string& source) {
+  uint32_t stored = 0;
+  if (!stored_checksum(metadata, kDataChecksumKey, source, &stored)) return false;
+  const uint32_t computed = crc32c(data, size_t(size));
+  if (stored != computed)
     fail(source, "the tensor data does not match the checksum recorded when the file was written (CRC-32C " +
-                     text + " recorded, " + computed + " now): the file was changed or damaged after it was " +
-                     "written; use another copy");
+                     crc32c_hex(stored) + " recorded, " + crc32c_hex(computed) + " now): the file was changed or " +
+                     "damaged after it was written; use another copy");
+  return true;
+}
+
+// The same for the header: its canonical text (the settings, the step, the tensor table with every offset) must
+// be what was written. Returns whether it was checked.
+static bool verify_header_checksum(const std::map<std::string, std::string>& metadata, const json& header,
+                                   const std::string& source) {
+  uint32_t stored = 0;
+  if (!stored_checksum(metadata, kHeaderChecksumKey, source, &stored)) return false;
+  const std::string canonical = canonical_dump(header);
+  const uint32_t computed = crc32c(canonical.data(), canonical.size());
+  if (stored != computed)
+    fail(source, "the header (settings, step, tensor table) does not match the checksum recorded when the file was "
+                 "written (CRC-32C " + crc32c_hex(stored) + " recorded, " + crc32c_hex(computed) + " now): the "
+                 "file was changed or damaged after it was written; use another copy");
+  return true;
 }
 
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source) {
@@ -270,15 +339,15 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
 
   SafetensorsContents contents;
   std::vector<TensorEntry> entries;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__")
-      contents.metadata = parse_metadata(entry, source);
-    else
-      entries.push_back(parse_tensor_entry(name, entry, data_section_size, source));
-  }
+  // The metadata first: a header whose checksum no longer matches is reported as that, whatever else it broke.
+  if (header.contains("__metadata__")) contents.metadata = parse_metadata(header.at("__metadata__"), source);
+  contents.header_verified = verify_header_checksum(contents.metadata, header, source);
+  for (const auto& [name, entry] : header.items())
+    if (name != "__metadata__") entries.push_back(parse_tensor_entry(name, entry, data_section_size, source));
   check_no_overlap(entries, source);
-  verify_data_checksum(contents.metadata, data_section, data_section_size, source);
+  contents.data_verified = verify_data_checksum(contents.metadata, data_section, data_section_size, source);
   contents.metadata.erase(kDataChecksumKey);  // verified; what the caller wrote is what it reads back
+  contents.metadata.erase(kHeaderChecksumKey);
   // Only now allocate: without overlaps, the tensors together need at most the data section's size.
   for (const TensorEntry& entry : entries) {
     LoadedTensor& tensor = contents.tensors[entry.name];
@@ -294,19 +363,6 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
 }
 
 SafetensorsContents read_safetensors(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat info;
-  if (fstat(fileno(file), &info) != 0 || !S_ISREG(info.st_mode)) {
-    std::fclose(file);
-    throw std::runtime_error("cannot read '" + path + "': not a regular file");
-  }
-  std::vector<uint8_t> bytes(size_t(info.st_size));
-  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file);
-  const int reason = errno;
-  const bool read_error = std::ferror(file) != 0;
-  std::fclose(file);
-  if (read_error) throw std::runtime_error("cannot read '" + path + "': " + std::strerror(reason));
-  if (got != bytes.size()) throw std::runtime_error("cannot read '" + path + "': file shrank while being read");
-  return parse_safetensors(bytes.data(), bytes.size(), path);
+  const std::string bytes = read_regular_file(path);
+  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }

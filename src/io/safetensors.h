@@ -7,10 +7,14 @@
 //   the rest  the data section; each tensor's bytes lie at [begin, end) relative to its start
 // Only F32 (little-endian float32) tensors are written or accepted.
 //
-// Integrity: the writer stores a CRC-32C of the whole data section in "__metadata__" under kDataChecksumKey, as
-// eight hex digits; the reader recomputes it and refuses a file whose data no longer matches (it was changed or
-// damaged after it was written). A file without the key (written by another tool) is read without the check.
-// The key is the file's own business: the reader removes it, so metadata written is exactly metadata read.
+// Integrity: the writer stores two CRC-32Cs in "__metadata__", as eight hex digits each: kDataChecksumKey of the
+// whole data section, and kHeaderChecksumKey of the header in its canonical form (header_canonical_text: the
+// JSON without these two keys, keys sorted, no spaces), so the settings, the step, the tensor table and every
+// offset are covered too. The reader recomputes each one present and refuses a file that no longer matches (it
+// was changed or damaged after it was written); SafetensorsContents says which were present. A CRC detects
+// damage, not a deliberate edit: whoever edits a file can recompute it. The keys are the file's own business: the
+// reader removes them, so metadata written is exactly metadata read. Keys are parsed strictly: a key given twice
+// anywhere in the header, or a tensor entry with a key other than dtype, shape and data_offsets, is refused.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,14 @@
 
 // "__metadata__" key of the data section's CRC-32C (crc32c.h), e.g. "e3069283".
 constexpr const char* kDataChecksumKey = "plaingpt.data_crc32c";
+// "__metadata__" key of the canonical header's CRC-32C.
+constexpr const char* kHeaderChecksumKey = "plaingpt.header_crc32c";
+
+// The header as its checksum sees it: `header_json` parsed, kDataChecksumKey and kHeaderChecksumKey taken out of
+// "__metadata__", then written back with keys sorted by their UTF-8 bytes, no whitespace, non-ASCII characters as
+// UTF-8 — what Python's json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False) writes.
+// Throws std::runtime_error if `header_json` is not JSON.
+std::string header_canonical_text(const std::string& header_json);
 
 // A tensor to write; `data` points at prod(shape) floats (one float for a 0-d tensor with shape {}).
 struct TensorView {
@@ -42,6 +54,8 @@ struct LoadedTensor {
 struct SafetensorsContents {
   std::map<std::string, std::string> metadata;
   std::map<std::string, LoadedTensor> tensors;
+  bool data_verified = false;    // the file carried kDataChecksumKey, and it matched
+  bool header_verified = false;  // the file carried kHeaderChecksumKey, and it matched
 };
 
 // Parses a whole safetensors file held in memory; `source` (usually the file name) prefixes error messages.
@@ -49,5 +63,6 @@ struct SafetensorsContents {
 // std::runtime_error naming the source and, where it applies, the tensor and the byte offset.
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source);
 
-// Reads the file at `path`, then parse_safetensors. Throws std::runtime_error if it cannot be read.
+// Reads the file at `path` (which must be a regular file; a FIFO or a device is refused, never read), then
+// parse_safetensors. Throws std::runtime_error if it cannot be read.
 SafetensorsContents read_safetensors(const std::string& path);

@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "data/dataset.h"
+#include "data/utf8.h"
+#include "io/crc32c.h"
 #include "model/model.h"
 
 #ifdef PLAINGPT_MPI
@@ -182,6 +185,59 @@ void check_same_parameters(Span<const float> params, int step) {
 #endif
 }
 
+// ---- agreement before the first step -------------------------------------------------------------------------
+
+namespace {
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+}  // namespace
+
+void check_agreement(const TrainConfig& config, const Corpus& corpus, int step, const std::string& batch_rng,
+                     Span<const float> params) {
+  if (g_size == 1) return;
+  std::vector<std::pair<std::string, std::string>> items;  // (what, this rank's value)
+  const nlohmann::json settings = settings_to_json(train_settings(), config);
+  for (const auto& [key, value] : settings.items())
+    if (key != "data" && key != "out" && key != "threads" && key != "log_every")
+      items.push_back({"the setting '" + key + "'", value.dump()});
+  items.push_back({"--stop-at", std::to_string(config.stop_at)});
+  items.push_back({"the vocabulary", corpus.tokenizer.vocab_utf8() + nlohmann::json(corpus.tokenizer.specials()).dump()});
+  items.push_back({"the corpus size", std::to_string(corpus.train.size()) + " + " + std::to_string(corpus.val.size())});
+  const uint32_t crc = crc32c(corpus.val.data(), corpus.val.size() * sizeof(int),
+                              crc32c(corpus.train.data(), corpus.train.size() * sizeof(int)));
+  items.push_back({"the corpus checksum", crc32c_hex(crc)});
+  items.push_back({"the step", std::to_string(step)});
+  items.push_back({"the batch sampler's state", batch_rng});
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)checksum(params));
+  items.push_back({"the parameters (checksum)", std::to_string(params.size()) + " values, " + hex});
+#ifdef PLAINGPT_MPI
+  // The item count first: an all-gather of unequal lengths would itself be the heap corruption this prevents.
+  int counts[2] = {(int)items.size(), -(int)items.size()};
+  MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (counts[0] != -counts[1])
+    throw std::runtime_error("the processes of this job run different versions of ./train (they compare " +
+                             std::to_string(-counts[1]) + " to " + std::to_string(counts[0]) + " settings)");
+  std::vector<uint64_t> mine(items.size()), all(items.size() * g_size);
+  for (size_t i = 0; i < items.size(); i++) mine[i] = fnv1a(items[i].second);
+  MPI_Allgather(mine.data(), (int)mine.size(), MPI_UINT64_T, all.data(), (int)mine.size(), MPI_UINT64_T,
+                MPI_COMM_WORLD);
+  for (int r = 1; r < g_size; r++)
+    for (size_t i = 0; i < items.size(); i++)
+      if (all[r * items.size() + i] != all[i]) {
+        std::string value = items[i].second;
+        if (value.size() > 80) value = value.substr(0, 80) + "…";
+        throw std::runtime_error("process " + std::to_string(r) + " disagrees with process 0 on " + items[i].first +
+                                 " (process " + std::to_string(g_rank) + " has " + escape_for_message(value) +
+                                 "): every process of an mpirun job must be started with the same settings and the "
+                                 "same data. Stopping before the first step.");
+      }
+#endif
+}
+
 // ---- the trainer's hooks -------------------------------------------------------------------------------------
 
 namespace {
@@ -194,6 +250,10 @@ class MpiReducer final : public Reducer {
   void sum(double* values, int n) const override { dist::sum(values, n); }
   bool any(bool flag) const override { return dist::any(flag); }
   void check_same(Span<const float> params, int step) const override { check_same_parameters(params, step); }
+  void check_agreement(const TrainConfig& config, const Corpus& corpus, int step, const std::string& batch_rng,
+                       Span<const float> params) const override {
+    dist::check_agreement(config, corpus, step, batch_rng, params);
+  }
   bool writes() const override { return is_root(); }
   int processes() const override { return size(); }
   int default_threads() const override { return dist::default_threads(); }

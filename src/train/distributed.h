@@ -27,7 +27,9 @@
 #include <vector>
 
 #include "base/span.h"
+#include "data/dataset.h"
 #include "train/reducer.h"
+#include "train/settings.h"
 
 namespace dist {
 
@@ -77,6 +79,17 @@ void allreduce_sum(float* values, size_t n);
 uint64_t checksum(Span<const float> values);
 // Throws, naming the step, if the ranks' parameters are not bit-for-bit the same.
 void check_same_parameters(Span<const float> params, int step);
+
+// ---- agreement before the first step -------------------------------------------------------------------------
+
+// Every rank must train the same thing: the same settings (all that a checkpoint stores, but the paths, --threads
+// and --log-every, which may differ per machine), the same --stop-at, vocabulary, corpus (size and CRC-32C of its
+// tokens), step, batch sampler state and parameters. Called once before any other collective: each rank hashes each
+// item, the hashes are gathered, and on a difference every rank throws, naming the first rank that differs from
+// rank 0, the first item it differs on and this rank's value. Ranks that disagreed used to run silently, corrupt
+// the heap inside MPI_Allreduce (different parameter counts) or blame the all-reduce. One process: returns.
+void check_agreement(const TrainConfig& config, const Corpus& corpus, int step, const std::string& batch_rng,
+                     Span<const float> params);
 
 // ---- the trainer's reducer (train/reducer.h) ------------------------------------------------------------------
 

@@ -20,6 +20,9 @@ void prepare_output_dir(const std::string& dir) {
     if (slash == std::string::npos) break;
   }
   struct stat st;
+  if (lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && stat(dir.c_str(), &st) != 0)
+    throw std::runtime_error("--out " + dir + ": is a symbolic link to something that does not exist (" +
+                             std::strerror(errno) + "); remove the link or create its target");
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw std::runtime_error("--out " + dir + ": not a directory");
   const std::string ckpt = checkpoint_path(dir);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "data/utf8.h"
 
 std::string format_duration(double seconds) {
   long s = (long)std::lround(std::max(0.0, seconds));
@@ -41,5 +42,5 @@ void Progress::step(int step, bool first, double loss, double lr, double ms) {
 
 void Progress::stopped(bool interrupted, int step, const std::string& file) {
   std::printf("%s%s: saved step %d to %s\n", live_ ? "\n" : "", interrupted ? "interrupted" : "stopped", step,
-              file.c_str());
+              escape_for_message(file).c_str());
 }

@@ -3,9 +3,13 @@
 // request) and asks it whether to write (print, metrics.csv, checkpoints). The base class is one process, where
 // every call is the identity; train/distributed.h implements it over Open MPI (dist::reducer()).
 #pragma once
+#include <string>
+
 #include "base/span.h"
 
 class GPT;
+struct Corpus;
+struct TrainConfig;
 
 struct Rows {
   int begin = 0, end = 0;  // rows [begin, end) of the global batch
@@ -23,6 +27,10 @@ class Reducer {
   virtual bool any(bool flag) const { return flag; }    // true everywhere when true in one (a stop request)
   // Throws, naming the step, when the processes' parameters differ.
   virtual void check_same(Span<const float> params, int step) const {}
+  // Before the first step: throws, naming the process and the first thing that differs, unless every process trains
+  // the same run (settings, corpus, step, sampler state, parameters).
+  virtual void check_agreement(const TrainConfig& config, const Corpus& corpus, int step, const std::string& batch_rng,
+                               Span<const float> params) const {}
   virtual bool writes() const { return true; }          // this process prints and writes for the run
   virtual int processes() const { return 1; }
   virtual int default_threads() const;                  // for --threads 0: the cores this process may use

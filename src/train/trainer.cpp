@@ -12,8 +12,10 @@
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "data/objective.h"
+#include "data/utf8.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "train/divergence_guard.h"
 #include "train/evaluate.h"
 #include "io/run_folder.h"
 #include "train/metrics_file.h"
@@ -75,6 +77,7 @@ class TrainingRun {
   int stats_prefix_ = -1;
   std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
   std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<DivergenceGuard> guard_;  // a save only of weights whose loss is sane (divergence_guard.h)
 };
 
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
@@ -100,15 +103,17 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   if (reducer_.writes()) {  // one process of a data-parallel run touches the folder
     prepare_output_dir(cfg.out);
     lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
-    for (const std::string& stale : remove_stale_temporaries(cfg.out))
-      std::printf("removed %s, left by a run that was killed while writing it\n", stale.c_str());
     if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
+    for (const std::string& stale : remove_stale_temporaries(cfg.out, {"ckpt.safetensors", "metrics.csv"}))
+      std::printf("removed %s, left by a run that was killed while writing it\n", escape_for_message(stale).c_str());
   }
   state_.train_config = checkpoint_json(cfg);  // the model's settings are in the checkpoint's metadata
   ckpt_file_ = checkpoint_path(cfg.out);
   batch_rng_.set_state(state_.batch_rng);
   first_step_ = state_.step;
   resumed_rng_ = state_.batch_rng;
+  guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
+  reducer_.check_agreement(cfg, corpus_, state_.step, state_.batch_rng, ckpt_.model->params_memory());
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
 }
@@ -141,7 +146,7 @@ void TrainingRun::print_header() const {
   std::printf("model: %s, %zu parameters, mask %s, objective %s\n", describe(model.config).c_str(),
               model.num_params(), masks_to_string(model.masks()).c_str(), cfg_.objective.c_str());
   if (leaks_) std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
-  std::printf("data: %s: %zu training and %zu validation characters\n", cfg_.data.c_str(), corpus_.train.size(),
+  std::printf("data: %s: %zu training and %zu validation characters\n", escape_for_message(cfg_.data).c_str(), corpus_.train.size(),
               corpus_.val.size());
   const int processes = reducer_.processes();
   std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
@@ -183,6 +188,7 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
   if (!std::isfinite(loss) || !std::isfinite(norm))
     throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
                              "; the weights were not updated");
+  guard_->observe(loss);
   lr = learning_rate(cfg_.adamw, step, cfg_.steps);
   optimizer_.step(model, state_.optimizer, cfg_.adamw, cfg_.muon, (float)lr);
   if (!all_finite(model.params_memory()))  // an absurd step can overflow the weights even from finite gradients
@@ -191,6 +197,12 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
 }
 
 void TrainingRun::save(int step) {
+  // The weights' loss on one fixed validation batch (its own seed: the training batches are unchanged).
+  Rng guard_rng(cfg_.seed + 4);
+  const double loss = estimate_loss(*ckpt_.model, *batches_, corpus_.val, cfg_.batch, ckpt_.model->config.block_size,
+                                    1, guard_rng);
+  const std::string refused = guard_->refuse(loss);
+  if (!refused.empty()) throw diverged(step, refused);
   saved_any_ = true;
   state_.step = step;
   ckpt_.model->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
@@ -199,6 +211,7 @@ void TrainingRun::save(int step) {
   if (reducer_.writes()) {
     if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
     save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
+    remember_checkpoint(ckpt_file_, step);  // for the message of a second Ctrl-C (stop_signal.h)
   }
 }
 
@@ -283,7 +296,8 @@ TrainResult TrainingRun::run() {
   }
   save(cfg_.steps);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(), ckpt_file_.c_str());
+  if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(),
+                       escape_for_message(ckpt_file_).c_str());
   return result;
 }
 
