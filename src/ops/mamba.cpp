@@ -261,20 +261,23 @@ void mamba_dt_backward(float* ddt_raw, float* ddt_bias, const float* ddt, const 
 
 namespace {
 
-// One position of one head: S ← ā·S + Δ·x Bᵀ, then y = S C + D·x.   S (P × N), x, y (P), B, C (N).
+// One position of one head: S ← ā·S + Δ·x Bᵀ, then y = S C + D·x.   x, y (P), B, C (N).
+// S is stored transposed, (N × P): row n is state column n for all P channels. The loops then run over p (P = E/H,
+// whole vectors at the usual sizes) and y accumulates across rows without a horizontal sum per channel (measured
+// with a throwaway timing of mamba_scan_forward on one thread, B = 12, T = 64, E = 256, H = 4, N = 16: about twice
+// as fast as S stored P × N).
 // The forward, the backward's re-run and the decoder all step through this (one float arithmetic for all three).
 inline void scan_step(float* S, float* y, const float* x, const float* Bv, const float* Cv, float delta, float decay,
                       float D, int P, int N) {
-  for (int p = 0; p < P; p++) {
-    float* row = S + (size_t)p * N;
-    const float xd = delta * x[p];
-    float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-    for (int n = 0; n < N; n++) {
-      row[n] = decay * row[n] + xd * Bv[n];
-      acc += row[n] * Cv[n];
+  for (int p = 0; p < P; p++) y[p] = D * x[p];
+  for (int n = 0; n < N; n++) {
+    float* row = S + (size_t)n * P;
+    const float db = delta * Bv[n], c = Cv[n];
+#pragma omp simd
+    for (int p = 0; p < P; p++) {
+      row[p] = decay * row[p] + db * x[p];
+      y[p] += row[p] * c;
     }
-    y[p] = acc + D * x[p];
   }
 }
 
@@ -321,7 +324,7 @@ void mamba_scan_backward(float* dxbc, float* ddt, const MambaGrads& g, const flo
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * E * N))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
-      float* S = per_head + ((size_t)b * H + h) * per_head_floats;  // S_t in the first scan, dS_t in the second
+      float* S = per_head + ((size_t)b * H + h) * per_head_floats;  // S_t, then dS_t, (N × P) as in scan_step
       float* v = S + (size_t)P * N;                                 // dS_tᵀ x_t (N)
       float* da_sum = v + N;                                        // ∂L/∂a
       float* dD_sum = da_sum + 1;                                   // dD_h
@@ -339,19 +342,23 @@ void mamba_scan_backward(float* dxbc, float* ddt, const MambaGrads& g, const flo
         const float* dyt = dy + row * E + (size_t)h * P;
         const float delta = dt[row * H + h], decay = std::exp(delta * a);
         float* dC = dC_h + (size_t)t * N;
-        std::fill(dC, dC + N, 0.0f);
-        for (int p = 0; p < P; p++) {
-          float* srow = S + (size_t)p * N;
-          const float xd = delta * hr.x[p], dyp = dyt[p];
-#pragma omp simd
-          for (int n = 0; n < N; n++) {
-            srow[n] = decay * srow[n] + xd * hr.B[n];
-            dC[n] += srow[n] * dyp;
-          }
-          dD += dyp * hr.x[p];
-        }
+        float xdy = 0.0f;
+#pragma omp simd reduction(+ : xdy)
+        for (int p = 0; p < P; p++) xdy += dyt[p] * hr.x[p];
+        dD += xdy;
         float r = 0.0f;
-        for (int n = 0; n < N; n++) r += hr.C[n] * dC[n];
+        for (int n = 0; n < N; n++) {
+          float* srow = S + (size_t)n * P;
+          const float db = delta * hr.B[n];
+          float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+          for (int p = 0; p < P; p++) {
+            srow[p] = decay * srow[p] + db * hr.x[p];
+            acc += srow[p] * dyt[p];
+          }
+          dC[n] = acc;
+          r += hr.C[n] * acc;
+        }
         ddt[row * H + h] = r;
       }
 
@@ -364,19 +371,20 @@ void mamba_scan_backward(float* dxbc, float* ddt, const MambaGrads& g, const flo
         const float* dyt = dy + row * E + (size_t)h * P;
         float* dx = dxbc + row * X + (size_t)h * P;
         const float delta = dt[row * H + h];
-        std::fill(v, v + N, 0.0f);
-        for (int p = 0; p < P; p++) {
-          float* srow = S + (size_t)p * N;
-          const float dyp = dyt[p], xp = hr.x[p];
-          float dSB = 0.0f;
-#pragma omp simd reduction(+ : dSB)
-          for (int n = 0; n < N; n++) {
-            srow[n] = next_decay * srow[n] + dyp * hr.C[n];
-            dSB += srow[n] * hr.B[n];
-            v[n] += srow[n] * xp;
+        for (int p = 0; p < P; p++) dx[p] = 0.0f;  // dS_t B_t first, then scaled by Δ_t below
+        for (int n = 0; n < N; n++) {
+          float* srow = S + (size_t)n * P;
+          const float c = hr.C[n], bn = hr.B[n];
+          float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+          for (int p = 0; p < P; p++) {
+            srow[p] = next_decay * srow[p] + dyt[p] * c;
+            dx[p] += srow[p] * bn;
+            acc += srow[p] * hr.x[p];
           }
-          dx[p] = delta * dSB + Dh * dyp;
+          v[n] = acc;
         }
+        for (int p = 0; p < P; p++) dx[p] = delta * dx[p] + Dh * dyt[p];
         float wt = 0.0f;
         float* dB = dB_h + (size_t)t * N;
         for (int n = 0; n < N; n++) wt += hr.B[n] * v[n], dB[n] = delta * v[n];
@@ -422,6 +430,7 @@ void gated_rmsnorm_forward(float* n, float* g, float* rstd, const float* y, cons
     const float* zr = z + (size_t)r * z_stride;
     float* gr = g + (size_t)r * E;
     float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
     for (int e = 0; e < E; e++) {
       gr[e] = yr[e] * zr[e] * sigmoid(zr[e]);
       ss += gr[e] * gr[e];
@@ -442,8 +451,10 @@ void gated_rmsnorm_backward(float* dy, float* dz, float* dw, const float* dn, co
       const float* zr = z + (size_t)r * z_stride;
       const float rs = rstd[r];
       float dot = 0.0f;  // dĝ·ĝ
+#pragma omp simd reduction(+ : dot)
       for (int e = 0; e < E; e++) dot += dnr[e] * w[e] * gr[e] * rs;
       const float mean_dot = dot / E;
+#pragma omp simd
       for (int e = 0; e < E; e++) {
         const float dg = rs * (dnr[e] * w[e] - gr[e] * rs * mean_dot);
         const float s = sigmoid(zr[e]);

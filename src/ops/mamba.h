@@ -128,7 +128,8 @@ void mamba_init_params(const MambaParams& p, const MambaDims& d, Rng& rng);
 //   g       (B,T,E)        y ⊙ silu(z)
 //   rstd    (B,T)          1/√(mean(g²) + ε)
 //   n       (B,T,E)        the norm's output, out_proj's input
-//   state   (B,H,P,N)      the scan's working state; after the forward, S_T of every (batch, head)
+//   state   (B,H,N,P)      the scan's working state; after the forward, S_T of every (batch, head), transposed:
+//                          [n][p] holds S[p, n]
 // Per position in_cols + 2X + H + 3E + 1 floats (C = 128, E = 256, N = 16, H = 4: 1897, against attention's
 // 4C + NH = 516 for qkv, lse and its output), plus the state, B·E·N.
 struct MambaActivations {
@@ -182,7 +183,7 @@ void mamba_dt_backward(float* ddt_raw, float* ddt_bias, const float* ddt, const 
                        const float* dt_bias, int R, int H);
 
 // The selective scan, step 4 above: y (B,T,E) written from xbc (B,T,X) (x, and B, C when selective), dt (B,T,H),
-// w.A_log, w.D (and w.B_const, w.C_const when not selective). `state` (B,H,P,N) is its working memory and holds
+// w.A_log, w.D (and w.B_const, w.C_const when not selective). `state` (B,H,N,P) is its working memory and holds
 // S_T afterwards. Threads over (batch, head).
 void mamba_scan_forward(float* y, float* state, const float* xbc, const float* dt, const MambaWeights& w,
                         const MambaDims& d, int B, int T);
@@ -202,7 +203,7 @@ void gated_rmsnorm_backward(float* dy, float* dz, float* dw, const float* dn, co
                             int z_stride, const float* g, const float* rstd, const float* w, int R, int E);
 
 // ---- Decoding, O(1) per token: the state of one sequence is the conv's last K − 1 inputs and S for every head.
-//   conv (K−1, X): row K−2 is the newest input;   S (H, P, N)
+//   conv (K−1, X): row K−2 is the newest input;   S (H, N, P), each head's S transposed as in the scan
 // mamba_state_floats = H·P·N + (K−1)·X floats per layer (0 conv rows when K ≤ 1).
 struct MambaState {
   float *conv, *S;
