@@ -113,13 +113,27 @@ struct Layer {
   }
 };
 
-// The activations and scratch of a fast forward and backward.
-struct FastRun {
-  std::vector<float> acts, scratch, out;
+// A case's layer, an input u and an upstream gradient R (the loss is Σ out ⊙ R), and the fast forward on u, with
+// the activations and scratch its backward needs.
+struct Forwarded {
+  Case c;
+  MambaDims d;
+  Layer L;
+  std::vector<double> u, R;
+  std::vector<float> u_f, R_f, acts, scratch, out;
   MambaActivations a;
-  FastRun(const MambaDims& d, int B, int T)
-      : acts(mamba_activation_floats(d, B, T), NAN), scratch(mamba_scratch_floats(d, B, T), NAN),
-        out((size_t)B * T * d.C, NAN), a(mamba_activations(acts.data(), d, B, T)) {}
+  Forwarded(const Case& cs, uint32_t seed)
+      : c(cs), d(cs.dims()), L(d, seed), acts(mamba_activation_floats(d, cs.B, cs.T), NAN),
+        scratch(mamba_scratch_floats(d, cs.B, cs.T), NAN), out((size_t)cs.B * cs.T * cs.C, NAN),
+        a(mamba_activations(acts.data(), d, cs.B, cs.T)) {
+    std::mt19937 rng(seed);
+    u = float_exact(uniform(out.size(), rng)), R = float_exact(uniform(out.size(), rng));
+    u_f = to_float(u), R_f = to_float(R);
+    mamba_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
+  }
+  void backward(float* du) {
+    mamba_backward(du, L.grads(), R_f.data(), u_f.data(), a, L.weights(), d, c.B, c.T, scratch.data());
+  }
 };
 
 // A fast gradient and its finite difference.
@@ -167,13 +181,8 @@ TEST(OpsMamba, ForwardMatchesTextbookAttentionForm) {
   set_threads(1);
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.describe());
-    const MambaDims d = c.dims();
-    Layer L(d, 11 + c.K + 10 * c.N);
-    std::mt19937 rng(3 + c.T);
-    const std::vector<double> u = float_exact(uniform((size_t)c.B * c.T * c.C, rng));
-    FastRun run(d, c.B, c.T);
-    mamba_forward(run.out.data(), run.a, to_float(u).data(), L.weights(), d, c.B, c.T);
-    EXPECT_TRUE(close_to_reference(run.out, ref_forward(L, u, c.B, c.T), kTol, "mamba out"));
+    Forwarded f(c, 11 + c.K + 10 * c.N);
+    EXPECT_TRUE(close_to_reference(f.out, ref_forward(f.L, f.u, c.B, c.T), kTol, "mamba out"));
   }
 }
 
@@ -183,28 +192,21 @@ TEST(OpsMamba, BackwardMatchesFiniteDifferencesOfTextbook) {
   set_threads(1);
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.describe());
-    const MambaDims d = c.dims();
-    Layer L(d, 21 + c.K + 10 * c.N);
-    std::mt19937 rng(5 + c.T);
-    std::vector<double> u = float_exact(uniform((size_t)c.B * c.T * c.C, rng));
-    const std::vector<double> R = float_exact(uniform(u.size(), rng));
-    FastRun run(d, c.B, c.T);
-    const std::vector<float> u_f = to_float(u), R_f = to_float(R);
-    mamba_forward(run.out.data(), run.a, u_f.data(), L.weights(), d, c.B, c.T);
-    for (Tensor& t : L.tensors) std::fill(t.grad.begin(), t.grad.end(), 0.0f);
-    std::vector<float> du(u.size(), NAN);
-    mamba_backward(du.data(), L.grads(), R_f.data(), u_f.data(), run.a, L.weights(), d, c.B, c.T, run.scratch.data());
+    Forwarded f(c, 21 + c.K + 10 * c.N);
+    std::vector<float> du(f.u.size(), NAN);
+    f.backward(du.data());
 
-    auto loss = [&] { return dot(ref_forward(L, u, c.B, c.T), R); };
-    std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, u.data(), u.size())}};
-    for (Tensor& t : L.tensors) checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
+    auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
+    std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, f.u.data(), f.u.size())}};
+    for (Tensor& t : f.L.tensors)
+      checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
     expect_gradients(checks);
 
     std::vector<std::vector<float>> first;
     std::vector<float*> params;
-    for (Tensor& t : L.tensors) first.push_back(t.grad), params.push_back(t.grad.data());
+    for (Tensor& t : f.L.tensors) first.push_back(t.grad), params.push_back(t.grad.data());
     const std::vector<float> first_du = du;
-    mamba_backward(du.data(), L.grads(), R_f.data(), u_f.data(), run.a, L.weights(), d, c.B, c.T, run.scratch.data());
+    f.backward(du.data());
     expect_accumulates(first, params, {first_du}, {du.data()});
   }
 }
@@ -215,21 +217,13 @@ TEST(OpsMamba, BackwardMatchesFiniteDifferencesOfTextbook) {
 TEST(OpsMamba, TwoThreadsMatchTextbook) {
   const int saved = default_threads();
   const Case c{32, 4, 2, 16, 4, true, 4, 25};
-  const MambaDims d = c.dims();
-  Layer L(d, 9);
-  std::mt19937 rng(9);
-  std::vector<double> u = float_exact(uniform((size_t)c.B * c.T * c.C, rng));
-  const std::vector<double> R = float_exact(uniform(u.size(), rng));
   set_threads(2);
-  FastRun run(d, c.B, c.T);
-  const std::vector<float> u_f = to_float(u);
-  mamba_forward(run.out.data(), run.a, u_f.data(), L.weights(), d, c.B, c.T);
-  std::vector<float> du(u.size(), NAN);
-  mamba_backward(du.data(), L.grads(), to_float(R).data(), u_f.data(), run.a, L.weights(), d, c.B, c.T,
-                 run.scratch.data());
+  Forwarded f(c, 9);
+  std::vector<float> du(f.u.size(), NAN);
+  f.backward(du.data());
   set_threads(saved);
-  EXPECT_TRUE(close_to_reference(run.out, ref_forward(L, u, c.B, c.T), kTol, "out"));
-  auto loss = [&] { return dot(ref_forward(L, u, c.B, c.T), R); };
+  EXPECT_TRUE(close_to_reference(f.out, ref_forward(f.L, f.u, c.B, c.T), kTol, "out"));
+  auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
   auto sampled = [&](const std::string& what, const std::vector<float>& fast, std::vector<double>& x) {
     GradCheck check{what, {}, {}};
     const size_t step = std::max<size_t>(1, x.size() / 16);
@@ -239,8 +233,8 @@ TEST(OpsMamba, TwoThreadsMatchTextbook) {
     }
     return check;
   };
-  std::vector<GradCheck> checks = {sampled("du", du, u)};
-  for (Tensor& t : L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
+  std::vector<GradCheck> checks = {sampled("du", du, f.u)};
+  for (Tensor& t : f.L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
   expect_gradients(checks);
 }
 
@@ -449,34 +443,31 @@ TEST(OpsMamba, HiddenAttentionReproducesTheScan) {
   set_threads(1);
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.describe());
-    const MambaDims d = c.dims();
+    Forwarded f(c, 51 + c.K);
+    const MambaDims& d = f.d;
+    const MambaActivations& a = f.a;
     const int B = c.B, T = c.T, H = d.H, P = d.P, E = d.E, X = d.conv_channels();
-    Layer L(d, 51 + c.K);
-    std::mt19937 rng(2 + c.T);
-    const std::vector<double> u = float_exact(uniform((size_t)B * T * c.C, rng));
-    FastRun run(d, B, T);
-    mamba_forward(run.out.data(), run.a, to_float(u).data(), L.weights(), d, B, T);
     std::vector<float> M((size_t)B * H * T * T, NAN);
-    mamba_hidden_attention(M.data(), run.a, L.weights(), d, B, T);
+    mamba_hidden_attention(M.data(), a, f.L.weights(), d, B, T);
     std::vector<double> ref_M(M.size());
-    ref_mamba_hidden_attention(ref_M.data(), u.data(), L.ref(), d, B, T);
+    ref_mamba_hidden_attention(ref_M.data(), f.u.data(), f.L.ref(), d, B, T);
     EXPECT_TRUE(close_to_reference(M, ref_M, kTol, "M"));
     // Closed form: Σ_j M_ij x_j + D x_i is the scan's y (the forward's own activations), and M is 0 above the
     // diagonal exactly.
-    std::vector<double> y(run.a.y, run.a.y + (size_t)B * T * E), from_M(y.size());
+    std::vector<double> from_M((size_t)B * T * E);
     for (int b = 0; b < B; b++)
       for (int h = 0; h < H; h++)
         for (int i = 0; i < T; i++) {
           for (int j = i + 1; j < T; j++) ASSERT_EQ(M[(((size_t)b * H + h) * T + i) * T + j], 0.0f) << i << "," << j;
           for (int p = 0; p < P; p++) {
             const int ch = h * P + p;
-            double s = (double)L.weights().D[h] * run.a.xbc[((size_t)b * T + i) * X + ch];
+            double s = (double)f.L.weights().D[h] * a.xbc[((size_t)b * T + i) * X + ch];
             for (int j = 0; j <= i; j++)
-              s += (double)M[(((size_t)b * H + h) * T + i) * T + j] * run.a.xbc[((size_t)b * T + j) * X + ch];
+              s += (double)M[(((size_t)b * H + h) * T + i) * T + j] * a.xbc[((size_t)b * T + j) * X + ch];
             from_M[((size_t)b * T + i) * E + ch] = s;
           }
         }
-    EXPECT_TRUE(close_to_reference(run.a.y, from_M.data(), from_M.size(), kTol, "y vs Σ M x + D x"));
+    EXPECT_TRUE(close_to_reference(a.y, from_M.data(), from_M.size(), kTol, "y vs Σ M x + D x"));
   }
 }
 

@@ -51,7 +51,6 @@
 #pragma once
 #include <cstddef>
 #include <string>
-#include <utility>
 #include <vector>
 
 class Rng;

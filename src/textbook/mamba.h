@@ -5,8 +5,8 @@
 // Every other step is its formula written out: the products as plain loops, the conv as a sum over the window,
 // softplus(v) = log(1 + eᵛ) exactly (no threshold: the fast op's switch to v above 20 is tested against this),
 // silu(v) = v/(1 + e^{−v}), and the norm n = g/√(mean(g²) + ε) ⊙ w. Sizes, tensor layout and the variants
-// (non-selective: Δ = softplus(dt_bias), constant B, C; K = 0: no conv) as in src/ops/mamba.h, whose MambaDims
-// and MambaTensors<const F*> this file reads (and no function of it). Forward only: the tests differentiate it by
+// (non-selective: Δ = softplus(dt_bias), constant B, C; K = 0: no conv) as in src/ops/mamba.h, whose sizes
+// (MambaDims) and tensor pointers (MambaTensors<const F*>) this file reads; it calls none of the fast op's code. Forward only: the tests differentiate it by
 // central finite differences. Templated on F; the tests use double.
 #pragma once
 #include <cmath>
