@@ -211,6 +211,27 @@ TEST(OpsMamba, BackwardMatchesFiniteDifferencesOfTextbook) {
   }
 }
 
+// Activations and scratch carved for a larger (B, T) serve a smaller run (what a model does when it evaluates or
+// generates on shorter sequences than it trains on).
+TEST(OpsMamba, ArenaCarvedForALargerRunServesASmallerOne) {
+  set_threads(1);
+  const Case c{5, 2, 2, 3, 3, true, 2, 5};
+  const MambaDims d = c.dims();
+  Layer L(d, 61);
+  std::mt19937 rng(61);
+  std::vector<double> u = float_exact(uniform((size_t)c.B * c.T * c.C, rng));
+  const std::vector<double> R = float_exact(uniform(u.size(), rng));
+  std::vector<float> acts(mamba_activation_floats(d, 3, 9), NAN), scratch(mamba_scratch_floats(d, 3, 9), NAN);
+  const MambaActivations a = mamba_activations(acts.data(), d, 3, 9);
+  std::vector<float> out(u.size(), NAN), du(u.size(), NAN);
+  const std::vector<float> u_f = to_float(u);
+  mamba_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
+  mamba_backward(du.data(), L.grads(), to_float(R).data(), u_f.data(), a, L.weights(), d, c.B, c.T, scratch.data());
+  EXPECT_TRUE(close_to_reference(out, ref_forward(L, u, c.B, c.T), kTol, "out"));
+  auto loss = [&] { return dot(ref_forward(L, u, c.B, c.T), R); };
+  EXPECT_TRUE(close_to_reference(du, finite_differences(loss, u.data(), u.size()), kGradTol, "du"));
+}
+
 // With two threads, at a size where worth_threads splits the scan's (batch, head) pairs, the conv's rows and
 // channels and the norm's rows. Finite differences of the textbook at 16 spread-out entries of each gradient (all
 // of them would take seconds at this size).

@@ -134,6 +134,8 @@ void mamba_init_params(const MambaParams& p, const MambaDims& d, Rng& rng);
 struct MambaActivations {
   float *proj, *xbc_pre, *xbc, *dt, *y, *g, *rstd, *n, *state;
 };
+// Carve them once for the largest (B, T) a run uses: a forward on fewer rows uses the start of every block, and its
+// backward must be called with the same B and T as the forward. The same holds for the scratch below.
 size_t mamba_activation_floats(const MambaDims& d, int B, int T);
 MambaActivations mamba_activations(float* memory, const MambaDims& d, int B, int T);  // memory: that many floats
 
