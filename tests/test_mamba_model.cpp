@@ -285,6 +285,13 @@ TEST(MambaDecoding, StateMatchesFullRecomputeAcrossSlides) {
       EXPECT_GT(hi - lo, 0.1) << "token " << i << ": logits too flat for the comparison to mean anything";
     }
     EXPECT_GE(slides, 3);
+    // reset() starts a new sequence: the state left by the last one must not leak into it.
+    decoder.reset();
+    const std::vector<int> fresh = {3, 1, 4};
+    const float* cached = nullptr;
+    for (int token : fresh) cached = decoder.push(token);
+    model->forward(fresh.data(), nullptr, 1, 3);
+    for (int v = 0; v < V; v++) EXPECT_NEAR(cached[v], model->logits()[2 * V + v], 1e-4) << "after reset, logit " << v;
   }
 }
 
