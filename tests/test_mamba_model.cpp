@@ -24,6 +24,7 @@
 #include "model/decoder.h"
 #include "model/model.h"
 #include "ops/mamba.h"
+#include "model_check.h"
 #include "program_util.h"
 #include "test_util.h"
 #include "textbook/reference.h"
@@ -66,18 +67,11 @@ const ModelCase kCases[] = {
     {"mamba,softmax", 2, 2, 4, 2, 2, 0, 0},  {"mamba", 2, 2, 4, 2, 2, 2, 1, true},
 };
 
-constexpr double kFastTol = 3e-5;  // as test_masks.cpp: float through ≤ 2 blocks against double, per tensor scale
-
 std::vector<int> targets_with_gaps(int n, int V, uint32_t seed) {
   std::vector<int> y = random_ids(n, V, seed);
   for (int i = 0; i < n; i++)
     if (i % 4 == 2) y[i] = kNoTarget;
   return y;
-}
-
-void load(GPT& model, const std::vector<double>& values) {
-  ASSERT_EQ(model.params_memory().size(), values.size());
-  std::copy(values.begin(), values.end(), model.params_memory().begin());
 }
 
 }  // namespace
@@ -92,50 +86,19 @@ TEST(MambaModel, FastModelMatchesReference) {
     for (int T : {3, 9}) {
       SCOPED_TRACE(mc.describe() + " T=" + std::to_string(T));
       const ModelConfig c = mc.config(9, V);
-      const std::vector<int> x = random_ids(B * T, V, 11 + T), y = targets_with_gaps(B * T, V, 12 + T);
-      GPT fast(c);
-      load(fast, random_params(c, 401));
-      ReferenceGPT<double> ref(c);
-      ref.params = to_double(fast.params_memory());
-      std::vector<double> grads(ref.params.size(), 0.0);
-      const double loss = ref.forward(x, y, B, T);
-      ref.backward(grads);
-      fast.zero_grad();
-      const float loss_f = fast.forward(x.data(), y.data(), B, T);
-      fast.backward();
-      EXPECT_NEAR(loss_f, loss, kFastTol * std::max(1.0, std::fabs(loss)));
-      EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kFastTol, "logits"));
-      for (int l = 0; l < c.n_layer; l++)
-        EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
-                                       kFastTol, "layer " + std::to_string(l) + " weights (M for mamba)"));
-      for (const TensorSpec& t : ref.table) {
-        EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel,
-                                       kFastTol, "gradient of " + t.name));
-        EXPECT_GT(max_abs(grads.data() + t.offset, t.numel), 0.0) << t.name << " has an all-zero gradient";
-      }
+      expect_fast_matches_reference(c, {}, random_ids(B * T, V, 11 + T), targets_with_gaps(B * T, V, 12 + T), B, T);
     }
 }
 
 // The reference's backward (analytic around the Mamba layers, finite differences through them) against central
-// differences of the whole reference model: the pieces are wired together right.
+// differences of the whole reference model: the pieces are wired together right, and no gradient is all zero.
 TEST(MambaModel, ReferenceMatchesFiniteDifferences) {
   SingleThread one;
   const int B = 1, T = 5, V = 5;
   for (const ModelCase& mc : {ModelCase{"mamba,softmax", 2, 2, 4, 2, 1, 3, 1}, ModelCase{"mamba", 1, 2, 4, 2, 1, 2, 0}}) {
     SCOPED_TRACE(mc.describe());
-    const ModelConfig c = mc.config(T, V);
-    const std::vector<int> x = random_ids(B * T, V, 21), y = random_ids(B * T, V, 22);
-    ReferenceGPT<double> ref(c);
-    ref.params = random_params(c, 402);
-    std::vector<double> grads(ref.params.size(), 0.0);
-    ref.forward(x, y, B, T);
-    ref.backward(grads);
-    const std::vector<double> numeric =
-        finite_differences([&] { return ref.forward(x, y, B, T); }, ref.params.data(), ref.params.size(), 1e-6);
-    for (const TensorSpec& t : ref.table)
-      EXPECT_TRUE(all_close(std::vector<double>(grads.begin() + t.offset, grads.begin() + t.offset + t.numel),
-                            std::vector<double>(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel),
-                            1e-6, 1e-9, t.name));
+    expect_reference_matches_finite_differences(mc.config(T, V), {}, random_ids(B * T, V, 21), random_ids(B * T, V, 22),
+                                                B, T);
   }
 }
 
@@ -144,23 +107,9 @@ TEST(MambaModel, TwoThreadsMatchReference) {
   const int saved = default_threads();
   set_threads(2);
   const int B = 3, T = 9, V = 7;
-  const ModelCase mc{"softmax,mamba", 2, 2, 8, 3, 2, 4, 1};
-  const ModelConfig c = mc.config(T, V);
-  const std::vector<int> x = random_ids(B * T, V, 31), y = targets_with_gaps(B * T, V, 32);
-  GPT fast(c);
-  load(fast, random_params(c, 403));
-  ReferenceGPT<double> ref(c);
-  ref.params = to_double(fast.params_memory());
-  std::vector<double> grads(ref.params.size(), 0.0);
-  ref.forward(x, y, B, T);
-  ref.backward(grads);
-  fast.zero_grad();
-  fast.forward(x.data(), y.data(), B, T);
-  fast.backward();
+  expect_fast_matches_reference(ModelCase{"softmax,mamba", 2, 2, 8, 3, 2, 4, 1}.config(T, V), {},
+                                random_ids(B * T, V, 31), targets_with_gaps(B * T, V, 32), B, T);
   set_threads(saved);
-  for (const TensorSpec& t : ref.table)
-    EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
-                                   "gradient of " + t.name));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
