@@ -29,6 +29,7 @@
 #include "data/objective.h"
 #include "model/params.h"
 #include "textbook/reference.h"
+#include "model_check.h"
 #include "test_util.h"
 #include "base/threads.h"
 
@@ -78,13 +79,6 @@ std::vector<std::string> attention_variants(int n_layer) {
   std::string hybrid;
   for (int l = 0; l < n_layer; l++) hybrid += std::string(l ? "," : "") + (l % 2 == 0 ? "linear" : "softmax");
   return {"softmax", "linear", hybrid};
-}
-
-
-// Writes into the model's arena in place (GPT's views point into it; it must never be reassigned).
-void load_params(GPT& model, const std::vector<double>& values) {
-  ASSERT_EQ(model.params_memory().size(), values.size());
-  std::copy(values.begin(), values.end(), model.params_memory().begin());
 }
 
 
@@ -405,56 +399,7 @@ TEST(MaskReceptiveField, ComposedReachabilityMatchesHandDerivedFacts) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Gradients under every mask: the double reference against central differences of its own forward (every
-// parameter), and the fast float model against the reference (loss, logits, P, every gradient).
-//
-// Tolerances as in test_model.cpp: the reference's difference quotients with h = 1e-6 carry ~1e-10 of rounding and
-// ~1e-12 of truncation, so 1e-6 relative + 1e-9 absolute; the fast model through ≤ 3 float blocks is within ~2e-6
-// of each tensor's scale, so 3e-5 of that scale (a wrong term is O(1)).
-
-namespace {
-
-constexpr double kFastTol = 3e-5;
-
-void expect_reference_matches_finite_differences(const ModelConfig& c, const std::vector<AttentionMask>& masks,
-                                                 const std::vector<int>& x, const std::vector<int>& y, int B, int T) {
-  ReferenceGPT<double> ref(c, masks);
-  ref.params = testutil::random_params(c, 201);
-  std::vector<double> grads(ref.params.size(), 0.0);
-  ref.forward(x, y, B, T);
-  ref.backward(grads);
-  const std::vector<double> numeric =
-      finite_differences([&] { return ref.forward(x, y, B, T); }, ref.params.data(), ref.params.size(), 1e-6);
-  for (const TensorSpec& t : ref.table) {
-    const std::vector<double> a(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
-    const std::vector<double> n(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
-    EXPECT_TRUE(all_close(a, n, 1e-6, 1e-9, t.name));
-    EXPECT_GT(max_abs(a.data(), a.size()), 0.0) << t.name << " has an all-zero gradient";
-  }
-}
-
-void expect_fast_matches_reference(const ModelConfig& c, const std::vector<AttentionMask>& masks,
-                                   const std::vector<int>& x, const std::vector<int>& y, int B, int T) {
-  GPT fast(c, masks);
-  load_params(fast, testutil::random_params(c, 202));
-  ReferenceGPT<double> ref(c, masks);
-  ref.params = to_double(fast.params_memory());
-  std::vector<double> grads(ref.params.size(), 0.0);
-  const double loss = ref.forward(x, y, B, T);
-  ref.backward(grads);
-  fast.zero_grad();
-  const float loss_f = fast.forward(x.data(), y.data(), B, T);
-  fast.backward();
-  EXPECT_NEAR(loss_f, loss, kFastTol * std::max(1.0, std::fabs(loss)));
-  EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kFastTol, "logits"));
-  for (int l = 0; l < c.n_layer; l++)
-    EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
-                                   kFastTol, "layer " + std::to_string(l) + " P"));
-  for (const TensorSpec& t : ref.table)
-    EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
-                                   "gradient of " + t.name));
-}
-
-}  // namespace
+// parameter), and the fast float model against the reference (loss, logits, P, every gradient): model_check.h.
 
 TEST(MaskGradients, ReferenceMatchesFiniteDifferencesUnderEveryMask) {
   SingleThread one_thread;

@@ -60,19 +60,22 @@ bool same_floats(Span<const float> a, Span<const float> b) {
 }
 
 // Stopped at step 10 and resumed, a run of `optimizer` gives every loss, weight and optimizer value of the run
-// that went straight through.
-void expect_resume_continues_exactly(const std::string& optimizer) {
+// that went straight through. `attention`: the mixers, one layer per name.
+void expect_resume_continues_exactly(const std::string& optimizer, const std::string& attention = "softmax") {
   set_threads(1);
   TempDir dir;
   const int N = 20;
   TrainConfig straight = tiny_config(dir, "straight", N);
   straight.optimizer = optimizer;
+  straight.model.attention = attention;
+  straight.model.n_layer = 1 + (int)std::count(attention.begin(), attention.end(), ',');
   TrainResult r1 = run_training(straight);
   EXPECT_EQ(r1.step, N);
   EXPECT_FALSE(r1.interrupted);
 
   TrainConfig first_half = tiny_config(dir, "resumed", N);
   first_half.optimizer = optimizer;
+  first_half.model = straight.model;
   first_half.stop_at = 10;
   TrainResult r2 = run_training(first_half);
   EXPECT_TRUE(r2.interrupted);
@@ -116,6 +119,13 @@ TEST(Training, ResumeContinuesExactly) { expect_resume_continues_exactly("adamw"
 
 // Muon's momentum lives in AdamW's m (optim/muon.h), so its checkpoint resumes as exactly.
 TEST(Training, ResumeContinuesExactlyUnderMuon) { expect_resume_continues_exactly("muon"); }
+
+// A Mamba layer's state lives in its weights and the optimizer's m and v like any other's (model/mixers/mamba.cpp):
+// a mamba-only run and a hybrid under Muon (which takes in_proj and out_proj) resume as exactly.
+TEST(Training, ResumeContinuesExactlyWithMambaLayers) {
+  expect_resume_continues_exactly("adamw", "mamba");
+  expect_resume_continues_exactly("muon", "softmax,mamba");
+}
 
 // The two optimizers are different runs: the same start, different weights after a few steps.
 TEST(Training, MuonChangesTheRun) {

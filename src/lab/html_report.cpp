@@ -77,12 +77,38 @@ function color(p) {  // white → dark blue
   const a = Math.sqrt(Math.max(0, Math.min(1, p)));
   return 'rgb(' + Math.round(255 - 247 * a) + ',' + Math.round(255 - 207 * a) + ',' + Math.round(255 - 148 * a) + ')';
 }
+function colorNegative(p) {  // white → dark red
+  const a = Math.sqrt(Math.max(0, Math.min(1, p)));
+  return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
+}
+// A mamba layer's M is signed and not normalised: each head is scaled by its largest |M|, positive blue, negative red.
+const signed = l => D.attention[l] === 'mamba';
+const largest = {};
+function extent(l, h) {
+  const key = l + ',' + h;
+  if (!(key in largest)) {
+    let m = 0;
+    for (let q = 0; q < T; q++) for (let k = 0; k < T; k++) m = Math.max(m, Math.abs(D.attn[l][h][q][k]));
+    largest[key] = m;
+  }
+  return largest[key];
+}
+function weight(l, h, q, k) {  // in [-1, 1]: the value itself, or M over the head's largest |M|
+  const v = D.attn[l][h][q][k];
+  if (!signed(l)) return v;
+  const m = extent(l, h);
+  return m > 0 ? v / m : 0;
+}
+function cellColor(l, h, q, k) {
+  const w = weight(l, h, q, k);
+  return w < 0 ? colorNegative(-w) : color(w);
+}
 function drawHeat(canvas, l, h, cell) {
   canvas.width = canvas.height = T * cell;
   const ctx = canvas.getContext('2d');
   for (let q = 0; q < T; q++)
     for (let k = 0; k < T; k++) {
-      ctx.fillStyle = D.mask[l][q][k] ? color(D.attn[l][h][q][k]) : '#c8c8c8';
+      ctx.fillStyle = D.mask[l][q][k] ? cellColor(l, h, q, k) : '#c8c8c8';
       ctx.fillRect(k * cell, q * cell, cell, cell);
     }
 }
@@ -126,12 +152,12 @@ function lines(l, h) {  // bertviz-style: queries on the left, keys on the right
   for (let q = 0; q < T; q++) {
     const g = document.createElementNS(NS, 'g');
     for (let k = 0; k < T; k++) {
-      const p = D.attn[l][h][q][k];
+      const w = weight(l, h, q, k), p = Math.abs(w);
       if (!D.mask[l][q][k] || p < 0.01) continue;
       const ln = document.createElementNS(NS, 'line');
       ln.setAttribute('x1', 70); ln.setAttribute('y1', q * row + 12);
       ln.setAttribute('x2', w - 70); ln.setAttribute('y2', k * row + 12);
-      ln.setAttribute('stroke', '#1f4fa0'); ln.setAttribute('stroke-opacity', p);
+      ln.setAttribute('stroke', w < 0 ? '#a01f1f' : '#1f4fa0'); ln.setAttribute('stroke-opacity', p);
       ln.setAttribute('stroke-width', 2);
       g.appendChild(ln);
     }
@@ -156,7 +182,7 @@ const grid = document.getElementById('grid'), small = Math.max(2, Math.min(6, Ma
 for (let l = 0; l < D.n_layer; l++) {
   const tr = document.createElement('tr');
   const th = document.createElement('th');
-  th.textContent = 'layer ' + l + (D.attention[l] === 'linear' ? ' (linear)' : '');
+  th.textContent = 'layer ' + l + (D.attention[l] === 'softmax' ? '' : ' (' + D.attention[l] + ')');
   tr.appendChild(th);
   for (let h = 0; h < D.n_head; h++) {
     const td = document.createElement('td'), c = document.createElement('canvas'), cap = document.createElement('div');
@@ -182,6 +208,20 @@ static std::string escape_html(const std::string& s) {
   return out;
 }
 
+// What a mamba layer's heat map shows, said on the page when the model has one.
+static std::string mamba_note(const AttentionDump& d) {
+  bool any = false;
+  for (const std::string& kind : d.attention) any = any || kind == "mamba";
+  if (!any) return "";
+  return "<p id=\"mamba-note\">Mamba layers show their hidden attention M<sup>h</sup>: the state-space recurrence "
+         "unrolled, y<sub>i</sub> = &Sigma;<sub>j&le;i</sub> M<sub>ij</sub> x<sub>j</sub> + D&middot;x<sub>i</sub>, "
+         "M<sub>ij</sub> = (C<sub>i</sub>&middot;B<sub>j</sub>)&middot;exp(a&middot;(&Delta;<sub>j+1</sub> + &hellip; + "
+         "&Delta;<sub>i</sub>))&middot;&Delta;<sub>j</sub>. It is not normalised (rows do not sum to 1) and can be "
+         "negative; the x<sub>j</sub> it weighs are the outputs of the layer's causal conv over the last few "
+         "positions, not the tokens themselves. Each mamba head is coloured by its own largest |M|: blue positive, "
+         "red negative (docs/mamba.md).</p>\n";
+}
+
 std::string attention_html(const AttentionDump& d, const std::string& title) {
   // JSON inside <script>: a '<' can only occur inside a string, where \u003c means the same, so "</script>" in a
   // prompt cannot end the block.
@@ -197,7 +237,7 @@ std::string attention_html(const AttentionDump& d, const std::string& title) {
          "background:#f4f4f4;padding:6px}\ntext{font:12px monospace}\n</style></head>\n<body data-status=\"loading\">\n"
          "<h1>" + escape_html(title) + "</h1>\n<div id=\"prompt\"></div>\n"
          "<p>Rows are queries, columns keys; grey cells are masked. Hover for a value, click a head to enlarge it. "
-         "In the line view, hover a query on the left to see only its lines.</p>\n"
+         "In the line view, hover a query on the left to see only its lines.</p>\n" + mamba_note(d) +
          "<table id=\"grid\"></table>\n<h2 id=\"dtitle\"></h2>\n<div id=\"detail\"><canvas id=\"big\"></canvas>"
          "<svg id=\"lines\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\n<div id=\"tip\"></div>\n"
          "<script type=\"application/json\" id=\"data\">" + data + "</script>\n<script>" + kScript +

@@ -31,6 +31,11 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
                                                                                      FIELD(attention),  any_value(),                      S::Run},
     {nullptr,      "layer-attention", layer_attention_help.c_str(),
                                                                                      FIELD(attention),  any_value(),                      S::Run},
+    {"ssm_state",  "ssm-state",  "mamba layers: state size N per channel",           FIELD(ssm_state),  between(1, 4096, false, false),   S::Run},
+    {"ssm_expand", "ssm-expand", "mamba layers: inner width = ssm_expand × n_embd",   FIELD(ssm_expand), between(1, 64, false, false),     S::Run},
+    {"ssm_conv",   "ssm-conv",   "mamba layers: causal conv width K (0 = no conv)",  FIELD(ssm_conv),   between(0, 64, false, false),     S::Run},
+    {"ssm_selective", "ssm-selective", "mamba layers: 1 = selective (Δ, B, C from the input), 0 = time-invariant",
+                                                                                     FIELD(ssm_selective), between(0, 1, false, false),   S::Run},
   };
   // clang-format on
   return table;
@@ -40,6 +45,9 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
 
 void validate(const ModelConfig& c) {
   check_ranges(model_settings(), c);
+  if (c.n_embd % c.n_head != 0)
+    throw std::runtime_error("n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
+                             std::to_string(c.n_head) + "): check --n-embd and --n-head");
   attention_scale(c);
   std::vector<std::unique_ptr<Mixer>> mixers;
   try {
@@ -51,9 +59,6 @@ void validate(const ModelConfig& c) {
       std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->uses_attn_scale(); }))
     throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales softmax logits, and no layer of "
                              "this model has any (attention " + canonical_mixers(c) + ")");
-  if (c.n_embd % c.n_head != 0)
-    throw std::runtime_error("n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
-                             std::to_string(c.n_head) + "): check --n-embd and --n-head");
 }
 
 float attention_scale(const ModelConfig& c) {
@@ -71,5 +76,9 @@ float attention_scale(const ModelConfig& c) {
 std::string describe(const ModelConfig& c) {
   return std::to_string(c.n_layer) + (c.attn_only ? " attention-only" : "") + " layers, " + std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) +
          " wide, block " + std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size) +
-         (c.attention == "softmax" ? "" : ", attention " + c.attention);
+         (c.attention == "softmax" ? "" : ", attention " + c.attention) +
+         (c.attention.find("mamba") == std::string::npos
+              ? ""
+              : " (ssm state " + std::to_string(c.ssm_state) + ", expand " + std::to_string(c.ssm_expand) + ", conv " +
+                    std::to_string(c.ssm_conv) + (c.ssm_selective ? ", selective)" : ", time-invariant)"));
 }

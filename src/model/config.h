@@ -20,6 +20,12 @@ struct ModelConfig {
   // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/registry.cpp lists them).
   // Only softmax layers have q·k logits, so attn_scale applies to those alone.
   std::string attention = "softmax";
+  // Mamba layers (attention "mamba": model/mixers/mamba.cpp, ops/mamba.h, docs/mamba.md). Read only when a layer
+  // is one; a checkpoint older than them keeps these defaults.
+  int ssm_state = 16;     // N, the state's size per channel
+  int ssm_expand = 2;     // E = ssm_expand·n_embd inner channels, n_head heads of E/n_head
+  int ssm_conv = 4;       // K, the causal depthwise conv's width; 0 = no conv
+  int ssm_selective = 1;  // 1: Δ_t, B_t, C_t depend on the input (Mamba); 0: constants (time-invariant, S4D-like)
 
   int head_size() const { return n_embd / n_head; }
 };

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,9 @@ struct MixerTensor {
   Init init;
   bool weight_decay;  // AdamW's decoupled decay
   bool matrix;        // a linear map's weight: Muon orthogonalises its update (optim/muon.h)
-  void (*init_fn)(float* p, size_t n, Rng& rng) = nullptr;  // for Init::Custom
+  // For Init::Custom: fills the tensor's n floats, drawing from rng. A std::function, so that it may carry what it
+  // needs besides n (e.g. the conv width of a Mamba layer, whose init bound is 1/√K).
+  std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;
 };
 
 // Pointers to a layer's mixer tensors (or their gradients), in the order of Mixer::tensors().

@@ -91,7 +91,13 @@ void GPT::set_masks(std::vector<AttentionMask> layer_masks) {
   if ((int)layer_masks.size() != config.n_layer)
     throw std::runtime_error("expected " + std::to_string(config.n_layer) + " layer masks, got " +
                              std::to_string(layer_masks.size()));
-  for (int l = 0; l < config.n_layer; l++) mixers_[l]->check_mask(layer_masks[l]);
+  for (int l = 0; l < config.n_layer; l++) {
+    try {
+      mixers_[l]->check_mask(layer_masks[l]);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("layer " + std::to_string(l) + ": " + e.what());
+    }
+  }
   masks_ = std::move(layer_masks);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ struct TensorSpec {
   float* BlockParams::*block_slot = nullptr;
   int layer = -1;
   int mixer_slot = -1;
-  void (*init_fn)(float* p, size_t n, Rng& rng) = nullptr;  // Init::Custom
+  std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;  // Init::Custom (MixerTensor::init_fn)
 };
 
 std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& config);

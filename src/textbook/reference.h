@@ -23,6 +23,7 @@
 #include "model/params.h"         // gpt_tensor_table: the parameter arena layout
 #include "textbook/heads.h"             // ref_get_head
 #include "textbook/linear_attention.h"  // ref_linear_attention_*: layers with config.attention = linear
+#include "textbook/mamba.h"             // ref_mamba_*: layers with config.attention = mamba
 
 // ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C), out (B,T,C).
 template <typename F>
@@ -292,6 +293,7 @@ void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, 
 
 // ---- One block, pre-LN, its forward right above its backward (the fast one: src/model/block.h):
 //   res2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))     attention: softmax, or linear (config.attention)
+//   res2 = x + mamba(ln_1(x))                               a mamba layer (textbook/mamba.h); probs then holds M
 //   res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))        (attention-only blocks: res3 = res2)
 // w(name) is the block's tensor "h.{l}.name", gates its NH head gates ξ or null, N = B·T rows.
 template <typename F>
@@ -302,25 +304,44 @@ struct RefBlock {  // what the forward keeps for the backward, zero-initialised 
         ln2(N * C), ln2_mean(N), ln2_rstd(N), fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
 };
 struct RefBlockShape {
-  std::string kind;  // "softmax" or "linear"
+  std::string kind;  // "softmax", "linear" or "mamba"
   AttentionMask mask;
   bool attn_only;
   int B, T, C, NH;
+  MambaDims ssm = {};  // a mamba layer's sizes
 };
+
+// A mamba layer's tensors "mamba.*" through w(name) (parameters or gradients); those its variant lacks stay null.
+template <typename Ptr, typename W>
+MambaTensors<Ptr> ref_mamba_tensors(W w, const MambaDims& d) {
+  MambaTensors<Ptr> m;
+  m.in_proj_w = w("mamba.in_proj.weight");
+  if (d.has_conv()) m.conv_w = w("mamba.conv1d.weight"), m.conv_b = w("mamba.conv1d.bias");
+  m.dt_bias = w("mamba.dt_bias"), m.A_log = w("mamba.A_log"), m.D = w("mamba.D");
+  if (!d.selective) m.B_const = w("mamba.B"), m.C_const = w("mamba.C");
+  m.norm_w = w("mamba.norm.weight"), m.out_proj_w = w("mamba.out_proj.weight");
+  return m;
+}
 
 template <typename F, typename W>
 void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, F scale, const RefBlockShape& s) {
   const int N = s.B * s.T, C = s.C, NH = s.NH, HS = C / NH;
   // res2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))
   ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w("ln_1.weight"), w("ln_1.bias"), N, C);
-  ref_linear_forward(a.qkv.data(), a.ln1.data(), w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);
-  if (s.kind == "linear")
-    ref_linear_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, s.B, s.T, C, NH);
-  else
-    ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, scale, s.B, s.T, C, NH);
-  if (gates) ref_head_gate_forward(a.gated.data(), a.att.data(), gates, N, NH, HS);
-  const F* heads = gates ? a.gated.data() : a.att.data();
-  ref_linear_forward(a.res2.data(), heads, w("attn.c_proj.weight"), w("attn.c_proj.bias"), N, C, C);
+  if (s.kind == "mamba") {  // res2 = x + mamba(ln_1(x)); probs = the hidden attention M (B, H = NH, T, T)
+    const MambaTensors<const F*> m = ref_mamba_tensors<const F*>(w, s.ssm);
+    ref_mamba_forward(a.res2.data(), a.ln1.data(), m, s.ssm, s.B, s.T);
+    ref_mamba_hidden_attention(a.probs.data(), a.ln1.data(), m, s.ssm, s.B, s.T);
+  } else {
+    ref_linear_forward(a.qkv.data(), a.ln1.data(), w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);
+    if (s.kind == "linear")
+      ref_linear_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, s.B, s.T, C, NH);
+    else
+      ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, scale, s.B, s.T, C, NH);
+    if (gates) ref_head_gate_forward(a.gated.data(), a.att.data(), gates, N, NH, HS);
+    const F* heads = gates ? a.gated.data() : a.att.data();
+    ref_linear_forward(a.res2.data(), heads, w("attn.c_proj.weight"), w("attn.c_proj.bias"), N, C, C);
+  }
   for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
   if (s.attn_only) {  // no MLP: res3 = res2
     a.res3 = a.res2;
@@ -354,6 +375,14 @@ void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* 
   }
   // res2 = x + attn_proj(gate(attention(qkv(ln_1(x))))): d_x = d_res2 + the attention branch's gradient
   std::vector<F> d_x = d_res2, d_att(N * C, F(0)), d_qkv(N * 3 * C, F(0)), d_ln1(N * C, F(0));
+  if (s.kind == "mamba") {  // res2 = x + mamba(ln_1(x)): the layer's backward by finite differences (textbook/mamba.h)
+    ref_mamba_backward(d_ln1.data(), ref_mamba_tensors<F*>(g, s.ssm), d_res2.data(), a.ln1.data(),
+                       ref_mamba_tensors<const F*>(w, s.ssm), s.ssm, s.B, s.T);
+    ref_layernorm_backward(d_x.data(), g("ln_1.weight"), g("ln_1.bias"), d_ln1.data(), x, w("ln_1.weight"),
+                           a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    dx = d_x;
+    return;
+  }
   if (!gates) {
     ref_linear_backward(d_att.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), d_res2.data(), a.att.data(),
                         w("attn.c_proj.weight"), N, C, C);
@@ -384,7 +413,7 @@ struct ReferenceGPT {
   using Layer = RefBlock<F>;
   ModelConfig config;
   std::vector<AttentionMask> masks;  // one per layer
-  std::vector<std::string> kinds;    // softmax or linear, one per layer (config.attention)
+  std::vector<std::string> kinds;    // softmax, linear or mamba, one per layer (config.attention)
   std::vector<TensorSpec> table;     // the arena layout
   std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
   std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
@@ -411,7 +440,11 @@ struct ReferenceGPT {
   const F* p(int l, const std::string& name) const { return p("h." + std::to_string(l) + "." + name); }
   const std::vector<F>& block_input(int l) const { return l == 0 ? encoded : layers[l - 1].res3; }
   RefBlockShape shape(int l) const {
-    return {kinds[l], masks[l], config.attn_only, B, T, config.n_embd, config.n_head};
+    RefBlockShape s{kinds[l], masks[l], config.attn_only, B, T, config.n_embd, config.n_head};
+    if (kinds[l] == "mamba")
+      s.ssm = MambaDims::make(config.n_embd, config.n_head, config.ssm_expand, config.ssm_state, config.ssm_conv,
+                              config.ssm_selective != 0);
+    return s;
   }
   const F* gates(int l) const { return head_gates.empty() ? nullptr : &head_gates[l * config.n_head]; }
 

@@ -7,12 +7,14 @@
 // Each kind's factory lives in its own file.
 std::unique_ptr<Mixer> make_softmax_attention(const ModelConfig& config);
 std::unique_ptr<Mixer> make_linear_attention(const ModelConfig& config);
+std::unique_ptr<Mixer> make_mamba(const ModelConfig& config);
 
 const std::vector<MixerKind>& mixer_kinds() {
   static const std::vector<MixerKind> kinds = {
       {"softmax", "softmax attention, the GPT's: P = softmax(q·k/√d_k) (ops/attention.h)", make_softmax_attention},
       {"linear", "linear attention: φ(q)·φ(k) weights, O(T), a fixed-size state (docs/linear_attention.md)",
        make_linear_attention},
+      {"mamba", "Mamba-2: a selective state-space recurrence, O(T), causal only (docs/mamba.md)", make_mamba},
   };
   return kinds;
 }

@@ -1,0 +1,71 @@
+// The whole-model checks shared by test_masks.cpp and test_mamba_model.cpp: the double reference model
+// (textbook/reference.h) against central differences of its own forward, and the fast float model against the
+// reference (loss, logits, each layer's weights P — M for a mamba layer — and every gradient).
+//
+// Tolerances as in test_model.cpp: the reference's difference quotients with h = 1e-6 carry ~1e-10 of rounding and
+// ~1e-12 of truncation, so 1e-6 relative + 1e-9 absolute; the fast model through ≤ 3 float blocks is within ~2e-6
+// of each tensor's scale, so 3e-5 of that scale (a wrong term is O(1)).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "test_util.h"
+#include "textbook/reference.h"
+
+namespace testutil {
+
+constexpr double kFastTol = 3e-5;
+
+// Writes into the model's arena in place (GPT's views point into it; it must never be reassigned).
+inline void load_params(GPT& model, const std::vector<double>& values) {
+  ASSERT_EQ(model.params_memory().size(), values.size());
+  std::copy(values.begin(), values.end(), model.params_memory().begin());
+}
+
+inline void expect_reference_matches_finite_differences(const ModelConfig& c, const std::vector<AttentionMask>& masks,
+                                                        const std::vector<int>& x, const std::vector<int>& y, int B,
+                                                        int T, uint32_t seed = 201) {
+  ReferenceGPT<double> ref(c, masks);
+  ref.params = random_params(c, seed);
+  std::vector<double> grads(ref.params.size(), 0.0);
+  ref.forward(x, y, B, T);
+  ref.backward(grads);
+  const std::vector<double> numeric =
+      finite_differences([&] { return ref.forward(x, y, B, T); }, ref.params.data(), ref.params.size(), 1e-6);
+  for (const TensorSpec& t : ref.table) {
+    const std::vector<double> a(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
+    const std::vector<double> n(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);
+    EXPECT_TRUE(all_close(a, n, 1e-6, 1e-9, t.name));
+    EXPECT_GT(max_abs(a.data(), a.size()), 0.0) << t.name << " has an all-zero gradient";
+  }
+}
+
+inline void expect_fast_matches_reference(const ModelConfig& c, const std::vector<AttentionMask>& masks,
+                                          const std::vector<int>& x, const std::vector<int>& y, int B, int T,
+                                          uint32_t seed = 202) {
+  GPT fast(c, masks);
+  load_params(fast, random_params(c, seed));
+  ReferenceGPT<double> ref(c, masks);
+  ref.params = to_double(fast.params_memory());
+  std::vector<double> grads(ref.params.size(), 0.0);
+  const double loss = ref.forward(x, y, B, T);
+  ref.backward(grads);
+  fast.zero_grad();
+  const float loss_f = fast.forward(x.data(), y.data(), B, T);
+  fast.backward();
+  EXPECT_NEAR(loss_f, loss, kFastTol * std::max(1.0, std::fabs(loss)));
+  EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kFastTol, "logits"));
+  for (int l = 0; l < c.n_layer; l++)
+    EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
+                                   kFastTol, "layer " + std::to_string(l) + " P"));
+  for (const TensorSpec& t : ref.table)
+    EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
+                                   "gradient of " + t.name));
+}
+
+}  // namespace testutil

@@ -1,0 +1,560 @@
+// Tests for the Mamba-2 mixer's op layer (src/ops/mamba.*), each against an independent reference:
+//   the fast float forward against the textbook's ATTENTION form in double (src/textbook/mamba.h: M_ij written out,
+//   no scan), at odd sizes and for every variant (K = 0, 1, 3, K > T; non-selective), B > 1 and two threads;
+//   every gradient of the layer (each parameter tensor and the input) against central finite differences of the
+//   textbook forward; each part's backward (conv, silu, softplus, the scan, the gated norm) against finite
+//   differences of its textbook part; decoding one token at a time against the textbook's rows; the hidden
+//   attention against the textbook's M and against the closed form y_i = Σ_j M_ij x_j + D x_i; the initialisation
+//   against its stated ranges.
+//
+// Tolerances. Float against double, measured against each tensor's largest magnitude (close_to_reference).
+// Forward (the scan's sums of T·N terms, the norm, the step, M): measured ≤ 4e-7 of the scale, so kTol = 1e-5.
+// Gradients are float results against double finite differences (h = 1e-6, error ~1e-9): measured ≤ 4.3e-6 of
+// the scale (dD and dA_log, sums over B·T·P = 1600 terms in the two-thread case), so kGradTol = 2e-5, while a real
+// mistake (a sign, a missing term, an index off by one) is O(1) relative.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/rng.h"
+#include "base/threads.h"
+#include "ops/mamba.h"
+#include "test_util.h"
+#include "textbook/mamba.h"
+
+using namespace testutil;
+
+namespace {
+
+constexpr double kTol = 1e-5;
+constexpr double kGradTol = 2e-5;
+
+// The settings of a test layer and its batch: MambaDims::make(C, H, expand, N, K, selective), then B, T.
+struct Case {
+  int C, H, expand, N, K;
+  bool selective;
+  int B, T;
+  MambaDims dims() const { return MambaDims::make(C, H, expand, N, K, selective); }
+  std::string describe() const {
+    return "C=" + std::to_string(C) + " H=" + std::to_string(H) + " expand=" + std::to_string(expand) +
+           " N=" + std::to_string(N) + " K=" + std::to_string(K) + (selective ? " selective" : " non-selective") +
+           " B=" + std::to_string(B) + " T=" + std::to_string(T);
+  }
+};
+
+// P = 5, N = 3, T = 7 (odd sizes), K = 3, 1, 0, K > T, non-selective with and without the conv, one-channel heads.
+const Case kCases[] = {
+    {5, 2, 2, 3, 3, true, 2, 7},  {5, 2, 2, 3, 1, true, 1, 7},   {5, 2, 2, 3, 0, true, 2, 7},
+    {4, 2, 1, 2, 4, true, 2, 2},  {5, 2, 2, 3, 3, false, 2, 7},  {5, 2, 2, 3, 0, false, 1, 6},
+    {3, 3, 1, 1, 2, true, 3, 5},  {6, 3, 2, 4, 4, true, 1, 1},
+};
+
+// One tensor of a test layer: its values in double (rounded to float, so both sides start from the same numbers),
+// their float copy, and a float gradient buffer.
+struct Tensor {
+  std::string name;
+  std::vector<double> v;
+  std::vector<float> f, grad;
+};
+
+template <typename Ptr>
+std::vector<std::pair<std::string, Ptr MambaTensors<Ptr>::*>> slots() {
+  using M = MambaTensors<Ptr>;
+  return {{"mamba.in_proj.weight", &M::in_proj_w}, {"mamba.conv1d.weight", &M::conv_w},
+          {"mamba.conv1d.bias", &M::conv_b},       {"mamba.dt_bias", &M::dt_bias},
+          {"mamba.A_log", &M::A_log},              {"mamba.D", &M::D},
+          {"mamba.B", &M::B_const},                {"mamba.C", &M::C_const},
+          {"mamba.norm.weight", &M::norm_w},       {"mamba.out_proj.weight", &M::out_proj_w}};
+}
+
+// A layer with random parameters far from the initialisation, so that every term matters: Δ from ~0.1 to ~2,
+// decay rates −a from ~0.4 to ~2.7 (ā from ~0.01 to ~0.96), D and the norm's weight away from 1.
+struct Layer {
+  MambaDims d;
+  std::vector<Tensor> tensors;  // in mamba_tensor_shapes order
+
+  Layer(const MambaDims& dims, uint32_t seed) : d(dims) {
+    std::mt19937 rng(seed);
+    for (const MambaTensorShape& s : mamba_tensor_shapes(d)) {
+      size_t n = 1;
+      for (int k : s.shape) n *= k;
+      double lo = -0.6, hi = 0.6;
+      if (s.name == "mamba.conv1d.weight") lo = -0.8, hi = 0.8;
+      if (s.name == "mamba.dt_bias") lo = -2.0, hi = 1.0;
+      if (s.name == "mamba.A_log") lo = -1.0, hi = 1.0;
+      if (s.name == "mamba.D" || s.name == "mamba.norm.weight") lo = 0.5, hi = 1.5;
+      if (s.name == "mamba.B" || s.name == "mamba.C") lo = -1.0, hi = 1.0;
+      Tensor t{s.name, float_exact(uniform(n, rng, lo, hi)), {}, {}};
+      t.f = to_float(t.v);
+      t.grad.assign(n, 0.0f);
+      tensors.push_back(std::move(t));
+    }
+  }
+  template <typename Ptr, typename Get>
+  MambaTensors<Ptr> bind(Get get) {
+    MambaTensors<Ptr> m;
+    for (Tensor& t : tensors)
+      for (const auto& [name, slot] : slots<Ptr>())
+        if (name == t.name) m.*slot = get(t);
+    return m;
+  }
+  MambaTensors<const double*> ref() {
+    return bind<const double*>([](Tensor& t) { return t.v.data(); });
+  }
+  MambaWeights weights() {
+    return bind<const float*>([](Tensor& t) { return t.f.data(); });
+  }
+  MambaGrads grads() {
+    return bind<float*>([](Tensor& t) { return t.grad.data(); });
+  }
+};
+
+// A case's layer, an input u and an upstream gradient R (the loss is Σ out ⊙ R), and the fast forward on u, with
+// the activations and scratch its backward needs.
+struct Forwarded {
+  Case c;
+  MambaDims d;
+  Layer L;
+  std::vector<double> u, R;
+  std::vector<float> u_f, R_f, acts, scratch, out;
+  MambaActivations a;
+  Forwarded(const Case& cs, uint32_t seed)
+      : c(cs), d(cs.dims()), L(d, seed), acts(mamba_activation_floats(d, cs.B, cs.T), NAN),
+        scratch(mamba_scratch_floats(d, cs.B, cs.T), NAN), out((size_t)cs.B * cs.T * cs.C, NAN),
+        a(mamba_activations(acts.data(), d, cs.B, cs.T)) {
+    std::mt19937 rng(seed);
+    u = float_exact(uniform(out.size(), rng)), R = float_exact(uniform(out.size(), rng));
+    u_f = to_float(u), R_f = to_float(R);
+    mamba_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
+  }
+  void backward(float* du) {
+    mamba_backward(du, L.grads(), R_f.data(), u_f.data(), a, L.weights(), d, c.B, c.T, scratch.data());
+  }
+};
+
+// A fast gradient and its finite difference.
+struct GradCheck {
+  std::string what;
+  std::vector<float> fast;
+  std::vector<double> fd;
+};
+// Each gradient within kGradTol of max(its own largest magnitude, 1e-2 × the largest of all of them): a parameter
+// summed over rows and heads (A_log, B, C) cancels terms much larger than itself, and float rounding follows the
+// terms. A wrong formula is still O(1) of its own scale, far above 2e-7 of the case's.
+void expect_gradients(const std::vector<GradCheck>& checks) {
+  double largest = 0;
+  for (const GradCheck& c : checks) largest = std::max(largest, max_abs(c.fd.data(), c.fd.size()));
+  for (const GradCheck& c : checks) EXPECT_TRUE(close_to_reference(c.fast, c.fd, kGradTol, c.what, 1e-2 * largest));
+}
+
+// Parameter gradients are added to (+=), input gradients written (=): a second backward on top of the first must
+// double every parameter gradient and leave the input gradients as they were.
+void expect_accumulates(const std::vector<std::vector<float>>& first_params, const std::vector<float*>& params,
+                        const std::vector<std::vector<float>>& first_inputs, const std::vector<float*>& inputs) {
+  for (size_t i = 0; i < params.size(); i++) {
+    std::vector<double> twice(first_params[i].size());
+    for (size_t k = 0; k < twice.size(); k++) twice[k] = 2.0 * first_params[i][k];
+    EXPECT_TRUE(close_to_reference(params[i], twice.data(), twice.size(), 1e-6, "parameter gradient += (#" +
+                                                                                    std::to_string(i) + ")"));
+  }
+  for (size_t i = 0; i < inputs.size(); i++)
+    EXPECT_TRUE(close_to_reference(inputs[i], to_double(first_inputs[i].data(), first_inputs[i].size()).data(),
+                                   first_inputs[i].size(), 1e-6, "input gradient = (#" + std::to_string(i) + ")"));
+}
+
+std::vector<double> ref_forward(Layer& L, const std::vector<double>& u, int B, int T) {
+  std::vector<double> out((size_t)B * T * L.d.C);
+  ref_mamba_forward(out.data(), u.data(), L.ref(), L.d, B, T);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// The layer
+
+TEST(OpsMamba, ForwardMatchesTextbookAttentionForm) {
+  set_threads(1);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.describe());
+    Forwarded f(c, 11 + c.K + 10 * c.N);
+    EXPECT_TRUE(close_to_reference(f.out, ref_forward(f.L, f.u, c.B, c.T), kTol, "mamba out"));
+  }
+}
+
+// Every gradient against central finite differences of the textbook forward, loss = Σ out ⊙ R for a random R;
+// then a second backward checks the gradient convention (parameters +=, du =).
+TEST(OpsMamba, BackwardMatchesFiniteDifferencesOfTextbook) {
+  set_threads(1);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.describe());
+    Forwarded f(c, 21 + c.K + 10 * c.N);
+    std::vector<float> du(f.u.size(), NAN);
+    f.backward(du.data());
+
+    auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
+    std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, f.u.data(), f.u.size())}};
+    for (Tensor& t : f.L.tensors)
+      checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
+    expect_gradients(checks);
+
+    std::vector<std::vector<float>> first;
+    std::vector<float*> params;
+    for (Tensor& t : f.L.tensors) first.push_back(t.grad), params.push_back(t.grad.data());
+    const std::vector<float> first_du = du;
+    f.backward(du.data());
+    expect_accumulates(first, params, {first_du}, {du.data()});
+  }
+}
+
+// Activations and scratch carved for a larger (B, T) serve a smaller run (what a model does when it evaluates or
+// generates on shorter sequences than it trains on).
+TEST(OpsMamba, ArenaCarvedForALargerRunServesASmallerOne) {
+  set_threads(1);
+  const Case c{5, 2, 2, 3, 3, true, 2, 5};
+  const MambaDims d = c.dims();
+  Layer L(d, 61);
+  std::mt19937 rng(61);
+  std::vector<double> u = float_exact(uniform((size_t)c.B * c.T * c.C, rng));
+  const std::vector<double> R = float_exact(uniform(u.size(), rng));
+  std::vector<float> acts(mamba_activation_floats(d, 3, 9), NAN), scratch(mamba_scratch_floats(d, 3, 9), NAN);
+  const MambaActivations a = mamba_activations(acts.data(), d, 3, 9);
+  std::vector<float> out(u.size(), NAN), du(u.size(), NAN);
+  const std::vector<float> u_f = to_float(u);
+  mamba_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
+  mamba_backward(du.data(), L.grads(), to_float(R).data(), u_f.data(), a, L.weights(), d, c.B, c.T, scratch.data());
+  EXPECT_TRUE(close_to_reference(out, ref_forward(L, u, c.B, c.T), kTol, "out"));
+  auto loss = [&] { return dot(ref_forward(L, u, c.B, c.T), R); };
+  EXPECT_TRUE(close_to_reference(du, finite_differences(loss, u.data(), u.size()), kGradTol, "du"));
+}
+
+// With two threads, at a size where worth_threads splits the scan's (batch, head) pairs, the conv's rows and
+// channels and the norm's rows. Finite differences of the textbook at 16 spread-out entries of each gradient (all
+// of them would take seconds at this size).
+TEST(OpsMamba, TwoThreadsMatchTextbook) {
+  const int saved = default_threads();
+  const Case c{32, 4, 2, 16, 4, true, 4, 25};
+  set_threads(2);
+  Forwarded f(c, 9);
+  std::vector<float> du(f.u.size(), NAN);
+  f.backward(du.data());
+  set_threads(saved);
+  EXPECT_TRUE(close_to_reference(f.out, ref_forward(f.L, f.u, c.B, c.T), kTol, "out"));
+  auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
+  auto sampled = [&](const std::string& what, const std::vector<float>& fast, std::vector<double>& x) {
+    GradCheck check{what, {}, {}};
+    const size_t step = std::max<size_t>(1, x.size() / 16);
+    for (size_t i = (x.size() - 1) % step; i < x.size(); i += step) {  // ends at the last entry
+      check.fast.push_back(fast[i]);
+      check.fd.push_back(finite_differences(loss, x.data() + i, 1)[0]);
+    }
+    return check;
+  };
+  std::vector<GradCheck> checks = {sampled("du", du, f.u)};
+  for (Tensor& t : f.L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
+  expect_gradients(checks);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The parts, each against finite differences of its textbook part
+
+TEST(OpsMambaParts, CausalConv) {
+  for (int K : {0, 1, 3, 5}) {
+    SCOPED_TRACE("K=" + std::to_string(K));
+    const int B = 2, T = 6, X = 4, stride = X + 3;  // reads and writes 4 columns of 7-wide rows
+    std::mt19937 rng(K + 1);
+    std::vector<double> inp = float_exact(uniform((size_t)B * T * stride, rng)),
+                        w = float_exact(uniform((size_t)X * std::max(K, 1), rng)), b = float_exact(uniform(X, rng)),
+                        R = float_exact(uniform((size_t)B * T * X, rng));
+    std::vector<double> out(R.size());
+    ref_mamba_conv(out.data(), inp.data(), stride, w.data(), b.data(), B, T, X, K);
+    std::vector<float> out_f(R.size(), NAN), inp_f = to_float(inp), w_f = to_float(w), b_f = to_float(b);
+    mamba_conv_forward(out_f.data(), inp_f.data(), stride, w_f.data(), b_f.data(), B, T, X, K);
+    EXPECT_TRUE(close_to_reference(out_f, out, kTol, "conv out"));
+
+    std::vector<float> dinp(inp.size(), 7.0f), dw(w.size(), 0.5f), db(X, 0.5f);  // the gap columns must stay 7
+    mamba_conv_backward(dinp.data(), dw.data(), db.data(), to_float(R).data(), inp_f.data(), stride, w_f.data(), B, T,
+                        X, K);
+    auto loss = [&] {
+      ref_mamba_conv(out.data(), inp.data(), stride, w.data(), b.data(), B, T, X, K);
+      return dot(out, R);
+    };
+    std::vector<double> fd = finite_differences(loss, inp.data(), inp.size());
+    for (size_t i = 0; i < fd.size(); i++)
+      if ((int)(i % stride) >= X) fd[i] = 7.0;  // not a conv input: untouched
+    EXPECT_TRUE(close_to_reference(dinp, fd, kGradTol, "conv dinp"));
+    if (K > 0) {
+      for (float& g : dw) g -= 0.5f;
+      for (float& g : db) g -= 0.5f;
+      EXPECT_TRUE(close_to_reference(dw, finite_differences(loss, w.data(), w.size()), kGradTol, "conv dw"));
+      EXPECT_TRUE(close_to_reference(db, finite_differences(loss, b.data(), b.size()), kGradTol, "conv db"));
+    }
+  }
+}
+
+TEST(OpsMambaParts, Silu) {
+  std::vector<double> x = {-30, -9, -4, -1.5, -0.3, 0, 0.2, 1, 2.5, 6, 12, 40};
+  const std::vector<float> x_f = to_float(x);
+  std::vector<float> y(x.size()), dx(x.size());
+  silu_forward(y.data(), x_f.data(), x.size());
+  for (size_t i = 0; i < x.size(); i++) EXPECT_NEAR(y[i], ref_silu(x[i]), 1e-6 * std::max(1.0, std::fabs(x[i])));
+  std::mt19937 rng(1);
+  const std::vector<double> R = float_exact(uniform(x.size(), rng));
+  silu_backward(dx.data(), x_f.data(), to_float(R).data(), x.size());
+  auto loss = [&] {
+    double s = 0;
+    for (size_t i = 0; i < x.size(); i++) s += ref_silu(x[i]) * R[i];
+    return s;
+  };
+  EXPECT_TRUE(all_close(to_double(dx.data(), dx.size()), finite_differences(loss, x.data(), x.size()), 1e-5, 1e-7,
+                        "silu'"));
+}
+
+// softplus on both sides of its threshold and far beyond (where log(1 + eᵛ) overflows in float), relative error.
+TEST(OpsMambaParts, SoftplusAndDelta) {
+  const std::vector<double> v = {-30, -3, -0.5, 0, 0.7, 5, 12, 19.5, 20.5, 25, 60, 100};
+  for (double x : v) {
+    const double ref = ref_softplus(x);
+    EXPECT_NEAR(softplus((float)x), ref, 1e-6 * ref + 1e-30) << "softplus(" << x << ")";
+  }
+  // Δ from a strided dt_raw plus the bias, and with no dt_raw (non-selective); dt_raw written, dt_bias added to.
+  for (bool selective : {true, false}) {
+    SCOPED_TRACE(selective ? "selective" : "non-selective");
+    const int R = 4, H = 3, stride = 5;
+    std::vector<double> raw(R * stride), bias = {-2.0, 0.5, 3.0};
+    for (int r = 0; r < R; r++)
+      for (int c = 0; c < stride; c++) raw[r * stride + c] = v[(r * stride + c) % v.size()] - bias[c % H] * 0.5;
+    raw = float_exact(raw);
+    std::mt19937 rng(2);
+    const std::vector<double> W = float_exact(uniform(R * H, rng));
+    const double* raw_p = selective ? raw.data() : nullptr;
+    std::vector<double> dt(R * H);
+    ref_mamba_delta(dt.data(), raw_p, stride, bias.data(), R, H);
+    std::vector<float> dt_f(R * H), raw_f = to_float(raw), bias_f = to_float(bias);
+    mamba_dt_forward(dt_f.data(), selective ? raw_f.data() : nullptr, stride, bias_f.data(), R, H);
+    for (int i = 0; i < R * H; i++) EXPECT_NEAR(dt_f[i], dt[i], 1e-6 * dt[i] + 1e-30) << i;
+    std::vector<float> draw(raw.size(), 7.0f), dbias(H, 0.25f);
+    mamba_dt_backward(selective ? draw.data() : nullptr, dbias.data(), to_float(W).data(),
+                      selective ? raw_f.data() : nullptr, stride, bias_f.data(), R, H);
+    auto loss = [&] {
+      ref_mamba_delta(dt.data(), raw_p, stride, bias.data(), R, H);
+      return dot(dt, W);
+    };
+    if (selective) {
+      std::vector<double> fd = finite_differences(loss, raw.data(), raw.size());
+      for (size_t i = 0; i < fd.size(); i++)
+        if ((int)(i % stride) >= H) fd[i] = 7.0;
+      EXPECT_TRUE(all_close(to_double(draw.data(), draw.size()), fd, 1e-5, 1e-7, "ddt_raw"));
+    }
+    for (float& g : dbias) g -= 0.25f;
+    EXPECT_TRUE(all_close(to_double(dbias.data(), H), finite_differences(loss, bias.data(), H), 1e-5, 1e-6, "ddt_bias"));
+  }
+}
+
+// The scan alone: y from (xbc, Δ) against the attention form, and its reverse scan against finite differences.
+TEST(OpsMambaParts, SelectiveScan) {
+  set_threads(1);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.describe());
+    const MambaDims d = c.dims();
+    const int B = c.B, T = c.T, X = d.conv_channels();
+    Layer L(d, 31 + c.K);
+    std::mt19937 rng(7 + c.T);
+    std::vector<double> xbc = float_exact(uniform((size_t)B * T * X, rng, -1.5, 1.5)),
+                        dt = float_exact(uniform((size_t)B * T * d.H, rng, 0.05, 1.5)),
+                        R = float_exact(uniform((size_t)B * T * d.E, rng));
+    std::vector<double> y(R.size());
+    auto loss = [&] {
+      ref_mamba_scan(y.data(), xbc.data(), dt.data(), L.ref(), d, B, T);
+      return dot(y, R);
+    };
+    loss();
+    const std::vector<float> xbc_f = to_float(xbc), dt_f = to_float(dt);
+    std::vector<float> y_f(R.size(), NAN), state((size_t)B * d.E * d.N, NAN);
+    mamba_scan_forward(y_f.data(), state.data(), xbc_f.data(), dt_f.data(), L.weights(), d, B, T);
+    EXPECT_TRUE(close_to_reference(y_f, y, kTol, "scan y"));
+
+    std::vector<float> dxbc(xbc.size(), NAN), ddt(dt.size(), NAN), scratch(mamba_scan_scratch_floats(d, B, T), NAN);
+    for (Tensor& t : L.tensors) std::fill(t.grad.begin(), t.grad.end(), 0.0f);
+    const std::vector<float> R_f = to_float(R);
+    auto backward = [&] {
+      mamba_scan_backward(dxbc.data(), ddt.data(), L.grads(), R_f.data(), xbc_f.data(), dt_f.data(), L.weights(), d,
+                          B, T, scratch.data());
+    };
+    backward();
+    std::vector<GradCheck> checks = {{"dxbc", dxbc, finite_differences(loss, xbc.data(), xbc.size())},
+                                     {"dΔ", ddt, finite_differences(loss, dt.data(), dt.size())}};
+    std::vector<std::vector<float>> first;
+    std::vector<float*> params;
+    for (Tensor& t : L.tensors) {
+      if (t.name != "mamba.A_log" && t.name != "mamba.D" && t.name != "mamba.B" && t.name != "mamba.C") continue;
+      checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
+      first.push_back(t.grad), params.push_back(t.grad.data());
+    }
+    expect_gradients(checks);
+    const std::vector<float> first_dxbc = dxbc, first_ddt = ddt;
+    backward();
+    expect_accumulates(first, params, {first_dxbc, first_ddt}, {dxbc.data(), ddt.data()});
+  }
+}
+
+TEST(OpsMambaParts, GatedRmsNorm) {
+  const int R = 5, E = 7, stride = 10;  // z: 7 columns of 10-wide rows
+  std::mt19937 rng(4);
+  std::vector<double> y = float_exact(uniform(R * E, rng, -2, 2)), z = float_exact(uniform(R * stride, rng, -4, 4)),
+                      w = float_exact(uniform(E, rng, 0.5, 1.5)), W = float_exact(uniform(R * E, rng));
+  y[3] = 0;  // a row with a zero entry; and one row tiny, where ε matters
+  for (int e = 0; e < E; e++) y[2 * E + e] *= 1e-3;
+  std::vector<double> n(R * E);
+  auto loss = [&] {
+    ref_gated_rmsnorm(n.data(), y.data(), z.data(), stride, w.data(), R, E);
+    return dot(n, W);
+  };
+  loss();
+  const std::vector<float> y_f = to_float(y), z_f = to_float(z), w_f = to_float(w);
+  std::vector<float> n_f(R * E, NAN), g(R * E, NAN), rstd(R, NAN);
+  gated_rmsnorm_forward(n_f.data(), g.data(), rstd.data(), y_f.data(), z_f.data(), stride, w_f.data(), R, E);
+  EXPECT_TRUE(close_to_reference(n_f, n, kTol, "norm out"));
+  std::vector<float> dy(R * E, NAN), dz(R * stride, 7.0f), dw(E, 0.5f);
+  gated_rmsnorm_backward(dy.data(), dz.data(), dw.data(), to_float(W).data(), y_f.data(), z_f.data(), stride, g.data(),
+                         rstd.data(), w_f.data(), R, E);
+  EXPECT_TRUE(close_to_reference(dy, finite_differences(loss, y.data(), y.size()), kGradTol, "norm dy"));
+  std::vector<double> fd = finite_differences(loss, z.data(), z.size());
+  for (size_t i = 0; i < fd.size(); i++)
+    if ((int)(i % stride) >= E) fd[i] = 7.0;
+  EXPECT_TRUE(close_to_reference(dz, fd, kGradTol, "norm dz"));
+  for (float& x : dw) x -= 0.5f;
+  EXPECT_TRUE(close_to_reference(dw, finite_differences(loss, w.data(), w.size()), kGradTol, "norm dw"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Decoding, the hidden attention, initialisation, settings
+
+// Token by token from a reset state equals the textbook's rows; after a reset, a second sequence starts afresh.
+TEST(OpsMamba, StepEqualsTheFullForwardRowByRow) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.describe());
+    const MambaDims d = c.dims();
+    Layer L(d, 41 + c.K);
+    const int B = std::max(c.B, 2), T = c.T + 3;  // two sequences, a few positions past K
+    std::mt19937 rng(1 + c.N);
+    const std::vector<double> u = float_exact(uniform((size_t)B * T * c.C, rng));
+    const std::vector<double> ref = ref_forward(L, u, B, T);
+    const std::vector<float> u_f = to_float(u);
+    std::vector<float> memory(mamba_state_floats(d), NAN), scratch(mamba_step_scratch_floats(d), NAN);
+    EXPECT_EQ(memory.size(), (size_t)d.H * d.P * d.N + (size_t)std::max(d.K - 1, 0) * d.conv_channels());
+    const MambaState s = mamba_state(memory.data(), d);
+    for (int b = 0; b < B; b++) {  // the second sequence runs after a reset of the state the first one left
+      mamba_state_reset(s, d);
+      std::vector<float> out((size_t)T * c.C);
+      for (int t = 0; t < T; t++)
+        mamba_step(out.data() + (size_t)t * c.C, s, u_f.data() + ((size_t)b * T + t) * c.C, L.weights(), d,
+                   scratch.data());
+      EXPECT_TRUE(close_to_reference(out.data(), ref.data() + (size_t)b * T * c.C, out.size(), kTol,
+                                     "step, sequence " + std::to_string(b)));
+    }
+  }
+}
+
+TEST(OpsMamba, HiddenAttentionReproducesTheScan) {
+  set_threads(1);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.describe());
+    Forwarded f(c, 51 + c.K);
+    const MambaDims& d = f.d;
+    const MambaActivations& a = f.a;
+    const int B = c.B, T = c.T, H = d.H, P = d.P, E = d.E, X = d.conv_channels();
+    std::vector<float> M((size_t)B * H * T * T, NAN);
+    mamba_hidden_attention(M.data(), a, f.L.weights(), d, B, T);
+    std::vector<double> ref_M(M.size());
+    ref_mamba_hidden_attention(ref_M.data(), f.u.data(), f.L.ref(), d, B, T);
+    EXPECT_TRUE(close_to_reference(M, ref_M, kTol, "M"));
+    // Closed form: Σ_j M_ij x_j + D x_i is the scan's y (the forward's own activations), and M is 0 above the
+    // diagonal exactly.
+    std::vector<double> from_M((size_t)B * T * E);
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+          for (int j = i + 1; j < T; j++) ASSERT_EQ(M[(((size_t)b * H + h) * T + i) * T + j], 0.0f) << i << "," << j;
+          for (int p = 0; p < P; p++) {
+            const int ch = h * P + p;
+            double s = (double)f.L.weights().D[h] * a.xbc[((size_t)b * T + i) * X + ch];
+            for (int j = 0; j <= i; j++)
+              s += (double)M[(((size_t)b * H + h) * T + i) * T + j] * a.xbc[((size_t)b * T + j) * X + ch];
+            from_M[((size_t)b * T + i) * E + ch] = s;
+          }
+        }
+    EXPECT_TRUE(close_to_reference(a.y, from_M.data(), from_M.size(), kTol, "y vs Σ M x + D x"));
+  }
+}
+
+TEST(OpsMamba, InitialisationRanges) {
+  Rng rng(7);
+  const MambaDims d = MambaDims::make(512, 512, 2, 4096, 4, false);  // many heads: many draws
+  std::vector<float> dt_bias(d.H), A_log(d.H), D(d.H, 0), norm(d.E, 0), conv_w((size_t)d.conv_channels() * d.K),
+      conv_b(d.conv_channels()), Bc(d.N), Cc(d.N);
+  MambaParams p;
+  p.dt_bias = dt_bias.data(), p.A_log = A_log.data(), p.D = D.data(), p.norm_w = norm.data();
+  p.conv_w = conv_w.data(), p.conv_b = conv_b.data(), p.B_const = Bc.data(), p.C_const = Cc.data();
+  mamba_init_params(p, d, rng);
+  double lo = 1, hi = 0;
+  for (float b : dt_bias) {
+    const double dt = ref_softplus((double)b);
+    EXPECT_GE(dt, 1e-3 * (1 - 1e-5));
+    EXPECT_LE(dt, 1e-1 * (1 + 1e-5));
+    lo = std::min(lo, dt), hi = std::max(hi, dt);
+  }
+  EXPECT_LT(lo, 1.2e-3);  // spread over the whole range, log-uniformly: the median near 1e-2
+  EXPECT_GT(hi, 0.08);
+  std::vector<double> sorted(dt_bias.size());
+  for (size_t i = 0; i < sorted.size(); i++) sorted[i] = std::log10(ref_softplus((double)dt_bias[i]));
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NEAR(sorted[sorted.size() / 2], -2.0, 0.15);
+  for (float a : A_log) {
+    const double rate = -std::exp((double)a);
+    EXPECT_GE(rate, -16.0);
+    EXPECT_LE(rate, -1.0);
+  }
+  for (float x : D) EXPECT_EQ(x, 1.0f);
+  for (float x : norm) EXPECT_EQ(x, 1.0f);
+  for (float x : conv_w) EXPECT_LE(std::fabs(x), 0.5f);  // 1/√K = 1/2
+  for (float x : conv_b) EXPECT_LE(std::fabs(x), 0.5f);
+  double sq = 0;
+  for (float x : Bc) sq += (double)x * x;
+  EXPECT_NEAR(std::sqrt(sq / d.N), std::pow(d.N, -0.25), 0.1 * std::pow(d.N, -0.25));
+}
+
+TEST(OpsMamba, SettingsAreCheckedAndTensorsNamed) {
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { MambaDims::make(8, 2, 0, 16, 4, true); }).find("--ssm-expand"), std::string::npos);
+  EXPECT_NE(message([] { MambaDims::make(8, 2, 2, 0, 4, true); }).find("--ssm-state"), std::string::npos);
+  EXPECT_NE(message([] { MambaDims::make(8, 2, 2, 16, -1, true); }).find("--ssm-conv"), std::string::npos);
+  EXPECT_NE(message([] { MambaDims::make(5, 4, 1, 16, 4, true); }).find("ssm_expand"), std::string::npos);
+  const MambaDims d = MambaDims::make(8, 2, 2, 16, 4, true);
+  EXPECT_EQ(d.E, 16);
+  EXPECT_EQ(d.P, 8);
+  EXPECT_EQ(d.in_cols(), 2 * 16 + 2 * 16 + 2);
+  EXPECT_EQ(d.conv_channels(), 16 + 32);
+  std::vector<std::string> names;
+  for (const auto& t : mamba_tensor_shapes(d)) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"mamba.in_proj.weight", "mamba.conv1d.weight", "mamba.conv1d.bias",
+                                             "mamba.dt_bias", "mamba.A_log", "mamba.D", "mamba.norm.weight",
+                                             "mamba.out_proj.weight"}));
+  names.clear();
+  const MambaDims s4 = MambaDims::make(8, 2, 2, 16, 0, false);
+  EXPECT_EQ(s4.in_cols(), 32);
+  for (const auto& t : mamba_tensor_shapes(s4)) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"mamba.in_proj.weight", "mamba.dt_bias", "mamba.A_log", "mamba.D",
+                                             "mamba.B", "mamba.C", "mamba.norm.weight", "mamba.out_proj.weight"}));
+}
