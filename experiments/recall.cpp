@@ -38,6 +38,7 @@
 #include "optim/adamw.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
+#include "train/settings.h"
 #include "ops/cross_entropy.h"
 
 namespace {
@@ -97,19 +98,31 @@ struct Result {
   double accuracy, loss, seconds;
 };
 
+// The settings it shares with ./train come through ./train's table (flags, help, ranges); the defaults are the
+// experiment's recipe.
+static std::vector<Setting<TrainConfig>> shared_settings() {
+  return select_settings(train_settings(), {"n_layer", "n_head", "attn_only", "steps", "batch", "lr", "seed", "threads"});
+}
+static TrainConfig recipe() {
+  TrainConfig r;
+  r.model.n_layer = 2, r.model.n_head = 1, r.model.attn_only = false;  // every width must divide by n_head
+  r.steps = 2000, r.batch = 64, r.adamw.lr = 3e-3f, r.seed = 1, r.threads = 0;
+  return r;
+}
+
 Result run(const std::string& name, const std::string& attention, const Task& task, int width,
-           const cxxopts::ParseResult& f) {
+           const TrainConfig& cfg, const cxxopts::ParseResult& f) {
   ModelConfig c;
-  c.n_layer = f["n-layer"].as<int>(), c.n_head = f["n-head"].as<int>(), c.n_embd = width, c.block_size = task.length();
-  c.vocab_size = task.model_vocab(), c.attention = attention, c.attn_only = f["attn-only"].as<bool>();
+  c.n_layer = cfg.model.n_layer, c.n_head = cfg.model.n_head, c.n_embd = width, c.block_size = task.length();
+  c.vocab_size = task.model_vocab(), c.attention = attention, c.attn_only = cfg.model.attn_only;
   GPT model(c);
-  model.init_weights(f["seed"].as<uint64_t>());
+  model.init_weights(cfg.seed);
   AdamW opt;
   AdamWConfig a;
-  a.lr = f["lr"].as<float>(), a.min_lr = a.lr / 10, a.warmup_steps = 50, a.weight_decay = 0.0f;
-  const int steps = f["steps"].as<int>(), B = f["batch"].as<int>(), T = task.length();
+  a.lr = cfg.adamw.lr, a.min_lr = a.lr / 10, a.warmup_steps = 50, a.weight_decay = 0.0f;
+  const int steps = cfg.steps, B = cfg.batch, T = task.length();
   const int report_every = f["report-every"].as<int>();
-  Rng rng(f["seed"].as<uint64_t>() + 1), eval_rng(12345);
+  Rng rng(cfg.seed + 1), eval_rng(12345);
   std::vector<int> x, y, ex, ey;
   const int eval_B = 256;
   make_batch(task, eval_B, eval_rng, ex, ey);
@@ -172,28 +185,23 @@ int main(int argc, char** argv) {
     ("fixed-pairs", "key-value pairs of the width sweep", cxxopts::value<int>()->default_value("8"))
     ("queries", "queries per sequence", cxxopts::value<int>()->default_value("8"))
     ("vocab", "tokens: keys are the first half, values the second", cxxopts::value<int>()->default_value("64"))
-    ("n-layer", "layers", cxxopts::value<int>()->default_value("2"))
     ("bound", "each key-value pair is one token (the binding a short convolution gives Zoology's models), so only the lookup is learned", cxxopts::value<bool>()->default_value("true"))
-    ("attn-only", "blocks without their MLP", cxxopts::value<bool>()->default_value("false"))
-    ("n-head", "heads per layer (every width must divide by it)", cxxopts::value<int>()->default_value("1"))
     ("models", "which models to train: softmax, linear, hybrid", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
     ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,linear"))
-    ("steps", "training steps per model", cxxopts::value<int>()->default_value("2000"))
     ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"))
-    ("batch", "sequences per step", cxxopts::value<int>()->default_value("64"))
-    ("lr", "peak learning rate", cxxopts::value<float>()->default_value("3e-3"))
-    ("seed", "seed", cxxopts::value<uint64_t>()->default_value("1"))
-    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
   // clang-format on
+  add_flags(options, shared_settings(), recipe());
   try {
     auto f = options.parse(argc, argv);
     if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
     if (!f.unmatched().empty()) throw std::runtime_error("unexpected argument '" + f.unmatched()[0] + "'");
-    set_threads(f["threads"].as<int>() > 0 ? f["threads"].as<int>() : default_threads());
-    const int vocab = f["vocab"].as<int>(), queries = f["queries"].as<int>(), n_layer = f["n-layer"].as<int>();
-    const int n_head = f["n-head"].as<int>();
-    if (n_head < 1) throw std::runtime_error("--n-head must be ≥ 1");
+    TrainConfig cfg = recipe();
+    apply_flags(f, shared_settings(), cfg);
+    check_ranges(shared_settings(), cfg);
+    set_threads(cfg.threads > 0 ? cfg.threads : default_threads());
+    const int vocab = f["vocab"].as<int>(), queries = f["queries"].as<int>(), n_layer = cfg.model.n_layer;
+    const int n_head = cfg.model.n_head;
     const std::vector<int> pairs = int_list(f["pairs"].as<std::string>(), "pairs");
     const std::vector<int> widths = int_list(f["widths"].as<std::string>(), "widths");
     const int fixed_pairs = f["fixed-pairs"].as<int>();
@@ -226,10 +234,10 @@ int main(int argc, char** argv) {
     std::vector<Result> by_pairs, by_width;
     for (int n : pairs)
       for (const auto& [name, attention] : models)
-        by_pairs.push_back(run(name, attention, {n, queries, vocab, bound}, f["width"].as<int>(), f));
+        by_pairs.push_back(run(name, attention, {n, queries, vocab, bound}, f["width"].as<int>(), cfg, f));
     for (int w : widths)
       for (const auto& [name, attention] : models)
-        by_width.push_back(run(name, attention, {fixed_pairs, queries, vocab, bound}, w, f));
+        by_width.push_back(run(name, attention, {fixed_pairs, queries, vocab, bound}, w, cfg, f));
 
     // Tables: one row per sweep point, one column per model; the state size beside the point.
     auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
@@ -257,9 +265,9 @@ int main(int argc, char** argv) {
                   "Recall accuracy on 256 held-out sequences (%d queries each): %d layers, %d head(s)%s, "
                   "%d keys and %d values%s, %d steps of batch %d, lr %g. Chance is %.1f%%; knowing only the "
                   "sequence's N values gives 1/N.\n\n",
-                  queries, n_layer, n_head, f["attn-only"].as<bool>() ? " without MLPs" : "", vocab / 2, vocab / 2,
-                  bound ? " (each pair one token)" : " (each pair two tokens)", f["steps"].as<int>(),
-                  f["batch"].as<int>(), f["lr"].as<float>(), 200.0 / vocab);
+                  queries, n_layer, n_head, cfg.model.attn_only ? " without MLPs" : "", vocab / 2, vocab / 2,
+                  bound ? " (each pair one token)" : " (each pair two tokens)", cfg.steps,
+                  cfg.batch, cfg.adamw.lr, 200.0 / vocab);
     const std::string md = std::string(head) + "Pairs sweep, width " + std::to_string(f["width"].as<int>()) +
                            ":\n\n" + table(by_pairs, true) + "\nWidth sweep, " + std::to_string(fixed_pairs) +
                            " pairs:\n\n" + table(by_width, false);
