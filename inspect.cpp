@@ -226,12 +226,15 @@ static int serve(const cxxopts::ParseResult& flags) {
 // Every number flag within its range, before any work: a count below 1 gave NaN (--batches 0) or a std::vector
 // message (--sequences -5), and a value past 2³¹ wrapped around.
 static void check_numbers(const cxxopts::ParseResult& flags) {
+  const std::vector<std::pair<std::string, int>> counts = {{"sequences", 1}, {"pronouns", 0}, {"resamples", 0},
+                                                            {"batches", 1},   {"batch", 1},    {"seeds", 0},
+                                                            {"threads", 0}};
   for (const cxxopts::KeyValue& given : flags.arguments()) {
     if (given.key() == "seed") settings_detail::check_integer_flag<uint64_t>("--seed", given.value());
-    else if (given.key() != "step") settings_detail::check_integer_flag<int>("--" + given.key(), given.value());
+    for (const auto& count : counts)
+      if (given.key() == count.first) settings_detail::check_integer_flag<int>("--" + given.key(), given.value());
   }
-  for (const auto& [name, lowest] : std::vector<std::pair<const char*, int>>{
-           {"sequences", 1}, {"pronouns", 0}, {"resamples", 0}, {"batches", 1}, {"batch", 1}, {"seeds", 0}, {"threads", 0}})
+  for (const auto& [name, lowest] : counts)
     if (flags[name].as<int>() < lowest)
       throw std::runtime_error(std::string("--") + name + " must be ≥ " + std::to_string(lowest) + " (got " +
                                std::to_string(flags[name].as<int>()) + ")");

@@ -270,6 +270,9 @@ TEST(TamperInputs, IntegerFlagsAreRangeCheckedBeforeNarrowing) {
   }
   EXPECT_FALSE(progutil::file_exists(dir / "a/ckpt.safetensors"));
   EXPECT_FALSE(progutil::file_exists(dir / "p"));
+  // A text flag that happens to be a long number is text, not a count.
+  const RunResult r = run_in(dir, "./inspect heads --prompt 99999999999 --ckpt " + quote(dir / "missing"));
+  EXPECT_EQ(r.err.find("out of range"), std::string::npos) << r.err;
 }
 
 TEST(TamperInputs, ThreadCountsAreCappedWithANote) {

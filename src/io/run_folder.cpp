@@ -104,7 +104,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir, const 
     const size_t at = name.rfind(marker);
     if (at == std::string::npos || at == 0) continue;
     bool ours = false;
-    for (const std::string& own : names) ours = ours || name.compare(0, at, own) == 0 && own.size() == at;
+    for (const std::string& own : names) ours = ours || (own.size() == at && name.compare(0, at, own) == 0);
     if (!ours) continue;
     const std::string digits = name.substr(at + marker.size());
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
