@@ -56,7 +56,7 @@ void validate(const ModelConfig& c) {
     throw std::runtime_error(std::string("attention (--attention, --layer-attention): ") + e.what());
   }
   if (c.attn_scale != "sqrt" &&
-      std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->uses_attn_scale(); }))
+      std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->logit_scale() > 0; }))
     throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales softmax logits, and no layer of "
                              "this model has any (attention " + canonical_mixers(c) + ")");
 }

@@ -69,8 +69,6 @@ class Mixer {
   virtual void check_mask(const AttentionMask& mask) const {}
   // Whether the layer has NH heads that the block's head gates can scale (the pruning lab).
   virtual bool has_head_gates() const { return true; }
-  // Whether config.attn_scale means anything to it (only q·k logits are scaled).
-  virtual bool uses_attn_scale() const { return false; }
 
   // ---- training: out = residual + mixer(u) (the residual add folded in, as linear_forward does)
   virtual size_t saved_floats(int B, int T, bool gated) const = 0;
@@ -87,7 +85,7 @@ class Mixer {
   virtual bool weights_are_probabilities() const { return true; }
   // The (B, T, 3C) q|k|v rows of the last forward, for mixers that have them (the lab's statistics and head
   // scores read queries and keys); null otherwise. logit_scale: what multiplies q·k when q·k are softmax logits, 0
-  // when they are not.
+  // when they are not (config.attn_scale means something to a model only if some layer's logit_scale is > 0).
   virtual const float* qkv(const float* saved) const { return nullptr; }
   virtual float logit_scale() const { return 0; }
   // The attention family's weights, for the lab's OV circuits and query/key gradient norms: W_qkv (C, 3C) and

@@ -80,8 +80,11 @@ class TrainingRun {
   std::unique_ptr<DivergenceGuard> guard_;  // a save only of weights whose loss is sane (divergence_guard.h)
 };
 
+// The hooks' reducer, or one process when none is given.
+const Reducer& reducer_of(const TrainHooks& hooks) { return hooks.reducer ? *hooks.reducer : one_process(); }
+
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
-    : cfg_(cfg), columns_(hooks.columns), reducer_(hooks.reducer ? *hooks.reducer : one_process()),
+    : cfg_(cfg), columns_(hooks.columns), reducer_(reducer_of(hooks)),
       objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr), rows_(reducer_.rows(cfg.batch)),
       optimizer_(cfg.optimizer) {
   start_model(resume);
@@ -305,7 +308,6 @@ TrainResult TrainingRun::run() {
 
 TrainResult run_training(const TrainConfig& config, Checkpoint* resume, const TrainHooks& hooks) {
   validate(config);
-  const Reducer& reducer = hooks.reducer ? *hooks.reducer : one_process();
-  set_threads(config.threads > 0 ? config.threads : reducer.default_threads());  // cores ÷ processes on this machine
+  set_threads(config.threads > 0 ? config.threads : reducer_of(hooks).default_threads());  // cores ÷ processes here
   return TrainingRun(config, resume, hooks).run();
 }

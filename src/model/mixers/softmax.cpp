@@ -13,7 +13,6 @@ class SoftmaxAttention final : public QKVAttention {
  public:
   explicit SoftmaxAttention(const ModelConfig& c) : QKVAttention(c), scale_(attention_scale(c)) {}
   const char* kind() const override { return "softmax"; }
-  bool uses_attn_scale() const override { return true; }
   float logit_scale() const override { return scale_; }
 
   // stat holds lse_i, the log-normaliser of each row: the backward rebuilds P from it (ops/attention.h).
