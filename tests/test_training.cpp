@@ -437,7 +437,7 @@ TEST(Training, ReducerSeesEveryStepsGradientBeforeTheUpdate) {
   struct Zeroing : Reducer {
     mutable int calls = 0;
     mutable double first_norm = 0;
-    float gradients(GPT& model, float loss) const override {
+    float gradients(GPT& model, float loss, int) const override {
       if (calls++ == 0) first_norm = global_norm(model.grads_memory());
       std::fill(model.grads_memory().begin(), model.grads_memory().end(), 0.0f);
       return loss;

@@ -81,7 +81,21 @@ GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)
     : config((validate(cfg), cfg)), mixers_(make_layer_mixers(cfg)) {
   set_masks(layer_masks.empty() ? std::vector<AttentionMask>(config.n_layer) : std::move(layer_masks));
   table_ = gpt_tensor_table(config);
-  params_memory_.assign(total_floats(table_), 0.0f);
+  own_params_.assign(total_floats(table_), 0.0f);
+  params_memory_ = own_params_;
+  bind_arenas();
+}
+
+GPT::GPT(ReplicaOf r) : config(r.source.config), mixers_(make_layer_mixers(config)) {
+  set_masks(r.source.masks_);
+  table_ = r.source.table_;
+  params_memory_ = r.source.params_memory_;
+  bind_arenas();
+}
+
+std::unique_ptr<GPT> GPT::replica_of(GPT& source) { return std::unique_ptr<GPT>(new GPT(ReplicaOf{source})); }
+
+void GPT::bind_arenas() {
   grads_memory_.assign(params_memory_.size(), 0.0f);
   params_ = bind_params(table_, params_memory_.data(), config.n_layer);
   grads_ = bind_params(table_, grads_memory_.data(), config.n_layer);

@@ -51,6 +51,10 @@ class GPT {
   explicit GPT(const ModelConfig& config, std::vector<AttentionMask> masks = {});
   GPT(const GPT&) = delete;  // the views point into this object's arenas
   GPT& operator=(const GPT&) = delete;
+  // A replica for batch-split threads (train/replicas.h): `source`'s configuration and masks, and its very
+  // parameters (read through the same memory, never copied), with gradients and activations of its own; no head
+  // gates. It must not outlive `source`.
+  static std::unique_ptr<GPT> replica_of(GPT& source);
 
   void init_weights(uint64_t seed);
 
@@ -106,7 +110,15 @@ class GPT {
 
   std::vector<AttentionMask> masks_;
   std::vector<TensorSpec> table_;
-  std::vector<float> params_memory_, grads_memory_;  // never reassigned or resized: params_ and grads_ point in
+  struct ReplicaOf {
+    GPT& source;
+  };
+  explicit GPT(ReplicaOf replica);
+  void bind_arenas();  // params_ and grads_ from params_memory_ and grads_memory_
+
+  std::vector<float> own_params_;  // the parameters; empty in a replica, which reads its source's
+  Span<float> params_memory_{nullptr, 0};  // own_params_, or the source's: never resized, params_ points in
+  std::vector<float> grads_memory_;  // never reassigned or resized: grads_ points in
   GPTParams params_, grads_;
   std::vector<float> head_gates_, head_gate_grads_;
 

@@ -244,8 +244,8 @@ namespace {
 class MpiReducer final : public Reducer {
  public:
   Rows rows(int B) const override { return my_rows(B); }
-  float gradients(GPT& model, float loss) const override {
-    return allreduce_gradients(model.grads_memory(), loss, model.last_targets());
+  float gradients(GPT& model, float loss, int targets) const override {
+    return allreduce_gradients(model.grads_memory(), loss, targets);
   }
   void sum(double* values, int n) const override { dist::sum(values, n); }
   bool any(bool flag) const override { return dist::any(flag); }

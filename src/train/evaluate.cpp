@@ -11,16 +11,22 @@
 
 double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
                      Rng& rng, const Reducer& reducer) {
+  Replicas alone(model, 1);
+  return estimate_loss(alone, batches, tokens, B, T, iters, rng, reducer);
+}
+
+double estimate_loss(Replicas& models, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
+                     Rng& rng, const Reducer& reducer) {
   std::vector<int> x((size_t)B * T), y((size_t)B * T);
   // One process: rows [0, B), and loss·n/n gives back the loss.
   const Rows rows = reducer.rows(B);
   std::vector<double> sums(2 * (size_t)iters);  // per batch: Σ loss over this process's targets, their number
   for (int i = 0; i < iters; i++) {
     const int prefix = batches.next(tokens, B, T, rng, x.data(), y.data());
-    if (prefix >= 0) model.set_prefix_length(prefix);
+    if (prefix >= 0) models.set_prefix_length(prefix);
     const size_t first = (size_t)rows.begin * T;
-    const double loss = model.forward(x.data() + first, y.data() + first, rows.count(), T);
-    sums[2 * i] = loss * model.last_targets(), sums[2 * i + 1] = model.last_targets();
+    const LossSum loss = models.forward(x.data() + first, y.data() + first, rows.count(), T);
+    sums[2 * i] = loss.total, sums[2 * i + 1] = loss.count;
   }
   reducer.sum(sums.data(), (int)sums.size());
   double total = 0;
@@ -67,23 +73,27 @@ TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch) {
 
 // Scores rows whose only target is the last position, in batches. Row r is tokens[end_r − n, end_r) with
 // n = T (or T − 1 followed by [MASK] for an MLM model), and the target is tokens[end_r].
-static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens, const std::vector<long>& ends,
+static CharScore score_last_positions(Replicas& models, const std::vector<int>& tokens, const std::vector<long>& ends,
                                       int mask_token, const Reducer& reducer) {
-  const int T = model.config.block_size, V = model.config.vocab_size, batch = 32;
+  const int T = models.model().config.block_size, V = models.model().config.vocab_size, batch = 32;
   // Every input character is left context: let a prefix-LM see all of it, and put its masks back afterwards
   // even if a forward pass throws.
   struct RestoreMasks {
-    GPT& model;
+    Replicas& models;
     std::vector<AttentionMask> saved;
-    ~RestoreMasks() { model.set_masks(saved); }
-  } restore{model, model.masks()};
-  model.set_prefix_length(T);
+    ~RestoreMasks() {
+      for (int r = 0; r < models.count(); r++) models[r].set_masks(saved);
+    }
+  } restore{models, models.model().masks()};
+  models.set_prefix_length(T);
   std::vector<int> x((size_t)batch * T), y((size_t)batch * T, kNoTarget);
   // Each process scores its share of the rows and the sums are added up.
   const Rows mine = reducer.rows((int)ends.size());
   CharScore score;
   double nats = 0;
   long correct = 0;
+  std::vector<long> slice_correct(models.count());
+  std::vector<double> slice_nats(models.count());
   for (size_t r0 = mine.begin; r0 < (size_t)mine.end; r0 += batch) {
     const int B = (int)std::min<size_t>(batch, mine.end - r0);
     for (int b = 0; b < B; b++) {
@@ -98,12 +108,20 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
         y[(size_t)b * T + T - 1] = tokens[end];
       }
     }
-    nats += (double)model.forward(x.data(), y.data(), B, T) * B;
-    const float* logits = model.logits();
-    for (int b = 0; b < B; b++) {
-      const float* z = logits + ((size_t)b * T + T - 1) * V;
-      correct += std::max_element(z, z + V) - z == tokens[ends[r0 + b]];
-    }
+    // One target per row: Σ loss is the slices' sum, and each replica counts its rows' argmax hits.
+    std::fill(slice_correct.begin(), slice_correct.end(), 0);
+    std::fill(slice_nats.begin(), slice_nats.end(), 0.0);
+    models.split(B, [&](int r, Rows rows) {
+      if (rows.count() == 0) return;
+      GPT& m = models[r];
+      const size_t first = (size_t)rows.begin * T;
+      slice_nats[r] = (double)m.forward(x.data() + first, y.data() + first, rows.count(), T) * rows.count();
+      for (int b = 0; b < rows.count(); b++) {
+        const float* z = m.logits() + ((size_t)b * T + T - 1) * V;
+        slice_correct[r] += std::max_element(z, z + V) - z == tokens[ends[r0 + rows.begin + b]];
+      }
+    });
+    for (int r = 0; r < models.count(); r++) nats += slice_nats[r], correct += slice_correct[r];  // in order
   }
   double sums[2] = {nats, (double)correct};
   reducer.sum(sums, 2);
@@ -116,13 +134,19 @@ static CharScore score_last_positions(GPT& model, const std::vector<int>& tokens
 
 CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token,
                           const Reducer& reducer) {
-  const long T = model.config.block_size;
+  Replicas alone(model, 1);
+  return next_char_score(alone, tokens, count, seed, mask_token, reducer);
+}
+
+CharScore next_char_score(Replicas& models, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token,
+                          const Reducer& reducer) {
+  const long T = models.model().config.block_size;
   if ((long)tokens.size() <= T) throw std::runtime_error("the text is too short to score with a context of " +
                                                          std::to_string(T) + " characters");
   Rng rng(seed);
   std::vector<long> ends(count);
   for (long& end : ends) end = T + rng.below((int)(tokens.size() - T));  // any t with a full context before it
-  return score_last_positions(model, tokens, ends, mask_token, reducer);
+  return score_last_positions(models, tokens, ends, mask_token, reducer);
 }
 
 CharScore masked_char_score(GPT& model, const std::vector<int>& tokens, int windows, float rate, uint64_t seed,
@@ -138,7 +162,10 @@ CharScore masked_char_score(GPT& model, const std::vector<int>& tokens, int wind
   for (int w = 0; w < windows; w++)
     for (int t = 0; t < T; t++)
       if (rng.uniform() < rate) chosen[w].push_back(t), ends.push_back((long)(w + 1) * T + t);
-  if (mask_token < 0) return score_last_positions(model, tokens, ends, -1, one_process());
+  if (mask_token < 0) {
+    Replicas alone(model, 1);
+    return score_last_positions(alone, tokens, ends, -1, one_process());
+  }
 
   std::vector<int> x((size_t)T), y((size_t)T);
   CharScore score;

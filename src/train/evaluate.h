@@ -5,6 +5,7 @@
 
 #include "model/model.h"
 #include "train/reducer.h"
+#include "train/replicas.h"
 
 class Rng;
 
@@ -13,6 +14,9 @@ class BatchMaker;
 // Mean training-objective loss over `iters` random batches of (B, T) drawn with `rng`. Under data parallelism each
 // process scores its rows of every batch (reducer.h) and a batch's loss is the sum of the slices' losses over the
 // sum of their targets.
+// With batch-split threads (replicas.h) each batch's rows are split between the replicas too.
+double estimate_loss(Replicas& models, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
+                     Rng& rng, const Reducer& reducer = one_process());
 double estimate_loss(GPT& model, BatchMaker& batches, const std::vector<int>& tokens, int B, int T, int iters,
                      Rng& rng, const Reducer& reducer = one_process());
 
@@ -38,6 +42,8 @@ struct CharScore {
 // (for an MLM model: those characters followed by [MASK] at t) and scored on character t. Prefix masks are
 // opened to the whole row (all of it is left context). `count` positions drawn with `seed`.
 // Under data parallelism each process scores its share of the positions (reducer.h).
+CharScore next_char_score(Replicas& models, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token,
+                          const Reducer& reducer = one_process());
 CharScore next_char_score(GPT& model, const std::vector<int>& tokens, int count, uint64_t seed, int mask_token,
                           const Reducer& reducer = one_process());
 

@@ -20,9 +20,9 @@ class Reducer {
  public:
   virtual ~Reducer() = default;
   virtual Rows rows(int B) const { return {0, B}; }
-  // After the backward on this process's rows: turns the model's gradient and `loss` (the mean over its targets)
+  // After the backward on this process's rows: turns the model's gradient and `loss` (the mean over its `targets`)
   // into the whole batch's, and returns that loss.
-  virtual float gradients(GPT& model, float loss) const { return loss; }
+  virtual float gradients(GPT& model, float loss, int targets) const { return loss; }
   virtual void sum(double* values, int n) const {}      // in place: each value becomes its sum over the processes
   virtual bool any(bool flag) const { return flag; }    // true everywhere when true in one (a stop request)
   // Throws, naming the step, when the processes' parameters differ.

@@ -53,6 +53,9 @@ static const std::vector<Setting<TrainConfig>>& run_settings() {
                                                                                            FIELD(log_every),          positive(),   S::Knob},
     {"seed",         "seed",         "random seed for the initial weights and the batches", FIELD(seed),              any_value(),  S::Run},
     {"threads",      "threads",      "threads for OpenMP and OpenBLAS (0 = all cores)",    FIELD(threads),            at_least(0),  S::Knob},
+    {"threads_split", "threads-split", "batch (each thread its own slice of the batch), ops (every op split between "
+                                     "the threads) or auto (batch when each thread gets a sequence)",
+                                                                                           FIELD(threads_split),      any_value(),  S::Knob},
     {nullptr,        "stop-at",      "checkpoint and stop after this step (continue later with --resume; -1 = no)",
                                                                                            FIELD(stop_at),            at_least(-1), S::Invocation},
     {nullptr,        "overwrite",    "start afresh even though --out holds an earlier run (its checkpoint and metrics.csv are replaced)",
@@ -163,6 +166,9 @@ void validate(const TrainConfig& c) {
   check_ranges(train_settings(), c);
   if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
   parse_objective(c.objective);
+  if (c.threads_split != "batch" && c.threads_split != "ops" && c.threads_split != "auto")
+    throw std::runtime_error("--threads-split: unknown value '" + escape_for_message(c.threads_split) +
+                             "' (expected batch, ops or auto)");
   if (!find_optimizer(c.optimizer))
     throw std::runtime_error("--optimizer: unknown optimizer '" + escape_for_message(c.optimizer) + "' (expected " +
                              optimizer_names() + ")");

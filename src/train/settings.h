@@ -34,6 +34,7 @@ struct TrainConfig {
   int log_every = 50;        // progress lines when stdout is not a terminal
   uint64_t seed = 1337;
   int threads = 0;           // 0 = all cores
+  std::string threads_split = "auto";  // batch | ops | auto: how the threads share a step (train/replicas.h)
   int stop_at = -1;          // this invocation only (not saved): checkpoint and stop after this step, as if
                              // interrupted; resume later to continue. −1 = run to `steps`
   bool overwrite = false;    // this invocation only: a fresh run (or one resumed into another run's folder) may

@@ -21,6 +21,7 @@
 #include "train/metrics_file.h"
 #include "train/output.h"
 #include "train/progress.h"
+#include "train/replicas.h"
 #include "train/stop_signal.h"
 
 namespace {
@@ -64,6 +65,8 @@ class TrainingRun {
   Corpus corpus_;
   ResumeState state_;         // step, optimizer, batch sampler: what a checkpoint stores to continue exactly
   Optimizer optimizer_;       // AdamW or Muon (optim/optimizer.h); its state is state_.optimizer
+  ThreadSplit split_ = ThreadSplit::Ops;  // how the threads share a step (replicas.h)
+  std::unique_ptr<Replicas> replicas_;    // the model, and with batch-split its replicas, one per thread
   bool leaks_ = false;        // the mask lets a position see its answer (allowed by --allow-leak)
   int mask_token_ = -1;
   std::unique_ptr<BatchMaker> batches_;
@@ -117,6 +120,9 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   resumed_rng_ = state_.batch_rng;
   guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
   reducer_.check_agreement(cfg, corpus_, state_.step, state_.batch_rng, ckpt_.model->params_memory());
+  const int threads = omp_get_max_threads();
+  split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
+  replicas_ = std::make_unique<Replicas>(model, split_ == ThreadSplit::Batch ? threads : 1);
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
 }
@@ -152,11 +158,15 @@ void TrainingRun::print_header() const {
   std::printf("data: %s: %zu training and %zu validation characters\n", escape_for_message(cfg_.data).c_str(), corpus_.train.size(),
               corpus_.val.size());
   const int processes = reducer_.processes();
-  std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s (idle threads wait: %s)\n", cfg_.steps,
+  const int threads = omp_get_max_threads();
+  const std::string split = threads == 1 ? ""
+                            : split_ == ThreadSplit::Batch ? ", each its own slice of the batch (--threads-split batch)"
+                                                           : ", sharing every op (--threads-split ops)";
+  std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s%s (idle threads wait: %s)\n", cfg_.steps,
               cfg_.batch, model.config.block_size, optimizer_.row.title,
-              state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", omp_get_max_threads(),
-              omp_get_max_threads() == 1 ? "" : "s",
-              processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(),
+              state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", threads,
+              threads == 1 ? "" : "s",
+              processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(), split.c_str(),
               wait_policy().c_str());
   std::fflush(stdout);
 }
@@ -169,9 +179,9 @@ void TrainingRun::evaluate(int step, double& train_loss, double& val_loss, doubl
   GPT& model = *ckpt_.model;
   const int B = cfg_.batch, T = model.config.block_size;
   Rng eval_rng(cfg_.seed + 1);
-  train_loss = estimate_loss(model, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng, reducer_);
-  val_loss = estimate_loss(model, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng, reducer_);
-  honest_bits = next_char_score(model, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_, reducer_).bits;
+  train_loss = estimate_loss(*replicas_, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng, reducer_);
+  val_loss = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng, reducer_);
+  honest_bits = next_char_score(*replicas_, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_, reducer_).bits;
   if (!reducer_.writes() || !columns_.measure) return;  // only the process that writes metrics.csv measures them
   if (stats_prefix_ >= 0) model.set_prefix_length(stats_prefix_);
   extra_cells = columns_.measure(model, stats_x_.data(), stats_y_.data(), B, T);
@@ -181,12 +191,11 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
   GPT& model = *ckpt_.model;
   const int B = cfg_.batch, T = model.config.block_size;
   const int prefix = batches_->next(corpus_.train, B, T, batch_rng_, x_.data(), y_.data());
-  if (prefix >= 0) model.set_prefix_length(prefix);
+  if (prefix >= 0) replicas_->set_prefix_length(prefix);
   const size_t first = (size_t)rows_.begin * T;  // this process's rows of the batch
-  float loss = model.forward(x_.data() + first, y_.data() + first, rows_.count(), T);
-  model.zero_grad();
-  model.backward();
-  loss = reducer_.gradients(model, loss);  // the whole batch's gradient and loss
+  // This process's rows: forward, backward, and (batch-split) the threads' gradients combined.
+  const LossSum mine = replicas_->forward_backward(x_.data() + first, y_.data() + first, rows_.count(), T);
+  const float loss = reducer_.gradients(model, (float)mine.mean(), mine.count);  // the whole batch's gradient and loss
   norm = clip_global_norm(model.grads_memory(), cfg_.adamw.grad_clip);
   if (!std::isfinite(loss) || !std::isfinite(norm))
     throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
@@ -202,13 +211,13 @@ float TrainingRun::train_step(int step, double& lr, double& norm) {
 void TrainingRun::save(int step) {
   // The weights' loss on one fixed validation batch (its own seed: the training batches are unchanged).
   Rng guard_rng(cfg_.seed + 4);
-  const double loss = estimate_loss(*ckpt_.model, *batches_, corpus_.val, cfg_.batch, ckpt_.model->config.block_size,
+  const double loss = estimate_loss(*replicas_, *batches_, corpus_.val, cfg_.batch, ckpt_.model->config.block_size,
                                     1, guard_rng);
   const std::string refused = guard_->refuse(loss);
   if (!refused.empty()) throw diverged(step, refused);
   saved_any_ = true;
   state_.step = step;
-  ckpt_.model->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
+  replicas_->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
   state_.batch_rng = batch_rng_.state();
   reducer_.check_same(ckpt_.model->params_memory(), step);  // what is saved is every process's model
   if (reducer_.writes()) {

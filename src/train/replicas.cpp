@@ -1,0 +1,103 @@
+#include "train/replicas.h"
+
+#include <omp.h>
+
+#include <exception>
+#include <stdexcept>
+
+#include "base/threads.h"
+#include "data/utf8.h"
+
+Replicas::Replicas(GPT& model, int threads) {
+  all_.push_back(&model);
+  for (int r = 1; r < threads; r++) {
+    owned_.push_back(GPT::replica_of(model));
+    all_.push_back(owned_.back().get());
+  }
+}
+
+void Replicas::split(int B, const std::function<void(int, Rows)>& job) {
+  const int R = count();
+  if (R == 1) return job(0, {0, B});
+  std::exception_ptr failure;
+#pragma omp parallel num_threads(R)
+  {
+    omp_set_num_threads(1);  // this thread's ops and products run on it alone (nested regions get one thread)
+    // Every slice runs even if the runtime gave fewer threads than asked.
+    for (int r = omp_get_thread_num(); r < R; r += omp_get_num_threads()) {
+      try {
+        job(r, {(int)((long long)r * B / R), (int)((long long)(r + 1) * B / R)});
+      } catch (...) {
+#pragma omp critical(replicas_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+LossSum Replicas::forward(const int* x, const int* y, int B, int T) {
+  std::vector<LossSum> parts(count());
+  split(B, [&](int r, Rows rows) {
+    if (rows.count() == 0) return;
+    GPT& m = *all_[r];
+    const float mean = m.forward(x + (size_t)rows.begin * T, y + (size_t)rows.begin * T, rows.count(), T);
+    parts[r] = {(double)mean * m.last_targets(), m.last_targets()};
+  });
+  LossSum sum;
+  for (const LossSum& p : parts) sum.total += p.total, sum.count += p.count;  // in replica order
+  return sum;
+}
+
+LossSum Replicas::forward_backward(const int* x, const int* y, int B, int T) {
+  const int R = count();
+  std::vector<LossSum> parts(R);  // each slice's Σ loss and targets
+  split(B, [&](int r, Rows rows) {
+    GPT& m = *all_[r];
+    m.zero_grad();
+    if (rows.count() == 0) return;  // fewer rows than threads: this replica's gradient stays 0
+    const float mean = m.forward(x + (size_t)rows.begin * T, y + (size_t)rows.begin * T, rows.count(), T);
+    m.backward();
+    parts[r] = {(double)mean * m.last_targets(), m.last_targets()};
+  });
+  LossSum sum;
+  for (const LossSum& p : parts) sum.total += p.total, sum.count += p.count;  // in replica order
+  if (R == 1) return sum;  // op-split: the model's gradient is the batch's already
+  // g = Σ_r (n_r/n) g_r, each element summed in replica order: the same bits however the threads are scheduled.
+  std::vector<float> weight(R, 0.0f);
+  std::vector<float*> g(R);
+  for (int r = 0; r < R; r++) {
+    if (sum.count) weight[r] = (float)((double)parts[r].count / sum.count);
+    g[r] = all_[r]->grads_memory().data();
+  }
+  const size_t P = all_[0]->num_params();
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < P; i++) {
+    float s = weight[0] * g[0][i];
+    for (int r = 1; r < R; r++) s += weight[r] * g[r][i];
+    g[0][i] = s;
+  }
+  return sum;
+}
+
+void Replicas::set_prefix_length(int N) {
+  for (GPT* m : all_) m->set_prefix_length(N);
+}
+
+ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated) {
+  if (setting == "ops") return ThreadSplit::Ops;
+  const bool possible = threads > 1 && rows >= threads && !gated;
+  if (setting == "batch") {
+    if (threads == 1) return ThreadSplit::Ops;  // one thread: the two are the same
+    if (!possible)
+      throw std::runtime_error("--threads-split batch needs at least one sequence of the batch per thread (--batch " +
+                               std::to_string(rows) + ", " + std::to_string(threads) +
+                               " threads) and a model without head gates");
+    return ThreadSplit::Batch;
+  }
+  if (setting == "auto") return possible ? ThreadSplit::Batch : ThreadSplit::Ops;
+  throw std::runtime_error("--threads-split: unknown value '" + escape_for_message(setting) +
+                           "' (expected batch, ops or auto)");
+}
+
+const char* to_string(ThreadSplit split) { return split == ThreadSplit::Batch ? "batch" : "ops"; }

@@ -1,0 +1,52 @@
+// Batch-split threads (--threads-split batch): data parallelism between the threads of one process, the same
+// slicing that train/distributed.h does between processes. Each of R threads runs the forward and backward of its
+// slice of the batch on a replica of the model: the parameters are the model's own memory (only read while the
+// slices run), the activations and gradients are the replica's, and every op and product inside runs on that one
+// thread, so no op waits for another thread until the slice is done. Then the gradients are combined into the
+// model's, element by element, in replica order:
+//     g = Σ_r (n_r / n) · g_r      g_r: the gradient of slice r's mean loss, n_r its targets, n = Σ_r n_r
+// which is the gradient of the whole batch's mean loss, and the same bits every run for a given R.
+//
+// The other way to use the threads (--threads-split ops, R = 1 here) is one model whose every op and matrix
+// product is split between the threads (ops/linear.cpp). It pays a start and a stop of the threads at each of a
+// step's ~150 ops, which batch-split pays once; batch-split pays for R − 1 more gradient arenas, a combine pass
+// over them, and products R times smaller. choose_split() picks from the shapes (measured in docs/performance.md).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "ops/cross_entropy.h"
+#include "train/reducer.h"
+
+class Replicas {
+ public:
+  // R = threads: the model, and R − 1 replicas of it (GPT::replica_of). R = 1: the model alone, op-split.
+  Replicas(GPT& model, int threads);
+  int count() const { return (int)all_.size(); }
+  GPT& model() { return *all_[0]; }
+  GPT& operator[](int r) { return *all_[r]; }
+
+  // The forward and backward of (B, T) rows, slice r = rows [r·B/R, (r+1)·B/R) on replica r. The model's gradient
+  // is replaced by the whole batch's (of the mean loss over its targets); returns that loss and its target count.
+  LossSum forward_backward(const int* x, const int* y, int B, int T);
+  // The forward alone, the loss summed over the slices in order (evaluation).
+  LossSum forward(const int* x, const int* y, int B, int T);
+  // Runs job(r, rows of slice r) for every slice of B rows, each on a thread of its own with one-threaded ops
+  // (for R = 1: job(0, all rows) on the calling thread, with every thread for its ops). An exception thrown by a
+  // job is rethrown here, after every job has ended.
+  void split(int B, const std::function<void(int r, Rows rows)>& job);
+  void set_prefix_length(int N);  // on every replica (a prefix-LM's N changes with each batch)
+
+ private:
+  std::vector<GPT*> all_;
+  std::vector<std::unique_ptr<GPT>> owned_;  // all_[1..]
+};
+
+// --threads-split: "batch", "ops" or "auto". For auto: batch when every thread gets at least one sequence and the
+// model has no head gates, ops otherwise. Throws on any other text, naming the flag.
+enum class ThreadSplit { Batch, Ops };
+ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated);
+const char* to_string(ThreadSplit split);

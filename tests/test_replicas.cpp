@@ -1,0 +1,180 @@
+// Batch-split threads (src/train/replicas.h): the gradient and loss of a batch split between replicas against the
+// one model's forward and backward over the whole batch (op-split on one thread: another path through the code),
+// the same bits on every run for a given thread count, evaluation, and whole training runs batch- vs op-split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/rng.h"
+#include "base/threads.h"
+#include "io/checkpoint.h"
+#include "ops/cross_entropy.h"
+#include "program_util.h"
+#include "train/evaluate.h"
+#include "train/replicas.h"
+#include "train/trainer.h"
+
+namespace {
+
+ModelConfig small_model(const std::string& attention) {
+  ModelConfig c;
+  c.n_layer = 1 + (int)std::count(attention.begin(), attention.end(), ',');
+  c.n_head = 2, c.n_embd = 16, c.block_size = 9, c.vocab_size = 11;
+  c.attention = attention;
+  return c;
+}
+
+// B sequences of T tokens; targets are left out unevenly (row b keeps b+2 of them, or fewer), so the slices' mean
+// losses have different numbers of terms and a plain average of the slices' gradients would be wrong.
+void batch(int B, int T, int V, uint64_t seed, std::vector<int>& x, std::vector<int>& y) {
+  Rng rng(seed);
+  x.resize((size_t)B * T), y.resize((size_t)B * T);
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      x[(size_t)b * T + t] = rng.below(V);
+      y[(size_t)b * T + t] = t < b + 2 ? rng.below(V) : kNoTarget;
+    }
+}
+
+double max_abs_diff(Span<const float> a, Span<const float> b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); i++) m = std::max(m, (double)std::fabs(a[i] - b[i]));
+  return m;
+}
+
+double max_abs(Span<const float> a) {
+  double m = 0;
+  for (float v : a) m = std::max(m, (double)std::fabs(v));
+  return m;
+}
+
+class ReplicasOfEveryKind : public ::testing::TestWithParam<std::string> {};
+
+// The combined gradient is the whole batch's: g = Σ_r (n_r/n) g_r equals the gradient of the mean over all n
+// targets, computed by one model over all B rows. B = 5 does not divide by 2 or 3: the slices differ in size.
+TEST_P(ReplicasOfEveryKind, SplitGradientAndLossAreTheWholeBatchs) {
+  const ModelConfig config = small_model(GetParam());
+  const int B = 5, T = config.block_size;
+  std::vector<int> x, y, x0, y0;
+  batch(B, T, config.vocab_size, 7, x, y);
+  batch(B, T, config.vocab_size, 8, x0, y0);
+
+  set_threads(1);
+  GPT whole(config);
+  whole.init_weights(3);
+  const float whole_loss = whole.forward(x.data(), y.data(), B, T);
+  whole.zero_grad();
+  whole.backward();
+  const double scale = max_abs(whole.grads_memory());
+  ASSERT_GT(scale, 0.0);
+
+  for (int R : {2, 3}) {
+    set_threads(R);
+    GPT split_model(config);
+    split_model.init_weights(3);
+    Replicas replicas(split_model, R);
+    replicas.forward_backward(x0.data(), y0.data(), B, T);  // another batch first: each step starts from zero
+    const LossSum loss = replicas.forward_backward(x.data(), y.data(), B, T);
+    EXPECT_EQ(loss.count, whole.last_targets()) << R << " replicas";
+    EXPECT_NEAR(loss.mean(), whole_loss, 1e-5) << R << " replicas";
+    EXPECT_LT(max_abs_diff(split_model.grads_memory(), whole.grads_memory()), 1e-5 * scale)
+        << R << " replicas: the combined gradient is not the whole batch's";
+  }
+  set_threads(1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ReplicasOfEveryKind, ::testing::Values("softmax", "linear", "mamba", "softmax,mamba"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (c == ',') c = '_';
+                           return name;
+                         });
+
+// A given thread count gives the same bits every time: the slices are fixed and the combine adds in replica order.
+TEST(Replicas, SameBitsEveryRun) {
+  const ModelConfig config = small_model("softmax");
+  const int B = 6, T = config.block_size;
+  std::vector<int> x, y;
+  batch(B, T, config.vocab_size, 9, x, y);
+  set_threads(2);
+  std::vector<float> first;
+  for (int run = 0; run < 4; run++) {
+    GPT model(config);
+    model.init_weights(5);
+    Replicas replicas(model, 2);
+    replicas.forward_backward(x.data(), y.data(), B, T);
+    if (run == 0) first = model.grads_memory().to_vector();
+    else EXPECT_EQ(0, std::memcmp(first.data(), model.grads_memory().data(), first.size() * sizeof(float))) << run;
+  }
+  set_threads(1);
+}
+
+// Evaluation split between replicas gives the one model's loss.
+TEST(Replicas, EvaluationMatchesOneModel) {
+  const ModelConfig config = small_model("softmax");
+  const int B = 5, T = config.block_size;
+  std::vector<int> x, y;
+  batch(B, T, config.vocab_size, 11, x, y);
+  set_threads(1);
+  GPT model(config);
+  model.init_weights(4);
+  const float one = model.forward(x.data(), y.data(), B, T);
+  set_threads(2);
+  Replicas replicas(model, 2);
+  const LossSum split = replicas.forward(x.data(), y.data(), B, T);
+  EXPECT_NEAR(split.mean(), one, 1e-6);
+  EXPECT_EQ(split.count, model.last_targets() + replicas[1].last_targets());
+  set_threads(1);
+}
+
+TEST(Replicas, ChoiceOfSplit) {
+  EXPECT_EQ(choose_split("auto", 2, 12, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split("auto", 2, 1, false), ThreadSplit::Ops);  // one sequence cannot be split between 2
+  EXPECT_EQ(choose_split("auto", 2, 12, true), ThreadSplit::Ops);  // replicas have no head gates
+  EXPECT_EQ(choose_split("auto", 1, 12, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("ops", 2, 12, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("batch", 2, 12, false), ThreadSplit::Batch);
+  EXPECT_THROW(choose_split("batch", 4, 3, false), std::runtime_error);
+  EXPECT_THROW(choose_split("rows", 2, 12, false), std::runtime_error);
+}
+
+// Whole runs: batch-split and op-split on two threads train the same model (equal within float summation order),
+// and two batch-split runs are the same bits.
+TEST(Replicas, TrainingBatchSplitMatchesOpSplit) {
+  progutil::TempDir dir;
+  const std::string corpus = dir / "corpus.txt";
+  progutil::write_file(corpus, progutil::generated_text(6000));
+  auto config = [&](const std::string& out, const std::string& split) {
+    TrainConfig c;
+    c.data = corpus, c.out = dir / out;
+    c.model.n_layer = 2, c.model.n_head = 2, c.model.n_embd = 16, c.model.block_size = 16;
+    c.batch = 5, c.steps = 8, c.eval_every = 4, c.eval_iters = 2, c.ckpt_every = 0, c.log_every = 1000;
+    c.threads = 2, c.threads_split = split;
+    return c;
+  };
+  run_training(config("ops", "ops"));
+  run_training(config("batch", "batch"));
+  run_training(config("batch2", "batch"));
+  auto losses = [&](const std::string& out) {
+    std::vector<double> v;
+    for (const auto& [step, cell] : progutil::csv_column(progutil::read_csv(dir / out + "/metrics.csv"), "batch_loss"))
+      if (!cell.empty()) v.push_back(std::stod(cell));
+    for (const auto& [step, cell] : progutil::csv_column(progutil::read_csv(dir / out + "/metrics.csv"), "val_loss"))
+      if (!cell.empty()) v.push_back(std::stod(cell));
+    return v;
+  };
+  const std::vector<double> ops = losses("ops"), split = losses("batch");
+  ASSERT_EQ(ops.size(), 8u + 3u);
+  ASSERT_EQ(split.size(), ops.size());
+  for (size_t i = 0; i < ops.size(); i++) EXPECT_NEAR(split[i], ops[i], 2e-4 * std::fabs(ops[i])) << "loss " << i;
+  const Checkpoint a = load_checkpoint(checkpoint_path(dir / "batch")), b = load_checkpoint(checkpoint_path(dir / "batch2"));
+  EXPECT_EQ(0, std::memcmp(a.model->params_memory().data(), b.model->params_memory().data(),
+                           a.model->num_params() * sizeof(float)))
+      << "two batch-split runs on 2 threads differ";
+  set_threads(1);
+}
+
+}  // namespace
