@@ -406,13 +406,14 @@ TEST(LabScale, TrainingLogsAttentionStatisticsAndScaleNoneMultipliesTheVarianceB
   ASSERT_EQ(a.size(), 6u);  // header + steps 0 … 4
   const std::vector<std::string>& header = a[0];
   const size_t first = std::find(header.begin(), header.end(), "L0_logit_var") - header.begin();
-  ASSERT_EQ(header.size(), first + 2 * 8) << "8 statistics per layer, at the end of the row";
+  ASSERT_EQ(header.size(), first + 2 * 8 + 2) << "8 statistics per layer, then wall_s and muon_lr (metrics_file.h)";
   EXPECT_EQ(header[first - 1], "step_ms");
-  EXPECT_EQ(header.back(), "L1_grad_k");
+  EXPECT_EQ(header[first + 2 * 8 - 1], "L1_grad_k");
+  EXPECT_EQ(header[first + 2 * 8], "wall_s");
   for (int step = 0; step <= 4; step++) {
     const std::vector<std::string>& row = a[1 + step];
     ASSERT_EQ(row.size(), header.size());
-    for (size_t k = first; k < row.size(); k++) {
+    for (size_t k = first; k < first + 2 * 8; k++) {
       if (step % 2) {
         EXPECT_EQ(row[k], "") << header[k] << " at step " << step << ", which has no evaluation";
         continue;

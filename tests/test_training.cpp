@@ -165,6 +165,44 @@ TEST(Training, SeedDeterminesTheRun) {
                            load_checkpoint(checkpoint_path(c.out)).model->params_memory()));
 }
 
+// wall_s: seconds since the run started, never decreasing, and a resumed run continues the clock of the rows it
+// keeps; muon_lr: Muon's η, muon_lr · lr/--lr on every training row (empty with AdamW).
+TEST(Training, MetricsHaveWallClockAndMuonRate) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig c = tiny_config(dir, "clock", 10);
+  c.optimizer = "muon";
+  c.stop_at = 6;
+  run_training(c);
+  const double first_half_end = std::stod(csv_column(read_csv(c.out + "/metrics.csv"), "wall_s").back().second);
+  Checkpoint ckpt = load_checkpoint(checkpoint_path(c.out));
+  TrainConfig resumed = c;
+  resumed.stop_at = -1;
+  run_training(resumed, &ckpt);
+  const auto wall = csv_column(read_csv(c.out + "/metrics.csv"), "wall_s");
+  const auto lr = csv_column(read_csv(c.out + "/metrics.csv"), "lr");
+  const auto muon = csv_column(read_csv(c.out + "/metrics.csv"), "muon_lr");
+  ASSERT_EQ(wall.size(), 11u);
+  double previous = 0;
+  for (size_t i = 0; i < wall.size(); i++) {
+    ASSERT_FALSE(wall[i].second.empty()) << "wall_s at step " << wall[i].first;
+    const double t = std::stod(wall[i].second);
+    EXPECT_GE(t, previous) << "the clock went back at step " << wall[i].first;
+    previous = t;
+    if (i < 10) {
+      ASSERT_FALSE(muon[i].second.empty()) << "muon_lr at step " << i;
+      EXPECT_NEAR(std::stod(muon[i].second), c.muon.lr * std::stod(lr[i].second) / c.adamw.lr, 2e-5 * c.muon.lr);  // 6 digits each
+    }
+  }
+  EXPECT_GE(std::stod(wall[6].second), first_half_end) << "the resumed run restarted the clock";
+  EXPECT_TRUE(muon.back().second.empty()) << "the final evaluation row has no step";
+
+  TrainConfig adamw = tiny_config(dir, "adamw_clock", 3);
+  run_training(adamw);
+  for (const auto& [step, cell] : csv_column(read_csv(adamw.out + "/metrics.csv"), "muon_lr"))
+    EXPECT_TRUE(cell.empty()) << "an AdamW run has no Muon rate (step " << step << ")";
+}
+
 TEST(Training, MetricsAndFinalCheckpoint) {
   set_threads(1);
   TempDir dir;

@@ -14,12 +14,35 @@
 
 #include "io/atomic_file.h"
 
+// Which comma-separated cell of `header` is `name`; −1 if none.
+static int column_index(const std::string& header, const std::string& name) {
+  std::stringstream in(header);
+  std::string cell;
+  for (int i = 0; std::getline(in, cell, ','); i++)
+    if (cell == name || cell == name + "\r") return i;
+  return -1;
+}
+
+// Cell i of a row (without its newline); "" when it has none.
+static std::string cell(const std::string& line, int i) {
+  if (i < 0) return "";
+  size_t begin = 0;
+  for (int k = 0; k < i; k++) {
+    begin = line.find(',', begin);
+    if (begin == std::string::npos) return "";
+    begin++;
+  }
+  const size_t end = line.find_first_of(",\n", begin);
+  return line.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
 static std::runtime_error metrics_error(const std::string& path, const std::string& what) {
   return std::runtime_error(path + ": cannot " + what + ": " + std::strerror(errno));
 }
 
 MetricsFile::MetricsFile(const std::string& path, int first_step, const std::string& extra_header) : path_(path) {
-  const std::string header = "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms" + extra_header + "\n";
+  const std::string header =
+      "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms" + extra_header + ",wall_s,muon_lr\n";
   std::string old;
   {
     std::ifstream in(path, std::ios::binary);
@@ -32,6 +55,7 @@ MetricsFile::MetricsFile(const std::string& path, int first_step, const std::str
   bool unchanged = first_step > 0 && old.compare(0, header.size(), header) == 0;
   if (first_step > 0) {
     size_t begin = old.find('\n');
+    const int wall_column = column_index(old.substr(0, begin), "wall_s");
     begin = begin == std::string::npos ? old.size() : begin + 1;
     while (begin < old.size()) {
       const size_t end = old.find('\n', begin);
@@ -40,8 +64,13 @@ MetricsFile::MetricsFile(const std::string& path, int first_step, const std::str
         break;
       }
       const std::string line = old.substr(begin, end + 1 - begin);
-      if (std::strtol(line.c_str(), nullptr, 10) < first_step) kept += line;
-      else unchanged = false;
+      if (std::strtol(line.c_str(), nullptr, 10) < first_step) {
+        kept += line;
+        const std::string wall = cell(line, wall_column);
+        if (!wall.empty()) resumed_wall_s_ = std::strtod(wall.c_str(), nullptr);
+      } else {
+        unchanged = false;
+      }
       begin = end + 1;
     }
   }
@@ -54,16 +83,21 @@ MetricsFile::~MetricsFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void MetricsFile::row(int step, double train, double val, double honest, double loss, double lr, double norm,
-                      double ms, const std::string& extra) {
-  std::string line = std::to_string(step);
+static std::string cells(std::initializer_list<double> values) {
+  std::string text;
   char cell[40];
-  for (double v : {train, val, honest, loss, lr, norm, ms}) {
+  for (double v : values) {
     if (std::isnan(v)) std::snprintf(cell, sizeof cell, ",");
     else std::snprintf(cell, sizeof cell, ",%.6g", v);
-    line += cell;
+    text += cell;
   }
-  line += extra + "\n";
+  return text;
+}
+
+void MetricsFile::row(const MetricsRow& r) {
+  std::string line = std::to_string(r.step) +
+                     cells({r.train_loss, r.val_loss, r.honest_bits, r.batch_loss, r.lr, r.grad_norm, r.step_ms}) +
+                     r.extra + cells({r.wall_s, r.muon_lr}) + "\n";
   // One write() of the whole line; with O_APPEND it lands at the end in one piece. A short write (disk full)
   // would leave a partial row, which the next resume drops; report it rather than writing the rest later.
   const ssize_t written = ::write(fd_, line.data(), line.size());

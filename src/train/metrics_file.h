@@ -10,8 +10,23 @@
 //   - each row goes out as one whole line in one write() on a file opened O_APPEND, so a killed process never
 //     leaves half a row; sync() flushes the file to disk and runs with every checkpoint save, so the rows up to a
 //     saved step survive a power loss together with its checkpoint.
+//
+// The columns: step, train_loss, val_loss, honest_bits, batch_loss, lr, grad_norm, step_ms, then the extra columns
+// (the attention statistics), then wall_s (seconds since the run started when the row's step ended, evaluations
+// and saves included; a resumed run continues from the time its last kept row says) and muon_lr (Muon's η of the
+// step; empty for AdamW). The last two are at the end so that rows written before they existed only lack cells.
 #pragma once
+#include <cmath>
 #include <string>
+
+// One row; NaN leaves a cell empty.
+struct MetricsRow {
+  int step = 0;
+  double train_loss = NAN, val_loss = NAN, honest_bits = NAN;  // at evaluations
+  double batch_loss = NAN, lr = NAN, grad_norm = NAN, step_ms = NAN;  // the step's
+  std::string extra;  // the cells of the extra columns, each with a leading comma
+  double wall_s = NAN, muon_lr = NAN;
+};
 
 class MetricsFile {
  public:
@@ -22,12 +37,13 @@ class MetricsFile {
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
 
-  // NaN leaves a cell empty. extra: the cells of the extra columns, each with a leading comma.
-  void row(int step, double train, double val, double honest, double loss, double lr, double norm, double ms,
-           const std::string& extra = "");
+  void row(const MetricsRow& row);
   void sync();
+  // wall_s of the last row kept from before first_step (0 for a fresh run, or a file without the column).
+  double resumed_wall_s() const { return resumed_wall_s_; }
 
  private:
   std::string path_;
   int fd_ = -1;
+  double resumed_wall_s_ = 0;
 };

@@ -29,13 +29,15 @@ void Progress::evaluation(int step, double train_loss, double val_loss, double h
   std::fflush(stdout);
 }
 
-void Progress::step(int step, bool first, double loss, double lr, double ms) {
+void Progress::step(int step, bool first, double loss, double lr, double muon_lr, double ms) {
   recent_ms_ = first ? ms : 0.9 * recent_ms_ + 0.1 * ms;
   const double tokens_per_s = tokens_per_step_ / (recent_ms_ / 1000.0);
   const std::string eta = format_duration((total_steps_ - step - 1) * recent_ms_ / 1000.0);
   if (live_ || (step + 1) % log_every_ == 0) {
-    std::printf("%sstep %d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f ms/step | ETA %s%s", live_ ? "\r\033[K" : "",
-                step + 1, total_steps_, loss, lr, tokens_per_s, recent_ms_, eta.c_str(), live_ ? "" : "\n");
+    char muon[40] = "";
+    if (!std::isnan(muon_lr)) std::snprintf(muon, sizeof muon, " (Muon %.2e)", muon_lr);
+    std::printf("%sstep %d/%d | loss %.4f | lr %.2e%s | %.0f tok/s | %.1f ms/step | ETA %s%s", live_ ? "\r\033[K" : "",
+                step + 1, total_steps_, loss, lr, muon, tokens_per_s, recent_ms_, eta.c_str(), live_ ? "" : "\n");
     std::fflush(stdout);
   }
 }

@@ -12,8 +12,9 @@ class Progress {
   Progress(int total_steps, int tokens_per_step, int log_every, bool may_rewrite = true);
   // "step 250: train loss …, val loss …[, honest next-char …]"; honest_bits < 0 leaves that part out.
   void evaluation(int step, double train_loss, double val_loss, double honest_bits);
-  // After step `step` (0-based) took `ms`: "step s/total | loss | lr | tok/s | ms/step | ETA".
-  void step(int step, bool first, double loss, double lr, double ms);
+  // After step `step` (0-based) took `ms`: "step s/total | loss | lr [Muon η] | tok/s | ms/step | ETA". muon_lr is
+  // NaN for AdamW runs.
+  void step(int step, bool first, double loss, double lr, double muon_lr, double ms);
   // "interrupted: saved step …" or "stopped: …", on its own line.
   void stopped(bool interrupted, int step, const std::string& file);
   bool live() const { return live_; }

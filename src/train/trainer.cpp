@@ -49,6 +49,7 @@ class TrainingRun {
   // One optimizer step: batch, forward, backward, the whole batch's gradient, clip, update. Returns the loss;
   // throws if it diverged.
   float train_step(int step, double& lr, double& norm);
+  double seconds() const;  // since the run started (a resumed run continues its metrics.csv's clock)
   void save(int step);
   std::runtime_error diverged(int step, const std::string& what) const;
   std::string last_good() const;
@@ -81,7 +82,13 @@ class TrainingRun {
   std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
   std::unique_ptr<MetricsFile> metrics_;
   std::unique_ptr<DivergenceGuard> guard_;  // a save only of weights whose loss is sane (divergence_guard.h)
+  Clock::time_point started_ = Clock::now();  // this invocation: loading the corpus and the model count too
+  double earlier_seconds_ = 0;                // the resumed run's wall_s before this invocation
 };
+
+double TrainingRun::seconds() const {
+  return earlier_seconds_ + std::chrono::duration<double>(Clock::now() - started_).count();
+}
 
 // The hooks' reducer, or one process when none is given.
 const Reducer& reducer_of(const TrainHooks& hooks) { return hooks.reducer ? *hooks.reducer : one_process(); }
@@ -263,16 +270,18 @@ TrainResult TrainingRun::run() {
   // The extra columns (TrainHooks), after step_ms, filled at evaluations. --overwrite starts the file afresh, also
   // for a run resumed into another run's folder (train.cpp).
   const int L = model.config.n_layer;
-  if (out)
+  if (out) {
     metrics_ = std::make_unique<MetricsFile>(cfg_.out + "/metrics.csv", cfg_.overwrite ? 0 : state_.step,
                                              columns_.header ? columns_.header(L) : "");
+    earlier_seconds_ = metrics_->resumed_wall_s();
+  }
   Rng stats_rng(cfg_.seed + 3);
   stats_prefix_ = batches_->next(corpus_.val, B, T, stats_rng, stats_x_.data(), stats_y_.data());
   const double nan = std::nan("");
   const std::string no_extra_cells = columns_.empty ? columns_.empty(L) : "";
   TrainResult result;
   result.step = first_step_;
-  const auto start = Clock::now();
+  const auto start = Clock::now();  // for the closing line: this invocation's own time
 
   for (int step = state_.step; step <= cfg_.steps; step++) {
     double train_loss = nan, val_loss = nan, honest_bits = nan;
@@ -283,17 +292,25 @@ TrainResult TrainingRun::run() {
       result.val_loss = val_loss, result.honest_bits = honest_bits;
       if (out) progress.evaluation(step, train_loss, val_loss, report_honest ? honest_bits : -1);
     }
+    MetricsRow row;
+    row.step = step, row.train_loss = train_loss, row.val_loss = val_loss, row.honest_bits = honest_bits;
+    row.extra = extra_cells;
     if (last) {
-      if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, nan, nan, nan, nan, extra_cells);
+      row.wall_s = seconds();
+      if (metrics_) metrics_->row(row);
       break;
     }
     const auto t0 = Clock::now();
     double lr = 0, norm = 0;
     const float loss = train_step(step, lr, norm);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (metrics_) metrics_->row(step, train_loss, val_loss, honest_bits, loss, lr, norm, ms, extra_cells);
+    const double muon_lr = optimizer_.row.kind == OptimizerKind::Muon
+                               ? muon_learning_rate(cfg_.muon, cfg_.adamw, (float)lr) : nan;
+    row.batch_loss = loss, row.lr = lr, row.grad_norm = norm, row.step_ms = ms, row.muon_lr = muon_lr;
+    row.wall_s = seconds();
+    if (metrics_) metrics_->row(row);
     result.step = step + 1;
-    if (out) progress.step(step, step == first_step_, loss, lr, ms);
+    if (out) progress.step(step, step == first_step_, loss, lr, muon_lr, ms);
     // Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
     if ((step + 1) % kCheckEvery == 0) reducer_.check_same(model.params_memory(), step + 1);
     // A stop request reaches the processes at different moments: all stop when one has it.
