@@ -2,7 +2,7 @@
 //
 //   make bench                  the full run (a few minutes on two cores); prints tables, writes bench/results.json
 //   BENCH_QUICK=1 make bench    the same tables with fewer repeats and shorter sweeps (about a minute)
-//   build/bench/bench --step tiny --threads 2 [--warmup W] [--repeats R]
+//   build/bench/bench --step tiny --threads 2 [--threads-split batch|ops|auto] [--warmup W] [--repeats R]
 //                               one preset's training step in this process: prints one JSON line (ms of every
 //                               timed step, median, tokens/s, peak RSS, the analytic estimate). `make bench` runs
 //                               each preset this way in a fresh process, so each peak RSS is that preset's alone;
@@ -61,6 +61,7 @@
 #include "generate/sampling.h"
 #include "base/threads.h"
 #include "lab/plot.h"
+#include "train/replicas.h"
 #include "train/trainer.h"
 
 using nlohmann::json;
@@ -221,20 +222,27 @@ struct StepTimes {
   // Median wall and CPU ms of each phase of the step: forward, zero_grad, backward, clip, adamw.
   static constexpr int kPhases = 5;
   double phase_ms[kPhases] = {}, phase_cpu_ms[kPhases] = {};
+  bool batch_split = false;  // the threads took slices of the batch (train/replicas.h)
 };
 static const char* kPhaseNames[StepTimes::kPhases] = {"forward", "zero_grad", "backward", "clip", "adamw"};
 
-// The trainer's step without its data loading and logging: forward, zero_grad, backward, clip, AdamW.
-static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, int warmup, int reps) {
+// The trainer's step without its data loading and logging: forward, zero_grad, backward, clip, AdamW, with the
+// threads shared as ./train shares them (--threads-split, train/replicas.h). Split by batch, the forward, zero_grad,
+// backward and the gradients' combine run as one phase, timed as "forward" (zero_grad and backward show 0).
+static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, int warmup, int reps,
+                                     const std::string& split = "auto") {
   set_threads(threads);
   GPT model(c);
   model.init_weights(1337);
+  const bool batch_split = choose_split(split, threads, B, false) == ThreadSplit::Batch;
+  Replicas replicas(model, batch_split ? threads : 1);
   AdamW opt;
   AdamWConfig cfg;
   Rng rng(42);
   const int T = c.block_size;
   std::vector<int> x = random_tokens((size_t)B * T, c.vocab_size, rng), y = random_tokens(x.size(), c.vocab_size, rng);
   StepTimes st;
+  st.batch_split = batch_split;
   std::vector<double> phase_wall[StepTimes::kPhases], phase_cpu[StepTimes::kPhases];
   for (int i = 0; i < warmup + reps; i++) {
     double wall[StepTimes::kPhases + 1], cpu[StepTimes::kPhases + 1];
@@ -242,12 +250,18 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
     const auto t0 = Clock::now();
     auto mark = [&] { wall[k] = ms_since(t0), cpu[k] = process_cpu_ms(), k++; };
     mark();
-    const float loss = model.forward(x.data(), y.data(), B, T);
-    mark();
-    model.zero_grad();
-    mark();
-    model.backward();
-    mark();
+    float loss = 0;
+    if (batch_split) {
+      loss = (float)replicas.forward_backward(x.data(), y.data(), B, T).mean();
+      mark(), mark(), mark();
+    } else {
+      loss = model.forward(x.data(), y.data(), B, T);
+      mark();
+      model.zero_grad();
+      mark();
+      model.backward();
+      mark();
+    }
     clip_global_norm(model.grads_memory(), cfg.grad_clip);
     mark();
     opt.update(model, cfg, learning_rate(cfg, i, 2000));
@@ -388,9 +402,9 @@ static double sampling_tokens_per_s(int threads, int n, int reps) {
 
 // ---- child-process modes -------------------------------------------------------------------------------------
 
-static json step_report(const std::string& name, int threads, int warmup, int reps) {
+static json step_report(const std::string& name, int threads, int warmup, int reps, const std::string& split) {
   BenchPreset p = get_preset(name);
-  StepTimes st = time_training_steps(p.model, p.batch, threads, warmup, reps);
+  StepTimes st = time_training_steps(p.model, p.batch, threads, warmup, reps, split);
   const double tokens = (double)p.batch * p.model.block_size;
   const double gflop = tokens * flops_per_token(p.model, p.model.block_size) / 1e9;
   json phases = json::object(), phases_cpu = json::object();
@@ -400,6 +414,7 @@ static json step_report(const std::string& name, int threads, int warmup, int re
           {"phases_cpu_ms", phases_cpu},
           {"preset", name},
           {"threads", threads},
+          {"threads_split", st.batch_split ? "batch" : "ops"},
           {"batch", p.batch},
           {"block_size", p.model.block_size},
           {"warmup", warmup},
@@ -556,18 +571,22 @@ static int run_full(const Options& o) {
   hr();
   std::printf("2. training step = forward + backward + clip + AdamW, random tokens; median after warm-up; each row in a\n"
               "   fresh process (so peak RSS is that preset's). Model FLOPs/token = 6·N + 12·L·C·T (N excludes wpe)\n");
-  std::printf("  %-6s %3s %5s %10s %18s %9s %10s %8s %7s %8s %8s %7s\n", "preset", "thr", "reps", "ms/step", "(min–max)",
+  std::printf("  %-6s %3s %5s %5s %10s %18s %9s %10s %8s %7s %8s %8s %7s\n", "preset", "thr", "split", "reps", "ms/step",
+              "(min–max)",
               "CPU ms", "tokens/s", "GFLOP/s", "%sgemm", "RSS MB", "est. MB", "RSS/est");
   json steps = json::array();
-  std::map<std::string, json> step_json;  // "tiny/2" → that run's report
+  std::map<std::string, json> step_json;  // "tiny/2/ops" → that run's report
   const std::string exe = self_exe();
   struct StepRun {
     const char* preset;
     int threads;
-    const char* env;  // extra environment for the child ("" = none)
+    const char* env;    // extra environment for the child ("" = none)
+    const char* split;  // --threads-split: auto is ./train's default; ops is what section 3's breakdown adds up
   };
-  std::vector<StepRun> runs = {{"tiny", 1, ""}, {"tiny", 2, ""}, {"tiny", 2, "OMP_WAIT_POLICY=ACTIVE"},
-                               {"small", 1, ""}, {"small", 2, ""}};
+  std::vector<StepRun> runs = {{"tiny", 1, "", "auto"},      {"tiny", 2, "", "auto"},
+                               {"tiny", 2, "", "ops"},       {"tiny", 2, "OMP_WAIT_POLICY=ACTIVE", "auto"},
+                               {"small", 1, "", "auto"},     {"small", 2, "", "auto"},
+                               {"small", 2, "", "ops"}};
   for (const StepRun& run : runs) {
     {
       const char* name = run.preset;
@@ -577,8 +596,8 @@ static int run_full(const Options& o) {
       const int warmup = small ? 1 : (o.quick ? 3 : 5);
       const int reps = small ? (o.quick ? 1 : (t == 1 ? 2 : 3)) : (o.quick ? 10 : 30);
       const std::string cmd = std::string(*run.env ? "env " : "") + run.env + " " + exe + " --step " + name +
-                              " --threads " + std::to_string(t) + " --warmup " + std::to_string(warmup) +
-                              " --repeats " + std::to_string(reps);
+                              " --threads " + std::to_string(t) + " --threads-split " + run.split + " --warmup " +
+                              std::to_string(warmup) + " --repeats " + std::to_string(reps);
       json r = json::parse(run_capture(cmd));
       r["env"] = run.env;
       const std::vector<double> ms = r["ms"];
@@ -586,13 +605,15 @@ static int run_full(const Options& o) {
       char range[64];
       std::snprintf(range, sizeof range, "(%.1f–%.1f)", *std::min_element(ms.begin(), ms.end()),
                     *std::max_element(ms.begin(), ms.end()));
-      std::printf("  %-6s %3d %5d %10.2f %18s %9.1f %10.0f %8.1f %6.1f%% %8.1f %8.1f %7.2f\n", name, t, reps, med, range,
+      const std::string split = r["threads_split"];
+      std::printf("  %-6s %3d %5s %5d %10.2f %18s %9.1f %10.0f %8.1f %6.1f%% %8.1f %8.1f %7.2f\n", name, t,
+                  t == 1 ? "-" : split.c_str(), reps, med, range,
                   (double)r["median_cpu_ms"], (double)r["tokens_per_s"], gf, 100 * gf / machine_rate[t], rss, est,
                   rss / est);
       if (*run.env) std::printf("  %-6s     └ the row above's child ran with %s (idle threads spin instead of sleeping)\n", "", run.env);
       r["pct_of_sgemm"] = 100 * gf / machine_rate[t];
       steps.push_back(r);
-      if (!*run.env) step_json[std::string(name) + "/" + std::to_string(t)] = r;
+      if (!*run.env) step_json[std::string(name) + "/" + std::to_string(t) + "/" + run.split] = r;
       std::fflush(stdout);
     }
   }
@@ -618,7 +639,7 @@ static int run_full(const Options& o) {
     std::vector<OpRow> rows = small ? op_breakdown(p.model, p.batch, p.model.block_size, bd.threads, 2, 0, false)
                                     : op_breakdown(p.model, p.batch, p.model.block_size, bd.threads, 3,
                                                    o.quick ? 30 : 100, true);
-    const std::string key = p.name + "/" + std::to_string(bd.threads);
+    const std::string key = p.name + "/" + std::to_string(bd.threads) + (bd.threads == 1 ? "/auto" : "/ops");
     json j;
     if (!step_json.count(key)) continue;
     print_breakdown(std::string(bd.name) + " preset, " + std::to_string(bd.threads) + " thread(s)", rows,
@@ -831,7 +852,8 @@ static void plot_chart(const std::string& json_path, const std::string& svg_path
 static void usage() {
   std::printf(
       "usage: bench [--quick] [--json PATH]          the full benchmark (tables + JSON)\n"
-      "       bench --step tiny|small --threads N [--warmup W] [--repeats R]   one preset's step, one JSON line\n"
+      "       bench --step tiny|small --threads N [--threads-split batch|ops|auto] [--warmup W] [--repeats R]\n"
+      "                                                  one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
@@ -843,7 +865,7 @@ int main(int argc, char** argv) {
   try {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
-    std::string step_preset;
+    std::string step_preset, split = "auto";
     bool sample = false, linear_only = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500;
     for (int i = 1; i < argc; i++) {
@@ -863,6 +885,7 @@ int main(int argc, char** argv) {
       else if (a == "--sample") sample = true;
       else if (a == "--linear") linear_only = true;
       else if (a == "--threads") threads = std::stoi(value());
+      else if (a == "--threads-split") split = value();
       else if (a == "--warmup") warmup = std::stoi(value());
       else if (a == "--repeats") repeats = std::stoi(value());
       else if (a == "-n") n = std::stoi(value());
@@ -873,7 +896,7 @@ int main(int argc, char** argv) {
     if (!step_preset.empty()) {
       const bool small = step_preset == "small";
       json r = step_report(step_preset, threads, warmup >= 0 ? warmup : (small ? 1 : 5),
-                           repeats > 0 ? repeats : (small ? 3 : 30));
+                           repeats > 0 ? repeats : (small ? 3 : 30), split);
       std::printf("%s\n", r.dump().c_str());
       return 0;
     }
