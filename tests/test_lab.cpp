@@ -406,7 +406,7 @@ TEST(LabScale, TrainingLogsAttentionStatisticsAndScaleNoneMultipliesTheVarianceB
   ASSERT_EQ(a.size(), 6u);  // header + steps 0 … 4
   const std::vector<std::string>& header = a[0];
   const size_t first = std::find(header.begin(), header.end(), "L0_logit_var") - header.begin();
-  ASSERT_EQ(header.size(), first + 2 * 8 + 2) << "8 statistics per layer, then wall_s and muon_lr (metrics_file.h)";
+  ASSERT_EQ(header.size(), first + 2 * 8 + 3) << "8 statistics per layer, then wall_s, muon_lr, val_windows (metrics_file.h)";
   EXPECT_EQ(header[first - 1], "step_ms");
   EXPECT_EQ(header[first + 2 * 8 - 1], "L1_grad_k");
   EXPECT_EQ(header[first + 2 * 8], "wall_s");

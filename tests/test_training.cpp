@@ -12,6 +12,10 @@
 #include "io/checkpoint.h"
 #include "program_util.h"
 #include "base/threads.h"
+#include "base/rng.h"
+#include "data/dataset.h"
+#include "data/objective.h"
+#include "train/evaluate.h"
 #include "train/trainer.h"
 
 using progutil::csv_column;
@@ -201,6 +205,31 @@ TEST(Training, MetricsHaveWallClockAndMuonRate) {
   run_training(adamw);
   for (const auto& [step, cell] : csv_column(read_csv(adamw.out + "/metrics.csv"), "muon_lr"))
     EXPECT_TRUE(cell.empty()) << "an AdamW run has no Muon rate (step " << step << ")";
+}
+
+// --eval-windows N: at each evaluation, the validation loss over N random windows (whole batches of them), in
+// val_windows; the final row's value is that estimate for the saved weights. Without the flag the column is empty.
+TEST(Training, EvalWindowsLogsNanoGPTsEstimator) {
+  set_threads(1);
+  TempDir dir;
+  TrainConfig c = tiny_config(dir, "windows", 6);
+  c.eval_every = 3;
+  c.eval_windows = 10;  // batch 4: three batches, 12 windows
+  run_training(c);
+  const auto windows = csv_column(read_csv(c.out + "/metrics.csv"), "val_windows");
+  ASSERT_EQ(windows.size(), 7u);
+  for (const auto& [step, cell] : windows) EXPECT_EQ(cell.empty(), step % 3 != 0) << "step " << step;
+  Checkpoint ckpt = load_checkpoint(checkpoint_path(c.out));
+  const Corpus corpus = load_corpus(c.data, ckpt.tokenizer);
+  BatchMaker batches(Objective::CLM);
+  Rng rng(c.seed + 5);
+  const double expected = estimate_loss(*ckpt.model, batches, corpus.val, c.batch, c.model.block_size, 3, rng);
+  EXPECT_NEAR(std::stod(windows.back().second), expected, 1e-5 * expected);
+
+  TrainConfig off = tiny_config(dir, "no_windows", 2);
+  run_training(off);
+  for (const auto& [step, cell] : csv_column(read_csv(off.out + "/metrics.csv"), "val_windows"))
+    EXPECT_TRUE(cell.empty()) << "step " << step;
 }
 
 TEST(Training, MetricsAndFinalCheckpoint) {

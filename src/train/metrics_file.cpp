@@ -42,7 +42,7 @@ static std::runtime_error metrics_error(const std::string& path, const std::stri
 
 MetricsFile::MetricsFile(const std::string& path, int first_step, const std::string& extra_header) : path_(path) {
   const std::string header =
-      "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms" + extra_header + ",wall_s,muon_lr\n";
+      "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms" + extra_header + ",wall_s,muon_lr,val_windows\n";
   std::string old;
   {
     std::ifstream in(path, std::ios::binary);
@@ -97,7 +97,7 @@ static std::string cells(std::initializer_list<double> values) {
 void MetricsFile::row(const MetricsRow& r) {
   std::string line = std::to_string(r.step) +
                      cells({r.train_loss, r.val_loss, r.honest_bits, r.batch_loss, r.lr, r.grad_norm, r.step_ms}) +
-                     r.extra + cells({r.wall_s, r.muon_lr}) + "\n";
+                     r.extra + cells({r.wall_s, r.muon_lr, r.val_windows}) + "\n";
   // One write() of the whole line; with O_APPEND it lands at the end in one piece. A short write (disk full)
   // would leave a partial row, which the next resume drops; report it rather than writing the rest later.
   const ssize_t written = ::write(fd_, line.data(), line.size());

@@ -13,8 +13,9 @@
 //
 // The columns: step, train_loss, val_loss, honest_bits, batch_loss, lr, grad_norm, step_ms, then the extra columns
 // (the attention statistics), then wall_s (seconds since the run started when the row's step ended, evaluations
-// and saves included; a resumed run continues from the time its last kept row says) and muon_lr (Muon's η of the
-// step; empty for AdamW). The last two are at the end so that rows written before they existed only lack cells.
+// and saves included; a resumed run continues from the time its last kept row says), muon_lr (Muon's η of the
+// step; empty for AdamW) and val_windows (nanoGPT's estimator, with --eval-windows). These three are at the end so
+// that rows written before they existed only lack cells.
 #pragma once
 #include <cmath>
 #include <string>
@@ -25,7 +26,7 @@ struct MetricsRow {
   double train_loss = NAN, val_loss = NAN, honest_bits = NAN;  // at evaluations
   double batch_loss = NAN, lr = NAN, grad_norm = NAN, step_ms = NAN;  // the step's
   std::string extra;  // the cells of the extra columns, each with a leading comma
-  double wall_s = NAN, muon_lr = NAN;
+  double wall_s = NAN, muon_lr = NAN, val_windows = NAN;
 };
 
 class MetricsFile {

@@ -48,6 +48,8 @@ static const std::vector<Setting<TrainConfig>>& run_settings() {
     {"eval_every",   "eval-every",   "evaluate train and val loss every N steps (0 = start and end only)",
                                                                                            FIELD(eval_every),         at_least(0),  S::Knob},
     {"eval_iters",   "eval-iters",   "batches per split per evaluation",                   FIELD(eval_iters),         positive(),   S::Knob},
+    {"eval_windows", "eval-windows", "also score this many random validation windows at each evaluation, as nanoGPT "
+                                     "estimates (metrics.csv's val_windows; 0 = off)",     FIELD(eval_windows),       at_least(0),  S::Knob},
     {"ckpt_every",   "ckpt-every",   "write a checkpoint every N steps (0 = at the end only)", FIELD(ckpt_every),     at_least(0),  S::Knob},
     {"log_every",    "log-every",    "progress line every N steps when the output is not a terminal",
                                                                                            FIELD(log_every),          positive(),   S::Knob},

@@ -30,6 +30,8 @@ struct TrainConfig {
   MuonConfig muon;
   int eval_every = 200;      // 0 = only at the start and the end
   int eval_iters = 20;       // batches per split per evaluation
+  int eval_windows = 0;      // > 0: each evaluation also scores this many random validation windows (nanoGPT's
+                             // estimator; rounded up to whole batches), metrics.csv's val_windows
   int ckpt_every = 500;      // 0 = only at the end
   int log_every = 50;        // progress lines when stdout is not a terminal
   uint64_t seed = 1337;

@@ -45,7 +45,7 @@ class TrainingRun {
  private:
   void start_model(Checkpoint* resume);  // a new model from the corpus, or the resumed checkpoint's
   void print_header() const;
-  void evaluate(int step, double& train_loss, double& val_loss, double& honest_bits, std::string& extra_cells);
+  void evaluate(int step, MetricsRow& row);  // fills the row's losses, scores and extra cells
   // One optimizer step: batch, forward, backward, the whole batch's gradient, clip, update. Returns the loss;
   // throws if it diverged.
   float train_step(int step, double& lr, double& norm);
@@ -181,17 +181,24 @@ void TrainingRun::print_header() const {
 // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like, and
 // the training batches never depend on how often we evaluate. Also measures the next-character score and the
 // extra columns (TrainHooks: the lab's attention statistics under ./train) on one fixed validation batch.
-void TrainingRun::evaluate(int step, double& train_loss, double& val_loss, double& honest_bits,
-                           std::string& extra_cells) {
+void TrainingRun::evaluate(int step, MetricsRow& row) {
   GPT& model = *ckpt_.model;
   const int B = cfg_.batch, T = model.config.block_size;
   Rng eval_rng(cfg_.seed + 1);
-  train_loss = estimate_loss(*replicas_, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng, reducer_);
-  val_loss = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng, reducer_);
-  honest_bits = next_char_score(*replicas_, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_, reducer_).bits;
+  row.train_loss = estimate_loss(*replicas_, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng, reducer_);
+  row.val_loss = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng, reducer_);
+  // nanoGPT's estimator, when asked for: the validation loss over --eval-windows random windows, whole batches of
+  // them (its own seed, so the other numbers are unchanged).
+  if (cfg_.eval_windows > 0) {
+    Rng windows_rng(cfg_.seed + 5);
+    row.val_windows = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, (cfg_.eval_windows + B - 1) / B,
+                                    windows_rng, reducer_);
+  }
+  row.honest_bits =
+      next_char_score(*replicas_, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_, reducer_).bits;
   if (!reducer_.writes() || !columns_.measure) return;  // only the process that writes metrics.csv measures them
   if (stats_prefix_ >= 0) model.set_prefix_length(stats_prefix_);
-  extra_cells = columns_.measure(model, stats_x_.data(), stats_y_.data(), B, T);
+  row.extra = columns_.measure(model, stats_x_.data(), stats_y_.data(), B, T);
 }
 
 float TrainingRun::train_step(int step, double& lr, double& norm) {
@@ -284,17 +291,14 @@ TrainResult TrainingRun::run() {
   const auto start = Clock::now();  // for the closing line: this invocation's own time
 
   for (int step = state_.step; step <= cfg_.steps; step++) {
-    double train_loss = nan, val_loss = nan, honest_bits = nan;
-    std::string extra_cells = no_extra_cells;
+    MetricsRow row;
+    row.step = step, row.extra = no_extra_cells;
     const bool last = step == cfg_.steps;
     if (last || step == first_step_ || (cfg_.eval_every && step % cfg_.eval_every == 0)) {
-      evaluate(step, train_loss, val_loss, honest_bits, extra_cells);
-      result.val_loss = val_loss, result.honest_bits = honest_bits;
-      if (out) progress.evaluation(step, train_loss, val_loss, report_honest ? honest_bits : -1);
+      evaluate(step, row);
+      result.val_loss = row.val_loss, result.honest_bits = row.honest_bits;
+      if (out) progress.evaluation(step, row.train_loss, row.val_loss, report_honest ? row.honest_bits : -1);
     }
-    MetricsRow row;
-    row.step = step, row.train_loss = train_loss, row.val_loss = val_loss, row.honest_bits = honest_bits;
-    row.extra = extra_cells;
     if (last) {
       row.wall_s = seconds();
       if (metrics_) metrics_->row(row);
