@@ -10,6 +10,9 @@
 //   build/bench/bench --linear [--quick]
 //                               only section 7: softmax vs linear attention, cost per token against T (training
 //                               step and generation), one thread; also the last section of `make bench`.
+//   build/bench/bench --split [--threads 2] [--quick]
+//                               batch-split against op-split threads (train/replicas.h): a training step's median ms
+//                               for shapes from one sequence per thread to the small preset (make bench-split).
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
 //   build/bench/bench --plot CHART.json OUT.svg
@@ -398,6 +401,43 @@ static double sampling_tokens_per_s(int threads, int n, int reps) {
     if (r > 0) rates.push_back(n / (ms / 1000.0));
   }
   return median(rates);
+}
+
+// ---- batch-split against op-split (--split) --------------------------------------------------------------------
+// The crossover behind --threads-split auto (train/replicas.h): the same training step (forward, backward, clip,
+// AdamW) with its threads taking slices of the batch or sharing every op, alternated in one process, for the tiny
+// widths at batches from 2 (one sequence per thread) to 32, the frontier shape and the small preset.
+static void split_crossover(int threads, bool quick) {
+  struct Shape {
+    std::string label;
+    ModelConfig model;
+    int batch;
+  };
+  std::vector<Shape> shapes;
+  const BenchPreset tiny = get_preset("tiny"), frontier = get_preset("frontier"), small = get_preset("small");
+  for (int B : {2, 4, 12, 32}) shapes.push_back({"tiny widths, batch " + std::to_string(B), tiny.model, B});
+  shapes.push_back({"frontier (block 128, batch 16)", frontier.model, frontier.batch});
+  if (!quick) shapes.push_back({"small (6×384, block 256, batch 64)", small.model, small.batch});
+  std::printf("batch-split against op-split, %d threads: median ms of a training step (forward, backward, clip, "
+              "AdamW), rounds alternated (load average %.1f)\n", threads, load_average());
+  std::printf("  %-36s %10s %10s %8s\n", "shape", "ops ms", "batch ms", "ops/batch");
+  for (const Shape& sh : shapes) {
+    const bool big = sh.model.n_embd >= 384;
+    const int rounds = big ? 2 : (quick ? 2 : 3), warmup = big ? 1 : 3, reps = big ? 2 : (quick ? 10 : 20);
+    std::vector<double> ops, batch;
+    for (int r = 0; r < rounds; r++) {
+      for (int k = 0; k < 2; k++) {  // A B, then B A
+        const bool batch_first = r % 2 == 1;
+        const bool run_batch = (k == 0) == batch_first;
+        const double ms =
+            time_training_steps(sh.model, sh.batch, threads, warmup, reps, run_batch ? "batch" : "ops").median_ms;
+        (run_batch ? batch : ops).push_back(ms);
+      }
+    }
+    std::printf("  %-36s %10.2f %10.2f %7.2fx\n", sh.label.c_str(), median(ops), median(batch),
+                median(ops) / median(batch));
+    std::fflush(stdout);
+  }
 }
 
 // ---- child-process modes -------------------------------------------------------------------------------------
@@ -856,6 +896,7 @@ static void usage() {
       "                                                  one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
+      "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
       "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
       "BENCH_QUICK=1 in the environment is the same as --quick.\n");
 }
@@ -866,7 +907,7 @@ int main(int argc, char** argv) {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
     std::string step_preset, split = "auto";
-    bool sample = false, linear_only = false;
+    bool sample = false, linear_only = false, split_only = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500;
     for (int i = 1; i < argc; i++) {
       const std::string a = argv[i];
@@ -884,6 +925,7 @@ int main(int argc, char** argv) {
       else if (a == "--step") step_preset = value();
       else if (a == "--sample") sample = true;
       else if (a == "--linear") linear_only = true;
+      else if (a == "--split") split_only = true;
       else if (a == "--threads") threads = std::stoi(value());
       else if (a == "--threads-split") split = value();
       else if (a == "--warmup") warmup = std::stoi(value());
@@ -898,6 +940,10 @@ int main(int argc, char** argv) {
       json r = step_report(step_preset, threads, warmup >= 0 ? warmup : (small ? 1 : 5),
                            repeats > 0 ? repeats : (small ? 3 : 30), split);
       std::printf("%s\n", r.dump().c_str());
+      return 0;
+    }
+    if (split_only) {
+      split_crossover(threads, o.quick);
       return 0;
     }
     if (linear_only) {

@@ -2,7 +2,8 @@
 """bench/compare.py — plaingpt against its PyTorch twin (bench/torch_twin.py): `make bench-compare`.
 
 1. Training speed, A/B alternated: for each target (tiny at 2 threads, tiny at 1 thread, small at 2 threads) the two
-   programs run one after the other for several rounds, the order flipping every round (A B, B A, ...), each run a
+   programs (ours with ./train's default --threads-split auto; on the tiny 2-thread target also ours with idle
+   threads spinning and ours split by ops, as diagnostics) run one after the other for several rounds, the order flipping every round (A B, B A, ...), each run a
    fresh process timing full training steps after warm-up. Per run we keep the median ms/step; the table shows the
    median over rounds, tokens/s, the ratio of medians (PyTorch ms / ours ms = how many times faster we are), and the
    largest peak RSS seen.
@@ -70,9 +71,9 @@ def load_average():
 
 # ---- the two programs --------------------------------------------------------------------------------------------
 
-def ours_step(preset, threads, warmup, repeats, env=None):
-    return run_json([OURS, "--step", preset, "--threads", str(threads), "--warmup", str(warmup), "--repeats",
-                     str(repeats)], env=clean_env(env))
+def ours_step(preset, threads, warmup, repeats, env=None, split="auto"):
+    return run_json([OURS, "--step", preset, "--threads", str(threads), "--threads-split", split, "--warmup",
+                     str(warmup), "--repeats", str(repeats)], env=clean_env(env))
 
 
 def twin_step(preset, variant, warmup, repeats):
@@ -111,8 +112,9 @@ def pick_best_variant(budget, quick, log):
 def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_torch, log, ours_spin=False):
     """Rounds of ours / PyTorch (/ ours with OMP_WAIT_POLICY=ACTIVE, a diagnostic), the order rotating per round.
     Our programs wait passively unless told otherwise (src/base/threads.h), so "ours" is what a user runs."""
-    runs = {"ours": [], "pytorch": [], "ours_spin": []}
-    contenders = ["ours"] + (["pytorch"] if have_torch else []) + (["ours_spin"] if ours_spin else [])
+    runs = {"ours": [], "pytorch": [], "ours_spin": [], "ours_ops": []}
+    contenders = (["ours"] + (["pytorch"] if have_torch else []) + (["ours_spin"] if ours_spin else [])
+                  + (["ours_ops"] if ours_spin else []))
     for r in range(rounds):
         order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
         if r % 2:
@@ -122,6 +124,8 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
                 runs[who].append(ours_step(preset, threads, warmup, repeats))
             elif who == "ours_spin":
                 runs[who].append(ours_step(preset, threads, warmup, repeats, {"OMP_WAIT_POLICY": "ACTIVE"}))
+            elif who == "ours_ops":
+                runs[who].append(ours_step(preset, threads, warmup, repeats, split="ops"))
             else:
                 runs[who].append(twin_step(preset, variant, warmup, repeats))
         line = ", ".join(f"{who} {runs[who][-1]['median_ms']:9.2f} ms" for who in contenders)
@@ -140,7 +144,8 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
 
     res = {"target": label, "preset": preset, "threads": threads, "rounds": rounds, "warmup": warmup,
            "repeats": repeats, "ours": summary(runs["ours"]), "pytorch": summary(runs["pytorch"]),
-           "ours_spin": summary(runs["ours_spin"]),
+           "ours_spin": summary(runs["ours_spin"]), "ours_ops": summary(runs["ours_ops"]),
+           "ours_split": runs["ours"][0].get("threads_split") if runs["ours"] else None,
            "pytorch_variant": variant["name"] if (variant and have_torch) else None}
     if res["pytorch"]:
         res["speedup"] = res["pytorch"]["median_ms"] / res["ours"]["median_ms"]
@@ -261,7 +266,7 @@ def main():
     log(f"{'target':<18} {'impl':<9} {'ms/step':>10} {'CPU ms':>9} {'tokens/s':>10} {'peak RSS MB':>12} {'est. MB':>9}   "
         "ours/PyTorch speed")
     for t in results["targets"]:
-        for impl in ("ours", "pytorch", "ours_spin"):
+        for impl in ("ours", "pytorch", "ours_spin", "ours_ops"):
             s = t.get(impl)
             if not s:
                 continue
@@ -269,14 +274,24 @@ def main():
             extra = ""
             if impl == "ours_spin":
                 extra = "   (diagnostic: ours with OMP_WAIT_POLICY=ACTIVE, idle threads spin)"
+            if impl == "ours" and t["threads"] > 1:
+                extra = f"   (--threads-split {t['ours_split']})"
+            if impl == "ours_ops":
+                extra = (f"   (--threads-split ops: every op split between the threads; batch-split is "
+                         f"{s['median_ms'] / t['ours']['median_ms']:.2f}x faster)")
             if impl == "pytorch":
                 extra = (f"   {t['speedup']:.2f}x (fastest steps {t['speedup_of_minima']:.2f}x); "
                          f"PyTorch RSS / ours {t['pytorch']['peak_rss_mb'] / t['ours']['peak_rss_mb']:.1f}x")
-            name = {"ours_spin": "ours (A)"}.get(impl, impl)
+            name = {"ours_spin": "ours (A)", "ours_ops": "ours (ops)"}.get(impl, impl)
             log(f"{t['target'] if impl == 'ours' else '':<18} {name:<9} {s['median_ms']:10.2f} "
                 f"{s['median_cpu_ms']:9.1f} {s['tokens_per_s']:10.0f} {s['peak_rss_mb']:12.1f} {est}{extra}")
         if t["pytorch_variant"]:
             log(f"{'':<18} (PyTorch: {t['pytorch_variant']})")
+    by_target = {t["target"]: t for t in results["targets"]}
+    if "tiny, 2 threads" in by_target and "tiny, 1 thread" in by_target:
+        two, one = by_target["tiny, 2 threads"]["ours"]["median_ms"], by_target["tiny, 1 thread"]["ours"]["median_ms"]
+        results["tiny_two_threads_over_one"] = one / two
+        log(f"tiny, ours: 2 threads {one / two:.2f}x faster than 1 ({two:.2f} against {one:.2f} ms/step)")
     for s in results["sampling"]:
         line = f"sampling, {s['threads']} thr    ours {s['ours_tokens_per_s']:8.0f} tok/s (KV cache)"
         if "pytorch_tokens_per_s" in s:

@@ -13,14 +13,18 @@ same recipe, same thread budget, same evaluation cadence:
 The twin runs each short recipe to its end, and the frontier recipe for as long as ours took (the same budget).
 Every evaluation line is timed as it arrives, so a time includes everything before it (start-up, data, earlier
 evaluations and checkpoints). It prints, for each run, the final validation loss and the time of the first
-evaluation at or below 2.0, 1.88, 1.7 and 1.6, and the time-to-quality ratio: how long the twin's nanoGPT run takes
+evaluation at or below 2.0, 1.88, 1.7, 1.6, 1.5 and 1.47, and the time-to-quality ratio: how long the twin's nanoGPT run takes
 to reach its own final loss, against how long ./train --preset tiny takes to reach that same loss.
+Our runs also pass --eval-windows 200: every evaluation scores 200 random validation windows more (nanoGPT's
+estimator, rounded up to whole batches), logged in metrics.csv's val_windows beside wall_s, and a second table gives
+the crossings by that estimator (its cost is inside every time of ours: a conservative handicap).
 Results: bench/frontier.json; the chart: docs/frontier.svg (drawn by `build/bench/bench --plot`).
 
 Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target does). Needs python3-torch for
 /usr/bin/python3 for the twin's runs (without it: ours only). A long run: about 35 minutes on two cores.
 """
 import argparse
+import csv
 import json
 import os
 import re
@@ -31,7 +35,8 @@ import time
 
 from compare import HERE, ROOT, TWIN_PY, clean_env, load_average, torch_available  # bench/compare.py
 
-THRESHOLDS = (2.0, 1.88, 1.7, 1.6)
+THRESHOLDS = (2.0, 1.88, 1.7, 1.6, 1.5, 1.47)
+WINDOWS = 200  # nanoGPT's estimator: ours also scores this many random validation windows at every evaluation
 
 # name → (./train flags, the twin's wall-clock budget as a multiple of ours; 0 = run the whole recipe). The twin
 # takes the same flags (torch_twin.py reads the recipe from ./train --print-settings). The frontier recipe is a
@@ -60,6 +65,16 @@ def run_timed(cmd, env, log):
     if p.returncode != 0:
         sys.exit(f"frontier: {' '.join(cmd)} failed ({p.returncode}):\n{''.join(tail)}")
     return evals, wall, tail[-1].strip() if tail else ""
+
+
+def windows_evals(metrics_csv):
+    """(wall_s, step, val_windows) of every evaluation row of our metrics.csv: ./train's own clock."""
+    out = []
+    with open(metrics_csv) as f:
+        for row in csv.DictReader(f):
+            if row.get("val_windows"):
+                out.append((float(row["wall_s"]), int(row["step"]), float(row["val_windows"])))
+    return out
 
 
 def first_at_or_below(evals, loss):
@@ -102,8 +117,9 @@ def main():
             flags = RECIPES[name][0] + ["--threads", str(args.threads)]
             cmd = [os.path.join(ROOT, "train"), "--data", args.data, "--out", os.path.join(tmp, name)] + flags
             log(f"{name}, ours: {' '.join(cmd)}")
-            evals, wall, _ = run_timed(cmd, clean_env(), log)
-            results["runs"].append({"recipe": name, "impl": "plaingpt", "flags": flags, "wall_s": wall, "evals": evals})
+            evals, wall, _ = run_timed(cmd + ["--eval-windows", str(WINDOWS)], clean_env(), log)
+            results["runs"].append({"recipe": name, "impl": "plaingpt", "flags": flags, "wall_s": wall, "evals": evals,
+                                    "windows_evals": windows_evals(os.path.join(tmp, name, "metrics.csv"))})
             if not have_torch:
                 continue
             limit = RECIPES[name][1] * wall
@@ -136,6 +152,19 @@ def main():
         stopped = " (time limit)" if r.get("stopped_by_time_limit") else ""
         print(f"  {r['recipe']:<9} {r['impl']:<9} {r['final_step']:>6} {r['wall_s']:8.1f} {r['final_val']:9.4f}{cells}"
               f"{stopped}")
+    print(f"  ours, by nanoGPT's estimator ({WINDOWS} random validation windows at each evaluation; metrics.csv's "
+          f"wall_s, ./train's own clock):")
+    for r in results["runs"]:
+        if r["impl"] != "plaingpt":
+            continue
+        r["crossings_windows"] = {}
+        cells = ""
+        for x in THRESHOLDS:
+            hit = first_at_or_below(r["windows_evals"], x)
+            r["crossings_windows"][str(x)] = hit[0] if hit else None
+            cells += f"{(f'{hit[0]:.1f} s' if hit else '—'):>11}"
+        last = r["windows_evals"][-1] if r["windows_evals"] else (float("nan"), 0, float("nan"))
+        print(f"  {r['recipe']:<9} {'ours':<9} {last[1]:>6} {last[0]:8.1f} {last[2]:9.4f}{cells}")
     runs = {(r["recipe"], r["impl"]): r for r in results["runs"]}
     base, ours_tiny = runs.get(("nanogpt", "pytorch")), runs.get(("tiny", "plaingpt"))
     if base and ours_tiny and base["evals"]:

@@ -1,5 +1,6 @@
 # Benchmarks (bench/): speed of training and sampling, a per-op breakdown, and the PyTorch twin comparison.
 #   make bench              tables + bench/results.json            (~5 min on 2 cores; BENCH_QUICK=1 ~1 min)
+#   make bench-split        batch-split against op-split threads by shape (the crossover of --threads-split auto)
 #   make bench-compare      ours vs PyTorch, A/B alternated, plus the checkpoint agreement check (needs
 #                           python3-torch for /usr/bin/python3; without it only our side is shown)
 #   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
@@ -14,7 +15,7 @@ BENCH_JSON   ?= bench/results.json
 BENCH_DATA   ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
 BENCH_BIN    := build/bench/bench
 
-.PHONY: bench bench-compare bench-frontier bench-build
+.PHONY: bench bench-compare bench-frontier bench-build bench-split
 
 build/bench/%.o: bench/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -27,6 +28,10 @@ bench-build: $(BENCH_BIN)
 
 bench: $(BENCH_BIN)
 	$(BENCH_ENV) $(BENCH_BIN) $(if $(filter-out 0,$(BENCH_QUICK)),--quick) --json $(BENCH_JSON)
+
+# The crossover behind --threads-split auto (docs/performance.md#threads-that-split-the-batch), ~3 minutes.
+bench-split: $(BENCH_BIN)
+	$(BENCH_ENV) $(BENCH_BIN) --split --threads 2 $(if $(filter-out 0,$(BENCH_QUICK)),--quick)
 
 bench-compare: $(BENCH_BIN) programs
 	$(BENCH_ENV) $(BENCH_PY) bench/compare.py $(if $(filter-out 0,$(BENCH_QUICK)),--quick) $(BENCH_COMPARE_FLAGS)
