@@ -191,7 +191,8 @@ TEST(SamplingDecoder, SlideReencodeMatchesFullRecomputeWithGatesAndOddWidths) {
 }
 
 TEST(SamplingDecoder, ThreadedRefillMatchesFullRecompute) {
-  // The batched re-encode runs GPT::forward, which splits its products between threads when there are several.
+  // The batched re-encode (block_forward over the kept context) splits its products between threads when there are
+  // several.
   set_threads(2);
   auto model = random_model("causal", 2, 16);
   check_decoder_matches_forward(*model, random_tokens(50, 11, 13), true);
