@@ -403,7 +403,7 @@ struct TokenProducts {
   double mflop = 0;         // 2 × multiply-adds of one token's products
 };
 
-static TokenProducts token_products(int reps) {
+static TokenProducts token_products(int n, int reps) {
   set_threads(1);  // one OpenMP thread, and OpenBLAS single-threaded inside it
   BenchPreset p = get_preset("tiny");
   GPT model(p.model);
@@ -436,12 +436,14 @@ static TokenProducts token_products(int reps) {
   auto sgemv_head = [&] {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, w.wte, C, x.data(), 1, 0.0f, y.data(), 1);
   };
+  // µs per token: the median over `reps` runs of n tokens' products back to back, each run timed as a whole (as
+  // sampling_tokens_per_s times n sampled tokens, so that a shared machine's interruptions weigh alike on both).
   auto token_us = [&](const std::function<void()>& token) {
     std::vector<double> t;
-    for (int i = 0; i < reps + 10; i++) {  // the first 10 warm up
+    for (int r = 0; r < reps + 1; r++) {  // the first run warms up
       const auto t0 = Clock::now();
-      token();
-      if (i >= 10) t.push_back(1000 * ms_since(t0));
+      for (int i = 0; i < n; i++) token();
+      if (r > 0) t.push_back(1000 * ms_since(t0) / n);
     }
     return median(t);
   };
@@ -453,27 +455,65 @@ static TokenProducts token_products(int reps) {
     for (const Product& q : products) matvec(y.data(), x.data(), q.weight, q.bias, q.IC, q.OC);
     lm_head_matvec(y.data(), x.data(), w.wte, C, V);
   });
-  // Hot: layer 0's four products (every layer has the same shapes) and the head, each on its own matrix 50 times.
+  // Hot: layer 0's four products (every layer has the same shapes) and the head, each repeated on its own matrix.
   for (int k = 0; k < 5; k++) {
     const int times = k < 4 ? c.n_layer : 1;
-    r.sgemv_hot_us += times * token_us([&] {
-                        for (int i = 0; i < 50; i++) k < 4 ? sgemv(products[k]) : sgemv_head();
-                      }) / 50;
+    r.sgemv_hot_us += times * token_us([&] { k < 4 ? sgemv(products[k]) : sgemv_head(); });
   }
   return r;
+}
+
+// Where a sampled token's time goes (1 thread): n tokens through the Decoder and sample_token as generate() runs
+// them, each push timed, split into steps (a new position) and slides (the window full: drop the oldest half,
+// re-encode the rest, then the step). µs per token for each part, summed over the run and divided by n.
+struct TokenTimes {
+  double step_us = 0;   // per step
+  double slide_us = 0;  // per slide (re-encode + its step)
+  double slide_per_token_us = 0, step_per_token_us = 0, sample_per_token_us = 0;
+};
+static TokenTimes token_breakdown(int n) {
+  set_threads(1);
+  BenchPreset p = get_preset("tiny");
+  GPT model(p.model);
+  model.init_weights(1337);
+  Decoder decoder(model);
+  SamplingOptions options;
+  Rng rng(1);
+  std::vector<std::pair<float, int>> scratch;
+  double step = 0, slide = 0, sample = 0;
+  int steps = 0, slides = 0;
+  const float* logits = decoder.push(0);
+  for (int i = 0; i < n; i++) {
+    const auto t0 = Clock::now();
+    const int next = sample_token(logits, p.model.vocab_size, options, rng, scratch);
+    const auto t1 = Clock::now();
+    const bool slides_now = (int)decoder.context().size() == p.model.block_size;
+    logits = decoder.push(next);
+    const double us = 1000 * ms_since(t1);
+    sample += 1000 * std::chrono::duration<double, std::milli>(t1 - t0).count();
+    (slides_now ? slide : step) += us;
+    (slides_now ? slides : steps)++;
+  }
+  TokenTimes t;
+  t.step_us = step / std::max(steps, 1), t.slide_us = slide / std::max(slides, 1);
+  t.step_per_token_us = step / n, t.slide_per_token_us = slide / n, t.sample_per_token_us = sample / n;
+  return t;
 }
 
 // Section 4 of `make bench` and `bench --sample-bound`: rounds alternating the bound, 1 thread and 2 threads,
 // medians of each. Returns the JSON and prints the table.
 static json sampling_against_bound(int rounds, int n, int reps) {
-  std::vector<double> bound, hot, ours_products, tps1, tps2;
+  std::vector<double> bound, hot, ours_products, tps1, tps2, step, slide, step_tok, slide_tok, sample_tok;
   double mflop = 0;
   for (int r = 0; r < rounds; r++) {
-    const TokenProducts t = token_products(200);
+    const TokenProducts t = token_products(n, reps);
     bound.push_back(t.sgemv_us), hot.push_back(t.sgemv_hot_us), ours_products.push_back(t.matvec_us);
     mflop = t.mflop;
     tps1.push_back(sampling_tokens_per_s(1, n, reps));
     tps2.push_back(sampling_tokens_per_s(2, n, reps));
+    const TokenTimes b = token_breakdown(4 * n);
+    step.push_back(b.step_us), slide.push_back(b.slide_us), step_tok.push_back(b.step_per_token_us);
+    slide_tok.push_back(b.slide_per_token_us), sample_tok.push_back(b.sample_per_token_us);
   }
   const double b = median(bound), h = median(hot), m = median(ours_products), t1 = median(tps1), t2 = median(tps2);
   const double bound_tps = 1e6 / b;
@@ -488,8 +528,13 @@ static json sampling_against_bound(int rounds, int n, int reps) {
   std::printf("  sampling, 2 threads: %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot); "
               "2 threads / 1: %.2f\n",
               t2, 1e6 / t2, 100 * t2 / bound_tps, 100 * t2 * h / 1e6, t2 / t1);
-  std::printf("  (medians of %d rounds, each: bound, 1 thread, 2 threads; a rate is the median of %d runs of %d tokens)\n",
+  std::printf("  (medians of %d rounds, each: bound, 1 thread, 2 threads; each figure the median of %d runs of %d "
+              "tokens, wall clock)\n",
               rounds, reps, n);
+  std::printf("  where a token's time goes (1 thread, %d tokens, each push timed): steps %.1f µs each; slides %.0f µs "
+              "each;\n  per token: steps %.1f + slides %.1f + sample_token %.1f = %.1f µs\n",
+              4 * n, median(step), median(slide), median(step_tok), median(slide_tok), median(sample_tok),
+              median(step_tok) + median(slide_tok) + median(sample_tok));
   return {{"tokens", n},
           {"rounds", rounds},
           {"token_mflop", mflop},
@@ -501,6 +546,9 @@ static json sampling_against_bound(int rounds, int n, int reps) {
           {"tokens_per_s_2_threads", t2},
           {"fraction_of_bound_1_thread", t1 / bound_tps},
           {"fraction_of_bound_2_threads", t2 / bound_tps},
+          {"step_us", median(step)},
+          {"slide_us", median(slide)},
+          {"per_token_us", {{"steps", median(step_tok)}, {"slides", median(slide_tok)}, {"sample_token", median(sample_tok)}}},
           {"rounds_tokens_per_s_1_thread", tps1},
           {"rounds_tokens_per_s_2_threads", tps2},
           {"rounds_bound_us", bound}};
