@@ -15,6 +15,9 @@
 //                               for shapes from one sequence per thread to the small preset (make bench-split).
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
+//   build/bench/bench --sample-bound [--rounds 5] [-n 500] [--repeats 5]
+//                               only section 4: sampling on 1 and 2 threads against the bound measured in the same
+//                               run (a token's matrix-vector products as single-threaded sgemv), alternated rounds.
 //   build/bench/bench --plot CHART.json OUT.svg
 //                               draws a chart with src/lab/plot.h (bench/frontier.py's loss-vs-time plot): JSON
 //                               {title, x_label, y_label, log_x, series: [{label, x, y, colour, dashed}]}.
@@ -58,6 +61,7 @@
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/linear_attention.h"
+#include "model/mixers/qkv_attention.h"
 #include "model/model.h"
 #include "base/rng.h"
 #include "generate/generate.h"
@@ -382,11 +386,11 @@ static std::vector<OpRow> op_breakdown(const ModelConfig& c, int B, int T, int t
   return rows;
 }
 
-// ---- sampling ------------------------------------------------------------------------------------------------
+// ---- sampling ----------------------------------------------------------------------------------------------------
 
 // Tokens per second generating n tokens with generate() (the Decoder's KV cache, ./sample's path and its thread
 // choice) and the default sampling options, from a one-token prompt.
-static double sampling_tokens_per_s(int threads, int n, int reps) {
+static double sampling_tokens_per_s(int threads, int n, int reps, double* fastest = nullptr) {
   set_threads(threads);
   BenchPreset p = get_preset("tiny");
   GPT model(p.model);
@@ -400,7 +404,185 @@ static double sampling_tokens_per_s(int threads, int n, int reps) {
     const double ms = ms_since(t0);
     if (r > 0) rates.push_back(n / (ms / 1000.0));
   }
+  if (fastest) *fastest = *std::max_element(rates.begin(), rates.end());
   return median(rates);
+}
+
+// The bound for sampling: the matrix-vector products one token needs (per layer q|k|v C→3C, the attention output
+// C→C, the MLP C→4C and 4C→C; then the LM head V×C), timed as single-threaded OpenBLAS sgemv calls on the tiny
+// model's own weights in a token's order. The weights (~3 MB) do not fit in a core's L2, so, as in a real token, they
+// stream from L3 and the time is set by how fast one core reads them. Also timed: the same calls each repeated on
+// one matrix (it stays in L2: a stricter bound no token can reach, since a token reads each matrix once), and our
+// matvec / lm_head_matvec (ops/linear.h) on the same weights in the same order, the decoder's products.
+struct TokenProducts {
+  double sgemv_us = 0;      // OpenBLAS sgemv, weights streamed as a token reads them: the bound
+  double sgemv_fastest_us = 0;  // the same, the fastest run
+  double sgemv_hot_us = 0;  // OpenBLAS sgemv, each shape repeated on one matrix (cache-hot), summed over the token
+  double matvec_us = 0;     // ours, weights streamed
+  double mflop = 0;         // 2 × multiply-adds of one token's products
+};
+
+static TokenProducts token_products(int n, int reps) {
+  set_threads(1);  // one OpenMP thread, and OpenBLAS single-threaded inside it
+  BenchPreset p = get_preset("tiny");
+  GPT model(p.model);
+  model.init_weights(1337);
+  const ModelConfig& c = p.model;
+  const int C = c.n_embd, V = c.vocab_size;
+  const GPTParams& w = model.params();
+  struct Product {
+    const float *weight, *bias;
+    int IC, OC;
+  };
+  std::vector<Product> products;  // a token's order; the LM head is separate (its weight is stored [out, in])
+  for (int l = 0; l < c.n_layer; l++) {
+    const BlockParams& h = w.h[l];
+    products.push_back({h.mixer.t[kQKVWeight], h.mixer.t[kQKVBias], C, 3 * C});
+    products.push_back({h.mixer.t[kProjWeight], h.mixer.t[kProjBias], C, C});
+    products.push_back({h.mlp_fc_w, h.mlp_fc_b, C, 4 * C});
+    products.push_back({h.mlp_proj_w, h.mlp_proj_b, 4 * C, C});
+  }
+  TokenProducts r;
+  for (const Product& q : products) r.mflop += 2e-6 * q.IC * q.OC;
+  r.mflop += 2e-6 * V * C;
+  std::vector<float> x(4 * C), y(4 * C);
+  Rng rng(5);
+  for (float& v : x) v = (float)rng.normal();
+  auto sgemv = [&](const Product& q) {  // y = b + xᵀ·W, W (IC, OC) row-major: y = Wᵀ·x
+    std::copy(q.bias, q.bias + q.OC, y.begin());
+    cblas_sgemv(CblasRowMajor, CblasTrans, q.IC, q.OC, 1.0f, q.weight, q.OC, x.data(), 1, 1.0f, y.data(), 1);
+  };
+  auto sgemv_head = [&] {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, w.wte, C, x.data(), 1, 0.0f, y.data(), 1);
+  };
+  // µs per token: the median over `reps` runs of n tokens' products back to back, each run timed as a whole (as
+  // sampling_tokens_per_s times n sampled tokens, so that a shared machine's interruptions weigh alike on both).
+  double fastest = 0;
+  auto token_us = [&](const std::function<void()>& token) {
+    std::vector<double> t;
+    for (int r = 0; r < reps + 1; r++) {  // the first run warms up
+      const auto t0 = Clock::now();
+      for (int i = 0; i < n; i++) token();
+      if (r > 0) t.push_back(1000 * ms_since(t0) / n);
+    }
+    fastest = *std::min_element(t.begin(), t.end());
+    return median(t);
+  };
+  r.sgemv_us = token_us([&] {
+    for (const Product& q : products) sgemv(q);
+    sgemv_head();
+  });
+  r.sgemv_fastest_us = fastest;
+  r.matvec_us = token_us([&] {
+    for (const Product& q : products) matvec(y.data(), x.data(), q.weight, q.bias, q.IC, q.OC);
+    lm_head_matvec(y.data(), x.data(), w.wte, C, V);
+  });
+  // Hot: layer 0's four products (every layer has the same shapes) and the head, each repeated on its own matrix.
+  for (int k = 0; k < 5; k++) {
+    const int times = k < 4 ? c.n_layer : 1;
+    r.sgemv_hot_us += times * token_us([&] { k < 4 ? sgemv(products[k]) : sgemv_head(); });
+  }
+  return r;
+}
+
+// Where a sampled token's time goes (1 thread): n tokens through the Decoder and sample_token as generate() runs
+// them, each push timed, split into steps (a new position) and slides (the window full: drop the oldest half,
+// re-encode the rest, then the step). µs per token for each part, summed over the run and divided by n.
+struct TokenTimes {
+  double step_us = 0;   // per step
+  double slide_us = 0;  // per slide (re-encode + its step)
+  double slide_per_token_us = 0, step_per_token_us = 0, sample_per_token_us = 0;
+};
+static TokenTimes token_breakdown(int n) {
+  set_threads(1);
+  BenchPreset p = get_preset("tiny");
+  GPT model(p.model);
+  model.init_weights(1337);
+  Decoder decoder(model);
+  SamplingOptions options;
+  Rng rng(1);
+  std::vector<std::pair<float, int>> scratch;
+  double step = 0, slide = 0, sample = 0;
+  int steps = 0, slides = 0;
+  const float* logits = decoder.push(0);
+  for (int i = 0; i < n; i++) {
+    const auto t0 = Clock::now();
+    const int next = sample_token(logits, p.model.vocab_size, options, rng, scratch);
+    const auto t1 = Clock::now();
+    const bool slides_now = (int)decoder.context().size() == p.model.block_size;
+    logits = decoder.push(next);
+    const double us = 1000 * ms_since(t1);
+    sample += 1000 * std::chrono::duration<double, std::milli>(t1 - t0).count();
+    (slides_now ? slide : step) += us;
+    (slides_now ? slides : steps)++;
+  }
+  TokenTimes t;
+  t.step_us = step / std::max(steps, 1), t.slide_us = slide / std::max(slides, 1);
+  t.step_per_token_us = step / n, t.slide_per_token_us = slide / n, t.sample_per_token_us = sample / n;
+  return t;
+}
+
+// Section 4 of `make bench` and `bench --sample-bound`: rounds alternating the bound, 1 thread and 2 threads,
+// medians of each. Returns the JSON and prints the table.
+static json sampling_against_bound(int rounds, int n, int reps) {
+  std::vector<double> bound, hot, ours_products, tps1, tps2, step, slide, step_tok, slide_tok, sample_tok;
+  double mflop = 0, fastest_bound = INFINITY, fastest1 = 0, fastest2 = 0;
+  for (int r = 0; r < rounds; r++) {
+    const TokenProducts t = token_products(n, reps);
+    bound.push_back(t.sgemv_us), hot.push_back(t.sgemv_hot_us), ours_products.push_back(t.matvec_us);
+    mflop = t.mflop;
+    double f1 = 0, f2 = 0;
+    tps1.push_back(sampling_tokens_per_s(1, n, reps, &f1));
+    tps2.push_back(sampling_tokens_per_s(2, n, reps, &f2));
+    fastest_bound = std::min(fastest_bound, t.sgemv_fastest_us);
+    fastest1 = std::max(fastest1, f1), fastest2 = std::max(fastest2, f2);
+    const TokenTimes b = token_breakdown(4 * n);
+    step.push_back(b.step_us), slide.push_back(b.slide_us), step_tok.push_back(b.step_per_token_us);
+    slide_tok.push_back(b.slide_per_token_us), sample_tok.push_back(b.sample_per_token_us);
+  }
+  const double b = median(bound), h = median(hot), m = median(ours_products), t1 = median(tps1), t2 = median(tps2);
+  const double bound_tps = 1e6 / b;
+  std::printf("  a token's products: %.2f MFLOP over %.1f MB of weights (tiny model)\n", mflop, mflop / 2 * 4);
+  std::printf("  %-58s %8.1f µs  = %6.0f tokens/s  (%.0f GFLOP/s)\n",
+              "bound: OpenBLAS sgemv, 1 thread, the token's products", b, bound_tps, mflop / b * 1e3);
+  std::printf("  %-58s %8.1f µs  = %6.0f tokens/s\n", "  the same shapes each repeated on one matrix (L2-hot)", h,
+              1e6 / h);
+  std::printf("  %-58s %8.1f µs\n", "  our matvec, the same products", m);
+  std::printf("  sampling, 1 thread:  %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot)\n", t1,
+              1e6 / t1, 100 * t1 / bound_tps, 100 * t1 * h / 1e6);
+  std::printf("  sampling, 2 threads: %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot); "
+              "2 threads / 1: %.2f\n",
+              t2, 1e6 / t2, 100 * t2 / bound_tps, 100 * t2 * h / 1e6, t2 / t1);
+  std::printf("  (medians of %d rounds, each: bound, 1 thread, 2 threads; each figure the median of %d runs of %d "
+              "tokens, wall clock)\n",
+              rounds, reps, n);
+  std::printf("  fastest runs (the least disturbed on a shared machine): bound %.1f µs; 1 thread %.0f tokens/s = "
+              "%.1f%%; 2 threads %.0f tokens/s = %.1f%%\n",
+              fastest_bound, fastest1, 100 * fastest1 * fastest_bound / 1e6, fastest2,
+              100 * fastest2 * fastest_bound / 1e6);
+  std::printf("  where a token's time goes (1 thread, %d tokens, each push timed): steps %.1f µs each; slides %.0f µs "
+              "each;\n  per token: steps %.1f + slides %.1f + sample_token %.1f = %.1f µs\n",
+              4 * n, median(step), median(slide), median(step_tok), median(slide_tok), median(sample_tok),
+              median(step_tok) + median(slide_tok) + median(sample_tok));
+  return {{"tokens", n},
+          {"rounds", rounds},
+          {"token_mflop", mflop},
+          {"bound_sgemv_us", b},
+          {"bound_tokens_per_s", bound_tps},
+          {"sgemv_l2_hot_us", h},
+          {"matvec_us", m},
+          {"tokens_per_s_1_thread", t1},
+          {"tokens_per_s_2_threads", t2},
+          {"fraction_of_bound_1_thread", t1 / bound_tps},
+          {"fraction_of_bound_2_threads", t2 / bound_tps},
+          {"fastest", {{"bound_us", fastest_bound}, {"tokens_per_s_1_thread", fastest1},
+                       {"tokens_per_s_2_threads", fastest2}}},
+          {"step_us", median(step)},
+          {"slide_us", median(slide)},
+          {"per_token_us", {{"steps", median(step_tok)}, {"slides", median(slide_tok)}, {"sample_token", median(sample_tok)}}},
+          {"rounds_tokens_per_s_1_thread", tps1},
+          {"rounds_tokens_per_s_2_threads", tps2},
+          {"rounds_bound_us", bound}};
 }
 
 // ---- batch-split against op-split (--split) --------------------------------------------------------------------
@@ -695,15 +877,10 @@ static int run_full(const Options& o) {
   hr();
   const int n_sample = 500;
   std::printf("4. sampling: %d tokens through Decoder (KV cache, window slides at block_size), tiny model,\n"
-              "   temperature 0.8, top-k 40, top-p 0.95\n", n_sample);
-  json sampling = json::array();
-  for (int t : thread_list) {
-    const double tps = sampling_tokens_per_s(t, n_sample, o.quick ? 2 : 5);
-    std::printf("  %d thread(s): %8.0f tokens/s\n", t, tps);
-    sampling.push_back({{"threads", t}, {"tokens", n_sample}, {"tokens_per_s", tps}});
-  }
-  results["sampling"] = sampling;
+              "   temperature 0.8, top-k 40, top-p 0.95, against the bound measured here\n", n_sample);
+  results["sampling"] = sampling_against_bound(o.quick ? 3 : 5, n_sample, o.quick ? 3 : 5);
   write_json(results, o.json_path);
+  std::fflush(stdout);
 
   // 5. cost growth ------------------------------------------------------------------------------------------------
   hr();
@@ -895,6 +1072,7 @@ static void usage() {
       "       bench --step tiny|small --threads N [--threads-split batch|ops|auto] [--warmup W] [--repeats R]\n"
       "                                                  one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
+      "       bench --sample-bound [--rounds R] [-n TOKENS] [--repeats R]      sampling against the sgemv bound\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
       "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
@@ -907,8 +1085,8 @@ int main(int argc, char** argv) {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
     std::string step_preset, split = "auto";
-    bool sample = false, linear_only = false, split_only = false;
-    int threads = 2, warmup = -1, repeats = -1, n = 500;
+    bool sample = false, sample_bound = false, linear_only = false, split_only = false;
+    int threads = 2, warmup = -1, repeats = -1, n = 500, rounds = 5;
     for (int i = 1; i < argc; i++) {
       const std::string a = argv[i];
       auto value = [&]() -> std::string {
@@ -924,6 +1102,8 @@ int main(int argc, char** argv) {
       else if (a == "--json") o.json_path = value();
       else if (a == "--step") step_preset = value();
       else if (a == "--sample") sample = true;
+      else if (a == "--sample-bound") sample_bound = true;
+      else if (a == "--rounds") rounds = std::stoi(value());
       else if (a == "--linear") linear_only = true;
       else if (a == "--split") split_only = true;
       else if (a == "--threads") threads = std::stoi(value());
@@ -949,6 +1129,13 @@ int main(int argc, char** argv) {
     if (linear_only) {
       std::printf("machine load average %.1f\n", load_average());
       linear_vs_softmax(o.quick);
+      return 0;
+    }
+    if (sample_bound) {
+      std::printf("machine load average %.1f; sampling %d tokens, tiny model\n", load_average(), n);
+      json r = sampling_against_bound(rounds, n, repeats > 0 ? repeats : 5);
+      r["load_average_end"] = load_average();
+      std::printf("%s\n", r.dump().c_str());
       return 0;
     }
     if (sample) {

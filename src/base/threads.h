@@ -15,6 +15,20 @@ int max_threads();              // 4 threads per core, and at least 64
 // (`#pragma omp parallel if (worth_threads(work))`). It matters most for generation, one position at a time.
 inline bool worth_threads(size_t work) { return work >= 32768; }
 
+// body(i) for 0 ≤ i < n: split between the threads when `work` is worth it, else a plain loop on the calling thread.
+// Not `#pragma omp parallel for if (worth_threads(work))`: libgomp still builds a one-thread team for a region whose
+// `if` is false (an allocation, a free and futex calls, a fraction of a µs), and the one-token decoder runs 14 such
+// small ops per token.
+template <typename Body>
+void parallel_for(size_t n, size_t work, Body&& body) {
+  if (!worth_threads(work)) {
+    for (size_t i = 0; i < n; i++) body(i);
+    return;
+  }
+#pragma omp parallel for
+  for (size_t i = 0; i < n; i++) body(i);
+}
+
 // Within its scope, OpenMP regions use at most `n` threads (never more than before); the count is restored after.
 class AtMostThreads {
  public:

@@ -33,12 +33,18 @@ int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
                                std::to_string(logits[v]) + "): its weights are too large or broken");
     candidates[v] = {logits[v], v};
   }
-  // Most likely first; ties broken by token id so that the choice never depends on the sort's stability.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  // Most likely first; ties broken by token id so that the choice never depends on the sort's stability. Only the
+  // `keep` candidates that can be drawn are put in order (with a total order, the same first `keep` as a full sort).
+  const auto more_likely = [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  size_t keep = o.temperature == 0.0f ? 1 : o.top_k > 0 ? std::min<size_t>(o.top_k, V) : V;
+  if (keep < (size_t)V)
+    std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(), more_likely);
+  else
+    std::sort(candidates.begin(), candidates.end(), more_likely);
   if (o.temperature == 0.0f) return candidates[0].second;
 
-  size_t keep = o.top_k > 0 ? std::min<size_t>(o.top_k, V) : V;
   // softmax(logits / temperature) over the kept candidates
   const float max_logit = candidates[0].first;
   double total = 0;

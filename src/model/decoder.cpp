@@ -21,6 +21,17 @@ Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_t
   step_scratch_.assign(scratch, 0.0f);
   x_.resize(C), ln_.resize(C), res2_.resize(C), res3_.resize(C);
   fc_.resize(4 * C), fc_gelu_.resize(4 * C), logits_.resize(c.vocab_size);
+  if (use_cache_) {
+    const size_t rows = c.block_size;
+    size_t saved = 0, mixer_scratch = 0;
+    for (int l = 0; l < c.n_layer; l++) {
+      saved = std::max(saved, model.mixer(l).saved_floats(1, c.block_size, model.gated()));
+      mixer_scratch = std::max(mixer_scratch, model.mixer(l).scratch_floats(1, c.block_size, model.gated()));
+    }
+    for (auto* v : {&batch_x_, &batch_ln_, &batch_res2_, &batch_res3_}) v->resize(rows * C);
+    batch_fc_.resize(rows * 4 * C), batch_fc_gelu_.resize(rows * 4 * C), batch_stats_.resize(4 * rows);
+    batch_saved_.resize(saved), batch_scratch_.resize(mixer_scratch);
+  }
 }
 
 void Decoder::reset() { context_.clear(); }
@@ -40,12 +51,34 @@ const float* Decoder::push(int token) {
 // state from that forward's activations. Pushing the kept tokens one at a time would give the same state (up to
 // float rounding) but through T one-row products instead of one T-row sgemm per layer: after every slide that was
 // as many extra single-token steps as the tokens generated since, doubling the work of a long sample.
+// The forward is GPT::forward's (embedding, then block_forward layer by layer) but stops as soon as the last
+// layer's mixer has its state: the last MLP, the final LayerNorm and the LM head would compute logits for positions
+// that already have their next token, about a sixth of the products (tiny model). It runs on the decoder's own
+// buffers, one layer's mixer activations at a time, and leaves the model's last forward alone.
 void Decoder::refill_cache() {
   const int T = (int)context_.size();
   if (T == 0) return;
-  model_.forward(context_.data(), nullptr, 1, T);
-  for (int l = 0; l < model_.config.n_layer; l++) {
-    model_.mixer(l).state_from_forward(state_.data() + state_at_[l], model_.mixer_pass(l), step_scratch_.data());
+  const ModelConfig& c = model_.config;
+  const int C = c.n_embd, NH = c.n_head;
+  const GPTParams& p = model_.params();
+  float* x = batch_x_.data();
+  float* out = batch_res3_.data();
+  embedding_forward(x, context_.data(), p.wte, p.wpe, 1, T, C);
+  float* stats = batch_stats_.data();  // the LayerNorms' means and reciprocal deviations (T each)
+  for (int l = 0; l < c.n_layer; l++) {
+    const float* gates = model_.gated() ? &model_.head_gates()[(size_t)l * NH] : nullptr;
+    const MixerPass pass{p.h[l].mixer, model_.masks()[l], gates, 1, T, batch_saved_.data(), batch_scratch_.data()};
+    const BlockBuffers buffers{batch_ln_.data(), stats,           stats + T,         pass.saved,
+                               batch_res2_.data(), stats + 2 * T, stats + 3 * T,     batch_fc_.data(),
+                               batch_fc_gelu_.data(), out};
+    // The last layer without its MLP (as if attention-only): only its mixer's state is read.
+    const bool skip_mlp = c.attn_only || l == c.n_layer - 1;
+    block_forward<BatchedProducts>(buffers, x, p.h[l], skip_mlp, T, C,
+                                   [&](const float* u, const float* in, float* o) {
+                                     model_.mixer(l).forward(o, u, in, pass);
+                                   });
+    model_.mixer(l).state_from_forward(state_.data() + state_at_[l], pass, step_scratch_.data());
+    std::swap(x, out);
   }
 }
 

@@ -2,7 +2,8 @@
 // about the earlier positions (its state: Mixer::state_floats and Mixer::step, mixer.h), so a token costs the
 // mixer's one-step work instead of a full forward over the context.
 // When the context reaches block_size the window slides: the oldest half is dropped and the rest re-encoded in
-// one batched GPT::forward (positions change, so what the layers kept about them must be recomputed).
+// one batched forward through the same block_forward as GPT::forward (positions change, so what the layers kept
+// about them must be recomputed).
 // Masks that let a position see later ones (bidirectional, prefix) cannot be decoded this way: for those
 // models every step recomputes the whole context with GPT::forward — same answers, more work. A masked-LM model
 // (mask_token ≥ 0) is asked for the next character by appending [MASK] and reading the prediction there.
@@ -24,7 +25,7 @@ class Decoder {
 
  private:
   const float* step_cached(int token, int pos);
-  void refill_cache();  // every layer's state for the whole context, from one GPT::forward
+  void refill_cache();  // every layer's state for the whole context, from one batched forward
   const float* step_full_recompute();
 
   GPT& model_;
@@ -38,4 +39,7 @@ class Decoder {
   // One position's activations, reused at every step.
   std::vector<float> x_, ln_, res2_, res3_, fc_, fc_gelu_, logits_;
   float mean_ = 0, rstd_ = 0;
+  // The re-encode's activations, for up to block_size rows (T, ·), and one layer's mixer buffers at a time.
+  std::vector<float> batch_x_, batch_ln_, batch_res2_, batch_res3_, batch_fc_, batch_fc_gelu_, batch_stats_;
+  std::vector<float> batch_saved_, batch_scratch_;
 };

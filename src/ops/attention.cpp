@@ -19,23 +19,54 @@ static float dot(const float* a, const float* b, int n) {
   return s;
 }
 
-void attend_one_query(float* o, float* p, const float* q, const float* keys, const float* values, int stride,
-                      KeyRange range, float scale, int HS) {
+// out[k] = Σ_i a_i · rows[i·stride + k] for k < width ≤ 16: a weighted sum of `count` row pieces, the 16 sums kept
+// in one vector register while i runs (the full-width loop has a fixed trip count so that the compiler can).
+constexpr int kLanes = 16;
+static void weighted_rows(float* out, const float* a, const float* rows, size_t stride, int count, int width) {
+  float acc[kLanes] = {};
+  if (width == kLanes) {
+    for (int i = 0; i < count; i++) {
+      const float ai = a[i];
+      const float* r = rows + (size_t)i * stride;
+#pragma omp simd
+      for (int k = 0; k < kLanes; k++) acc[k] += ai * r[k];
+    }
+  } else {
+    for (int i = 0; i < count; i++) {
+      const float ai = a[i];
+      const float* r = rows + (size_t)i * stride;
+#pragma omp simd
+      for (int k = 0; k < width; k++) acc[k] += ai * r[k];
+    }
+  }
+  for (int k = 0; k < width; k++) out[k] = acc[k];
+}
+
+void attend_one_query(float* o, float* p, const float* q, const float* keys_t, int key_stride, const float* values,
+                      int value_stride, KeyRange range, float scale, int HS) {
+  const int begin = range.begin, end = range.end;
+  // Scores s_j = scale · Σ_d q_d·k_jd, 16 keys at a time: a weighted sum of the head's rows of Kᵀ (row d holds
+  // component d of every key), so no key ends with a horizontal sum across vector lanes as a dot product would.
+  for (int j0 = begin; j0 < end; j0 += kLanes)
+    weighted_rows(p + j0, q, keys_t + j0, key_stride, HS, std::min(kLanes, end - j0));
   float max_s = -INFINITY;
-  for (int j = range.begin; j < range.end; j++) p[j] = scale * dot(q, keys + (size_t)j * stride, HS);
 #pragma omp simd reduction(max : max_s)
-  for (int j = range.begin; j < range.end; j++) max_s = p[j] > max_s ? p[j] : max_s;
-  for (int j = range.begin; j < range.end; j++) p[j] = fast_exp(p[j] - max_s);
+  for (int j = begin; j < end; j++) {
+    p[j] *= scale;
+    max_s = p[j] > max_s ? p[j] : max_s;
+  }
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int j = range.begin; j < range.end; j++) sum += p[j];
-  const float inv_sum = 1.0f / sum;
-  for (int d = 0; d < HS; d++) o[d] = 0.0f;
-  for (int j = range.begin; j < range.end; j++) {
-    p[j] *= inv_sum;
-    const float* v = values + (size_t)j * stride;
-    for (int d = 0; d < HS; d++) o[d] += p[j] * v[d];
+  for (int j = begin; j < end; j++) {
+    p[j] = fast_exp(p[j] - max_s);
+    sum += p[j];
   }
+  const float inv_sum = 1.0f / sum;
+  for (int j = begin; j < end; j++) p[j] *= inv_sum;
+  // O = Σ_j P_j·v_j, 16 components at a time.
+  for (int d0 = 0; d0 < HS; d0 += kLanes)
+    weighted_rows(o + d0, p + begin, values + (size_t)begin * value_stride + d0, value_stride, end - begin,
+                  std::min(kLanes, HS - d0));
 }
 
 // Queries are processed in blocks of this many rows. Each block is a handful of small sgemm calls over the

@@ -36,6 +36,8 @@ void attention_probs(float* probs, const float* qkv, const float* lse, const Att
 // One query against a run of keys and values, in one pass: the KV-cache decoder's attention (decoder.cpp). The
 // training forward computes the same numbers for blocks of queries at once (block_scores / softmax_row in
 // attention.cpp), so that Q·Kᵀ is a matrix product.
-//   q (HS); key j is at keys + j·stride, value j at values + j·stride; writes o (HS) and p[begin, end).
-void attend_one_query(float* o, float* p, const float* q, const float* keys, const float* values, int stride,
-                      KeyRange range, float scale, int HS);
+//   q (HS); the keys are stored transposed, component d of key j at keys_t[d·key_stride + j], so that one query's
+//   scores are a vector loop over the keys; value j at values + j·value_stride. Writes o (HS) and the weights
+//   P_j into p[begin, end).
+void attend_one_query(float* o, float* p, const float* q, const float* keys_t, int key_stride, const float* values,
+                      int value_stride, KeyRange range, float scale, int HS);

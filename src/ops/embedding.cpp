@@ -5,14 +5,12 @@
 #include "base/threads.h"
 
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
-#pragma omp parallel for collapse(2) if (worth_threads((size_t)B * T * C))
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      float* o = out + ((size_t)b * T + t) * C;
-      const float* token_row = wte + (size_t)tokens[b * T + t] * C;
-      const float* position_row = wpe + (size_t)t * C;
-      for (int c = 0; c < C; c++) o[c] = token_row[c] + position_row[c];
-    }
+  parallel_for((size_t)B * T, (size_t)B * T * C, [&](size_t row) {  // row = b·T + t
+    float* o = out + row * C;
+    const float* token_row = wte + (size_t)tokens[row] * C;
+    const float* position_row = wpe + (row % T) * C;
+    for (int c = 0; c < C; c++) o[c] = token_row[c] + position_row[c];
+  });
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C) {

@@ -6,10 +6,10 @@
 
 void head_gate_forward(float* out, const float* inp, const float* gates, int N, int NH, int HS) {
   const int C = NH * HS;
-#pragma omp parallel for if (worth_threads((size_t)N * NH * HS))
-  for (int n = 0; n < N; n++)
+  parallel_for(N, (size_t)N * NH * HS, [&](size_t n) {
     for (int h = 0; h < NH; h++)
-      for (int d = 0; d < HS; d++) out[(size_t)n * C + h * HS + d] = gates[h] * inp[(size_t)n * C + h * HS + d];
+      for (int d = 0; d < HS; d++) out[n * C + h * HS + d] = gates[h] * inp[n * C + h * HS + d];
+  });
 }
 
 void head_gate_backward(float* dinp, float* dgates, const float* dout, const float* inp, const float* gates, int N,

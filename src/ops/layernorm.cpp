@@ -15,10 +15,9 @@ static void normalize_row(float* y, const float* x, const float* weight, const f
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
-#pragma omp parallel for if (worth_threads((size_t)N * C))
-  for (int n = 0; n < N; n++) {
-    const float* x = inp + (size_t)n * C;
-    float* y = out + (size_t)n * C;
+  parallel_for(N, (size_t)N * C, [&](size_t n) {
+    const float* x = inp + n * C;
+    float* y = out + n * C;
     float m = 0.0f;
     for (int c = 0; c < C; c++) m += x[c];
     m /= C;
@@ -29,14 +28,14 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     normalize_row(y, x, weight, bias, m, r, C);
     mean[n] = m;
     rstd[n] = r;
-  }
+  });
 }
 
 void layernorm_recompute(float* out, const float* inp, const float* weight, const float* bias, const float* mean,
                          const float* rstd, int N, int C) {
-#pragma omp parallel for if (worth_threads((size_t)N * C))
-  for (int n = 0; n < N; n++)
-    normalize_row(out + (size_t)n * C, inp + (size_t)n * C, weight, bias, mean[n], rstd[n], C);
+  parallel_for(N, (size_t)N * C, [&](size_t n) {
+    normalize_row(out + n * C, inp + n * C, weight, bias, mean[n], rstd[n], C);
+  });
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

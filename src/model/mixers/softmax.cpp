@@ -28,21 +28,26 @@ class SoftmaxAttention final : public QKVAttention {
     attention_probs(A, qkv, lse, mask, scale_, B, T, C, NH);
   }
 
-  // Decoding: the KV cache, keys then values, (block_size, C) each. A token costs O(T) attention work instead of
-  // recomputing the O(T²) forward.
+  // Decoding: the KV cache, keys then values. The keys are kept transposed, Kᵀ (C, block_size): row c holds
+  // component c of every cached key, so head h's keys are rows h·HS … (h+1)·HS − 1 and one query's scores are a
+  // vector loop over positions (attend_one_query). The values stay (block_size, C), one row per position, as the
+  // weighted sum of value rows reads them. A token costs O(T) attention work instead of recomputing the O(T²)
+  // forward.
   size_t state_floats(const AttentionMask&) const override { return 2 * (size_t)block_size * C; }
   size_t heads_step_scratch() const override { return block_size; }  // one query's weights
   void heads_absorb(const float* qkv, float* state, int pos, const AttentionMask&, float*) const override {
-    std::copy(qkv + C, qkv + 2 * C, state + (size_t)pos * C);
+    float* keys_t = state;
+    for (int c = 0; c < C; c++) keys_t[(size_t)c * block_size + pos] = qkv[C + c];
     std::copy(qkv + 2 * C, qkv + 3 * C, state + ((size_t)block_size + pos) * C);
   }
   void heads_read(float* O, const float* qkv, const float* state, int pos, const AttentionMask& mask,
                   float* p) const override {
-    const float* keys = state;
+    const float* keys_t = state;
     const float* values = state + (size_t)block_size * C;
     const KeyRange range = mask.keys_for(pos, pos + 1);
     for (int h = 0; h < NH; h++)
-      attend_one_query(O + h * HS, p, qkv + h * HS, keys + h * HS, values + h * HS, C, range, scale_, HS);
+      attend_one_query(O + h * HS, p, qkv + h * HS, keys_t + (size_t)h * HS * block_size, block_size,
+                       values + h * HS, C, range, scale_, HS);
   }
 
  private:
