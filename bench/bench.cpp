@@ -241,7 +241,7 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
   set_threads(threads);
   GPT model(c);
   model.init_weights(1337);
-  const bool batch_split = choose_split(split, threads, B, false) == ThreadSplit::Batch;
+  const bool batch_split = choose_split(split, threads, B, c.block_size, c.n_embd, false) == ThreadSplit::Batch;
   Replicas replicas(model, batch_split ? threads : 1);
   AdamW opt;
   AdamWConfig cfg;
@@ -599,10 +599,16 @@ static void split_crossover(int threads, bool quick) {
   const BenchPreset tiny = get_preset("tiny"), frontier = get_preset("frontier"), small = get_preset("small");
   for (int B : {2, 4, 12, 32}) shapes.push_back({"tiny widths, batch " + std::to_string(B), tiny.model, B});
   shapes.push_back({"frontier (block 128, batch 16)", frontier.model, frontier.batch});
-  if (!quick) shapes.push_back({"small (6×384, block 256, batch 64)", small.model, small.batch});
+  ModelConfig long_tiny = tiny.model;
+  long_tiny.block_size = 256;
+  shapes.push_back({"tiny widths, block 256, batch 32", long_tiny, 32});
+  if (!quick) {
+    shapes.push_back({"small (6×384, block 256), batch 8", small.model, 8});
+    shapes.push_back({"small (6×384, block 256, batch 64)", small.model, small.batch});
+  }
   std::printf("batch-split against op-split, %d threads: median ms of a training step (forward, backward, clip, "
               "AdamW), rounds alternated (load average %.1f)\n", threads, load_average());
-  std::printf("  %-36s %10s %10s %8s\n", "shape", "ops ms", "batch ms", "ops/batch");
+  std::printf("  %-36s %10s %10s %8s %8s\n", "shape", "ops ms", "batch ms", "ops/batch", "auto");
   for (const Shape& sh : shapes) {
     const bool big = sh.model.n_embd >= 384;
     const int rounds = big ? 2 : (quick ? 2 : 3), warmup = big ? 1 : 3, reps = big ? 2 : (quick ? 10 : 20);
@@ -616,8 +622,9 @@ static void split_crossover(int threads, bool quick) {
         (run_batch ? batch : ops).push_back(ms);
       }
     }
-    std::printf("  %-36s %10.2f %10.2f %7.2fx\n", sh.label.c_str(), median(ops), median(batch),
-                median(ops) / median(batch));
+    const ThreadSplit chosen = choose_split("auto", threads, sh.batch, sh.model.block_size, sh.model.n_embd, false);
+    std::printf("  %-36s %10.2f %10.2f %7.2fx %8s\n", sh.label.c_str(), median(ops), median(batch),
+                median(ops) / median(batch), to_string(chosen));
     std::fflush(stdout);
   }
 }

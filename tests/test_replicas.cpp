@@ -131,14 +131,19 @@ TEST(Replicas, EvaluationMatchesOneModel) {
 }
 
 TEST(Replicas, ChoiceOfSplit) {
-  EXPECT_EQ(choose_split("auto", 2, 12, false), ThreadSplit::Batch);
-  EXPECT_EQ(choose_split("auto", 2, 1, false), ThreadSplit::Ops);  // one sequence cannot be split between 2
-  EXPECT_EQ(choose_split("auto", 2, 12, true), ThreadSplit::Ops);  // replicas have no head gates
-  EXPECT_EQ(choose_split("auto", 1, 12, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("ops", 2, 12, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("batch", 2, 12, false), ThreadSplit::Batch);
-  EXPECT_THROW(choose_split("batch", 4, 3, false), std::runtime_error);
-  EXPECT_THROW(choose_split("rows", 2, 12, false), std::runtime_error);
+  // (setting, threads, sequences, T, C, gated)
+  EXPECT_EQ(choose_split("auto", 2, 12, 64, 128, false), ThreadSplit::Batch);  // the tiny preset
+  EXPECT_EQ(choose_split("auto", 2, 1, 64, 128, false), ThreadSplit::Ops);     // one sequence cannot be split in 2
+  EXPECT_EQ(choose_split("auto", 2, 12, 64, 128, true), ThreadSplit::Ops);     // replicas have no head gates
+  EXPECT_EQ(choose_split("auto", 1, 12, 64, 128, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("auto", 2, 64, 256, 384, false), ThreadSplit::Ops);   // the small preset: 3.1M per thread
+  EXPECT_EQ(choose_split("auto", 2, 8, 256, 384, false), ThreadSplit::Batch);  // its widths at batch 8: 393k
+  EXPECT_EQ(choose_split("auto", 2, 2 * 4096, 1, 256, false), ThreadSplit::Batch);  // exactly 2^20 per thread
+  EXPECT_EQ(choose_split("auto", 2, 2 * 4096 + 2, 1, 256, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("ops", 2, 12, 64, 128, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("batch", 2, 64, 256, 384, false), ThreadSplit::Batch);  // asked for: always, when it can
+  EXPECT_THROW(choose_split("batch", 4, 3, 64, 128, false), std::runtime_error);
+  EXPECT_THROW(choose_split("rows", 2, 12, 64, 128, false), std::runtime_error);
 }
 
 // Whole runs: batch-split and op-split on two threads train the same model (equal within float summation order),

@@ -45,8 +45,14 @@ class Replicas {
   std::vector<std::unique_ptr<GPT>> owned_;  // all_[1..]
 };
 
-// --threads-split: "batch", "ops" or "auto". For auto: batch when every thread gets at least one sequence and the
-// model has no head gates, ops otherwise. Throws on any other text, naming the flag.
+// --threads-split: "batch", "ops" or "auto" for `sequences` rows of T positions of a C-wide model. Batch needs every
+// thread to get at least one sequence and a model without head gates. Auto chooses batch when it can and each
+// thread's slice is at most kBatchSplitMaxWork = 2^20 positions × channels, ops otherwise. Measured (make
+// bench-split, docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads: tiny widths
+// batch 2 to 32 (64 to 1,024 × 128 per thread) 1.3–2.0×, block 128 batch 16 (131k) 1.14×, block 256 batch 32 (524k)
+// 1.07×, the small preset's widths at batch 8 (393k) 1.06×; at batch 64 (3.1M) op-split wins, 0.86×.
+// Throws on any other text, naming the flag.
 enum class ThreadSplit { Batch, Ops };
-ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated);
+constexpr long kBatchSplitMaxWork = 1L << 20;
+ThreadSplit choose_split(const std::string& setting, int threads, int sequences, int T, int C, bool gated);
 const char* to_string(ThreadSplit split);
