@@ -48,6 +48,7 @@
 #include "model/model.h"
 #include "train/settings.h"
 #include "ops/cross_entropy.h"
+#include "ops/mamba.h"
 
 namespace {
 
@@ -113,19 +114,14 @@ struct Model {
   int ssm_conv = 4, ssm_selective = 1;
 };
 
-// Mamba's state at width C with one head (recall's default): H·P·N + (K−1)·(E + 2N), E = ssm_expand·C
-// (E + 2N → E when not selective). The N whose state is nearest to a linear layer's C² + C (ties: the smaller).
-long mamba_state(int C, int expand, int N, int K, bool selective) {
-  const long E = (long)expand * C;
-  return E * N + (long)std::max(K - 1, 0) * (selective ? E + 2 * N : E);
-}
-int matched_ssm_state(int C, int expand, int K, bool selective) {
-  const long target = (long)C * C + C;
+// The N whose Mamba state, H·P·N + (K−1)·(E + 2N) (E + 2N → E when not selective; ops/mamba.h), is nearest to a
+// linear layer's H·(HS² + HS) at the same width and heads (ties: the smaller N).
+int matched_ssm_state(int C, int n_head, int expand, int K, bool selective) {
+  const long HS = C / n_head, target = n_head * (HS * HS + HS);
+  auto state = [&](int N) { return (long)mamba_state_floats(MambaDims::make(C, n_head, expand, N, K, selective)); };
   int best = 1;
-  for (int N = 1; N <= 4096; N++)
-    if (std::labs(mamba_state(C, expand, N, K, selective) - target) <
-        std::labs(mamba_state(C, expand, best, K, selective) - target))
-      best = N;
+  for (int N = 2; N <= 4096; N++)
+    if (std::labs(state(N) - target) < std::labs(state(best) - target)) best = N;
   return best;
 }
 
@@ -148,7 +144,7 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
   c.vocab_size = task.model_vocab(), c.attention = attention, c.attn_only = cfg.model.attn_only;
   c.ssm_expand = f["ssm-expand"].as<int>(), c.ssm_conv = m.ssm_conv, c.ssm_selective = m.ssm_selective;
   c.ssm_state = f["ssm-state"].as<int>() > 0 ? f["ssm-state"].as<int>()
-                                             : matched_ssm_state(width, c.ssm_expand, c.ssm_conv, c.ssm_selective);
+                                             : matched_ssm_state(width, c.n_head, c.ssm_expand, c.ssm_conv, c.ssm_selective);
   GPT model(c);
   model.init_weights(cfg.seed);
   AdamW opt;
