@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
     ("rounds", "timing: rounds of the kinds alternated", cxxopts::value<int>()->default_value("7"))
     ("reps", "timing: steps timed per kind and round", cxxopts::value<int>()->default_value("5"))
     ("equal-time", "also train at equal wall-clock time (budgets from the timing)", cxxopts::value<bool>()->default_value("true"))
+    ("first-seed", "train seeds first-seed … first-seed + seeds − 1 (0 = the preset's own seed)", cxxopts::value<int>()->default_value("0"))
+    ("ms-per-step", "skip the timing and use these, e.g. softmax=126.3,linear=165.9 (another run's timing, so that "
+                    "seeds split over processes share one budget)", cxxopts::value<std::string>()->default_value(""))
     ("h,help", "show this help");
   // clang-format on
   const std::vector<Setting<TrainConfig>> shared = select_settings(train_settings(), {"data", "steps", "threads"});
@@ -178,12 +181,26 @@ int main(int argc, char** argv) {
 
     // The corpus's vocabulary sizes the models of the timing run as the trainer will.
     recipe.model.vocab_size = load_corpus(recipe.data).tokenizer.size();
-    std::printf("timing %zu kinds alternated, %d rounds × %d steps each, %d thread(s), B=%d T=%d\n", kinds.size(),
+    if (f["ms-per-step"].as<std::string>().empty())
+      std::printf("timing %zu kinds alternated, %d rounds × %d steps each, %d thread(s), B=%d T=%d\n", kinds.size(),
                 rounds, reps, recipe.threads, recipe.batch, recipe.model.block_size);
     std::fflush(stdout);
-    const std::vector<std::vector<double>> ms = time_steps(kinds, recipe, rounds, reps);
+    const std::string given = f["ms-per-step"].as<std::string>();
+    const std::vector<std::vector<double>> ms = given.empty() ? time_steps(kinds, recipe, rounds, reps)
+                                                              : std::vector<std::vector<double>>(kinds.size());
+    for (const std::string& item : split(given, ',')) {
+      const size_t eq = item.find('=');
+      bool found = false;
+      for (Kind& k : kinds)
+        if (eq != std::string::npos && item.substr(0, eq) == k.name) k.ms_per_step = std::stod(item.substr(eq + 1)), found = true;
+      if (!found) throw std::runtime_error("--ms-per-step: '" + item + "' is not name=ms of a model being trained");
+    }
     std::string timing_csv = "model,attention,round,ms\n";
     for (size_t k = 0; k < kinds.size(); k++) {
+      if (!given.empty()) {
+        if (!(kinds[k].ms_per_step > 0)) throw std::runtime_error("--ms-per-step: no time for " + kinds[k].name);
+        continue;
+      }
       kinds[k].ms_per_step = median(ms[k]);
       for (size_t i = 0; i < ms[k].size(); i++)
         timing_csv += kinds[k].name + ",\"" + kinds[k].attention + "\"," + std::to_string(i / reps) + "," +
@@ -202,7 +219,8 @@ int main(int argc, char** argv) {
                   "val loss (nats/char)", {}};
     std::string csv = "model,attention,budget,seed,steps,params,val_nats_per_char,seconds\n";
     const bool equal_time = f["equal-time"].as<bool>();
-    for (int seed = 0; seed < seeds; seed++)
+    const int first_seed = f["first-seed"].as<int>();
+    for (int seed = first_seed; seed < first_seed + seeds; seed++)
       for (size_t k = 0; k < kinds.size(); k++) {
         Kind& kind = kinds[k];
         for (int budget = 0; budget < (equal_time ? 2 : 1); budget++) {
@@ -226,7 +244,7 @@ int main(int argc, char** argv) {
           Corpus corpus = load_corpus(config.data, ckpt.tokenizer);
           const double nats = score_text(*ckpt.model, corpus.val).nats_per_token;
           (budget ? kind.val_time : kind.val_steps).push_back(nats);
-          if (seed == 0 && budget == 0) kind.params.push_back((double)ckpt.model->num_params());
+          if (seed == first_seed && budget == 0) kind.params.push_back((double)ckpt.model->num_params());
           std::printf("%s: validation %.4f nats/char (whole split), %.0f s\n", kind.name.c_str(), nats, seconds);
           char line[320];
           std::snprintf(line, sizeof line, "%s,\"%s\",%s,%llu,%d,%zu,%.5f,%.1f\n", kind.name.c_str(),
@@ -234,8 +252,8 @@ int main(int argc, char** argv) {
                         ckpt.model->num_params(), nats, seconds);
           csv += line;
           Series s = val_curve(config.out + "/metrics.csv", kind.name + (seed ? "" : ""), 1.0);
-          s.colour = (int)k, s.dashed = seed > 0;
-          if (seed > 0) s.label = "";
+          s.colour = (int)k, s.dashed = seed > first_seed;
+          if (seed > first_seed) s.label = "";
           if (budget == 0) by_step.series.push_back(s);
           for (double& x : s.x) x *= kind.ms_per_step / 1000;
           if (budget == 1 || (k == 0 && budget == 0)) by_time.series.push_back(s);
@@ -261,6 +279,8 @@ int main(int argc, char** argv) {
                   "%d thread(s), batch %d × block %d.\n",
                   seeds, rounds, reps, recipe.threads, recipe.batch, recipe.model.block_size);
     table += foot;
+    if (!f["ms-per-step"].as<std::string>().empty())
+      table += "The ms/step column was given (--ms-per-step " + f["ms-per-step"].as<std::string>() + "), not timed by this run.\n";
     std::printf("\n%s", table.c_str());
     const std::string s1 = render_svg(by_step), s2 = render_svg(by_time);
     write_file_atomically(out + "/table.md", {{table.data(), table.size()}});

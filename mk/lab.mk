@@ -77,13 +77,14 @@ recall: build/bin/recall
 	OMP_WAIT_POLICY=passive ./build/bin/recall $(RECALL_FLAGS)
 
 # make recall-mamba: the Mamba rows of docs/mamba.md (same recipe as make recall: 2000 steps, one seed; Mamba's N
-# chosen per width so its state matches a linear layer's; 20 runs, one thread, ≈ 25 min on an idle core).
+# chosen per width so its state matches a linear layer's): the pairs sweep at width 64, 12 runs, one thread,
+# ≈ 15 min on an idle core (RECALL_FLAGS="--widths 32,96" adds the width sweep, 8 runs more; not measured yet).
 # make recall-binding: pairs written as two tokens (--bound=false): can Mamba's short conv bind k to v where
 # softmax could not? softmax, mamba, mamba without its conv, 8 pairs, width 64 (≈ 4 min).
 .PHONY: recall-mamba recall-binding
 recall-mamba: build/bin/recall
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models mamba,mamba-lti,mamba-noconv,hybrid-mamba \
-	  --pairs 4,8,12 --widths 32,96 --out build/recall-mamba $(RECALL_FLAGS)
+	  --pairs 4,8,12 --widths '' --out build/recall-mamba $(RECALL_FLAGS)
 recall-binding: build/bin/recall
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --bound=false --models softmax,mamba,mamba-noconv \
 	  --pairs 8 --widths '' --out build/recall-binding $(RECALL_FLAGS)
