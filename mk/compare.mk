@@ -11,7 +11,8 @@ compare: build/bin/compare
 
 # make mixers: softmax, linear, Mamba and a softmax/Mamba hybrid on Tiny Shakespeare (experiments/mixers.cpp):
 # validation loss at equal steps and at equal wall-clock (step budgets from one alternated timing run), 3 seeds,
-# the tiny preset, one thread (docs/mamba.md, "Measurements"; ≈ 35 min on one idle core). Output in build/mixers/.
+# the tiny preset, one thread (docs/mamba.md, "Measurements"; 21 runs, ≈ 30 min on an idle core, far longer
+# beside other work). Output in build/mixers/.
 MIXERS_DATA  ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt /work/shared/data/tinyshakespeare.txt) data/stories.txt)
 MIXERS_FLAGS ?=
 .PHONY: mixers

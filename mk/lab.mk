@@ -58,7 +58,7 @@ INDUCTION_FLAGS ?=
 induction: build/bin/induction
 	OMP_WAIT_POLICY=passive ./build/bin/induction $(INDUCTION_FLAGS)
 
-# make induction-mamba: the same two models with Mamba layers (docs/mamba.md; one thread, ≈ 5 min).
+# make induction-mamba: the same two models with Mamba layers (docs/mamba.md; one thread, ≈ 3 min).
 .PHONY: induction-mamba
 induction-mamba: build/bin/induction
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/induction --attention mamba --threads 1 --out build/induction-mamba $(INDUCTION_FLAGS)
