@@ -13,6 +13,9 @@
 //   build/bench/bench --split [--threads 2] [--quick]
 //                               batch-split against op-split threads (train/replicas.h): a training step's median ms
 //                               for shapes from one sequence per thread to the small preset (make bench-split).
+//   build/bench/bench --mixers [--quick] [--json PATH]
+//                               softmax vs linear vs Mamba: training step and decoding per token against T, the
+//                               kinds alternated round by round, one thread (make bench-mixers; docs/mamba.md).
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
 //   build/bench/bench --sample-bound [--rounds 5] [-n 500] [--repeats 5]
@@ -1051,6 +1054,92 @@ static json linear_vs_softmax(bool quick) {
   return {{"B", B}, {"threads", 1}, {"rows", rows}, {"load_average_end", load_average()}};
 }
 
+// ---- softmax vs linear vs Mamba: cost per token against T, alternated ---------------------------------------
+// The tiny model at block size T with every layer softmax, linear or Mamba (ops/mamba.h: H = 4 heads of
+// P = 2C/4 = 64 channels, N = 16, K = 4), one thread. Unlike section 7, the kinds are timed in turn within each
+// round (a training step of each, then decoding with each, then the next round), so load that comes and goes on
+// a shared machine falls on all three alike; every number is the median over the rounds.
+//   train µs/token   one training step (forward, zero_grad, backward, clip, AdamW) at B = 4, / (4·T)
+//   decode µs/token  Decoder::push for the tokens at context lengths T/2 … T−1 after pushing the first T/2
+//                    (no slide): softmax reads its key/value cache, linear and Mamba update a fixed state
+//   state floats     what one layer keeps while decoding at context T (Mixer::state_floats): softmax 2·C·T,
+//                    linear H·(HS² + HS)... (its z is C = H·HS), Mamba H·P·N + (K−1)·(E + 2N)
+static json mixers_cost(bool quick) {
+  BenchPreset tiny = get_preset("tiny");
+  const char* kinds[3] = {"softmax", "linear", "mamba"};
+  const int B = 4, rounds = quick ? 2 : 5;
+  std::printf("softmax vs linear vs Mamba, cost per token against T: tiny model (%d layers, %d wide, %d heads), "
+              "1 thread, B = %d, µs per token (median of %d alternated rounds)\n", tiny.model.n_layer,
+              tiny.model.n_embd, tiny.model.n_head, B, rounds);
+  std::printf("  %5s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s | %8s %8s %8s\n", "T", "tr soft", "lin", "mamba",
+              "dec soft", "lin", "mamba", "st soft", "lin", "mamba", "tr m/s", "tr m/l", "dec m/s");
+  set_threads(1);
+  json rows = json::array();
+  std::vector<int> Ts = {64, 128, 256, 512, 1024};
+  if (quick) Ts.pop_back();
+  for (int T : Ts) {
+    struct Contender {
+      std::unique_ptr<GPT> model;
+      AdamW opt;
+      std::vector<double> train_us, decode_us;
+      size_t state = 0;
+    };
+    Contender c3[3];
+    Rng rng(29);
+    const std::vector<int> x = random_tokens((size_t)B * T, tiny.model.vocab_size, rng),
+                           y = random_tokens(x.size(), tiny.model.vocab_size, rng),
+                           toks = random_tokens(T, tiny.model.vocab_size, rng);
+    AdamWConfig acfg;
+    for (int k = 0; k < 3; k++) {
+      ModelConfig c = tiny.model;
+      c.block_size = T, c.attention = kinds[k];
+      c3[k].model = std::make_unique<GPT>(c);
+      c3[k].model->init_weights(3);
+      c3[k].state = c3[k].model->mixer(0).state_floats(c3[k].model->masks()[0]);
+    }
+    auto train_step = [&](Contender& ct, int i) {
+      GPT& model = *ct.model;
+      const float loss = model.forward(x.data(), y.data(), B, T);
+      model.zero_grad();
+      model.backward();
+      clip_global_norm(model.grads_memory(), acfg.grad_clip);
+      ct.opt.update(model, acfg, learning_rate(acfg, i, 2000));
+      if (!std::isfinite(loss)) throw std::runtime_error("benchmark step diverged");
+    };
+    for (int k = 0; k < 3; k++) train_step(c3[k], 0);  // warm-up: buffers, optimizer state
+    for (int r = 0; r < rounds; r++) {
+      for (int k = 0; k < 3; k++) {
+        const auto t0 = Clock::now();
+        train_step(c3[k], r + 1);
+        c3[k].train_us.push_back(1000 * ms_since(t0) / (B * T));
+      }
+      for (int k = 0; k < 3; k++) {
+        Decoder dec(*c3[k].model);
+        for (int t = 0; t < T / 2; t++) dec.push(toks[t]);
+        const auto t0 = Clock::now();
+        for (int t = T / 2; t < T; t++) dec.push(toks[t]);
+        c3[k].decode_us.push_back(1000 * ms_since(t0) / (T - T / 2));
+      }
+    }
+    double tr[3], de[3];
+    for (int k = 0; k < 3; k++) tr[k] = median(c3[k].train_us), de[k] = median(c3[k].decode_us);
+    std::printf("  %5d | %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f | %9zu %9zu %9zu | %8.2f %8.2f %8.2f\n", T, tr[0],
+                tr[1], tr[2], de[0], de[1], de[2], c3[0].state, c3[1].state, c3[2].state, tr[2] / tr[0],
+                tr[2] / tr[1], de[2] / de[0]);
+    std::fflush(stdout);
+    json row = {{"T", T}};
+    for (int k = 0; k < 3; k++) {
+      row[std::string("train_us_per_token_") + kinds[k]] = tr[k];
+      row[std::string("decode_us_per_token_") + kinds[k]] = de[k];
+      row[std::string("state_floats_per_layer_") + kinds[k]] = c3[k].state;
+      row[std::string("train_us_rounds_") + kinds[k]] = c3[k].train_us;
+      row[std::string("decode_us_rounds_") + kinds[k]] = c3[k].decode_us;
+    }
+    rows.push_back(row);
+  }
+  return {{"B", B}, {"threads", 1}, {"rounds", rounds}, {"rows", rows}, {"load_average_end", load_average()}};
+}
+
 // A chart described in JSON (the fields of Chart and Series in src/lab/plot.h), rendered to SVG.
 static void plot_chart(const std::string& json_path, const std::string& svg_path) {
   std::ifstream in(json_path);
@@ -1082,6 +1171,7 @@ static void usage() {
       "       bench --sample-bound [--rounds R] [-n TOKENS] [--repeats R]      sampling against the sgemv bound\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
+      "       bench --mixers [--quick] [--json PATH]     softmax vs linear vs Mamba, alternated, cost per token against T\n"
       "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
       "BENCH_QUICK=1 in the environment is the same as --quick.\n");
 }
@@ -1092,7 +1182,8 @@ int main(int argc, char** argv) {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
     std::string step_preset, split = "auto";
-    bool sample = false, sample_bound = false, linear_only = false, split_only = false;
+    bool sample = false, sample_bound = false, linear_only = false, split_only = false, mixers_only = false,
+         json_given = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500, rounds = 5;
     for (int i = 1; i < argc; i++) {
       const std::string a = argv[i];
@@ -1106,13 +1197,14 @@ int main(int argc, char** argv) {
         return 0;
       }
       if (a == "--quick") o.quick = true;
-      else if (a == "--json") o.json_path = value();
+      else if (a == "--json") o.json_path = value(), json_given = true;
       else if (a == "--step") step_preset = value();
       else if (a == "--sample") sample = true;
       else if (a == "--sample-bound") sample_bound = true;
       else if (a == "--rounds") rounds = std::stoi(value());
       else if (a == "--linear") linear_only = true;
       else if (a == "--split") split_only = true;
+      else if (a == "--mixers") mixers_only = true;
       else if (a == "--threads") threads = std::stoi(value());
       else if (a == "--threads-split") split = value();
       else if (a == "--warmup") warmup = std::stoi(value());
@@ -1136,6 +1228,14 @@ int main(int argc, char** argv) {
     if (linear_only) {
       std::printf("machine load average %.1f\n", load_average());
       linear_vs_softmax(o.quick);
+      return 0;
+    }
+    if (mixers_only) {
+      std::printf("machine load average %.1f\n", load_average());
+      const json r = mixers_cost(o.quick);
+      const std::string path = json_given ? o.json_path : "build/bench/mixers.json";  // not the full run's file
+      std::ofstream(path) << r.dump(1) << "\n";
+      std::printf("wrote %s\n", path.c_str());
       return 0;
     }
     if (sample_bound) {

@@ -17,7 +17,15 @@
 //                that happens to match the probe's period).
 //   prev_token   the best previous-token score in layer 0
 //   loss_rep     mean loss on the copyable targets; loss_first on the others
+//
+// --attention mamba (or linear) trains the same two models with that mixer in every layer (docs/mamba.md). A
+// Mamba layer's "pattern" is its hidden attention M (ops/mamba.h): not normalised and possibly negative. The
+// scores here read every pattern as row shares of |P|: |P_ij| / Σ_j |P_ij|, which leaves a softmax pattern as it
+// is (its rows are already non-negative and sum to 1) and makes M's scores comparable with a softmax head's: the
+// share of the row's weight that sits on the pattern's positions. M weighs the conv's outputs, not the tokens: a
+// Mamba layer whose conv already mixed the previous token in can copy without any previous-token pattern in M.
 //   make induction                       build/bin/induction (writes build/induction/)
+//   make induction-mamba                 the same with --attention mamba (writes build/induction-mamba/)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -74,12 +82,39 @@ static Batch make_batch(const std::string& task, int B, int T, int V, int n_min,
 struct Row {
   int step;
   double induction[2], prev_token, loss_rep, loss_first;  // induction: best head of layer 0 and of layer 1
+  double duplicate[2];                                     // best duplicate-token head per layer
 };
+
+// score_heads (lab/head_scores.h), reading each pattern as row shares of |P| (see the top of this file).
+static std::vector<HeadScores> row_share_scores(GPT& model, int vocab, int B, uint64_t seed) {
+  const int L = model.config.n_layer, NH = model.config.n_head;
+  const int T = 2 * (std::min(model.config.block_size, 2 * vocab) / 2);
+  Rng rng(seed);
+  std::vector<int> x = repeated_random_sequences(B, T / 2, vocab, rng);
+  model.forward(x.data(), nullptr, B, T);
+  std::vector<HeadScores> scores((size_t)L * NH);
+  std::vector<float> P((size_t)T * T);
+  for (int l = 0; l < L; l++) {
+    const float* probs = model.attention_probs(l);
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++) {
+        const float* M = probs + ((size_t)b * NH + h) * T * T;
+        for (int i = 0; i < T; i++) {
+          double sum = 0;
+          for (int j = 0; j < T; j++) sum += std::fabs(M[(size_t)i * T + j]);
+          for (int j = 0; j < T; j++) P[(size_t)i * T + j] = sum > 0 ? (float)(std::fabs(M[(size_t)i * T + j]) / sum) : 0.0f;
+        }
+        score_pattern(scores[(size_t)l * NH + h], P.data(), &x[(size_t)b * T], T, model.masks()[l]);
+      }
+  }
+  return scores;
+}
 
 // The settings this experiment shares with ./train, read through ./train's own table (train/settings.cpp): the same
 // flags, help lines and ranges; only the defaults are the experiment's (recipe()).
 static std::vector<Setting<TrainConfig>> shared_settings() {
-  return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "batch", "steps", "eval_every", "lr",
+  return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "attention", "ssm_state", "ssm_expand",
+                                            "ssm_conv", "ssm_selective", "batch", "steps", "eval_every", "lr",
                                             "weight_decay", "seed", "threads"});
 }
 static TrainConfig recipe() {
@@ -94,7 +129,7 @@ static TrainConfig recipe() {
 static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts::ParseResult& f,
                               const std::string& name) {
   ModelConfig c = cfg.model;
-  c.n_layer = n_layer, c.vocab_size = f["vocab"].as<int>(), c.attn_only = true;
+  c.n_layer = n_layer, c.vocab_size = f["vocab"].as<int>(), c.attn_only = !f["mlp"].as<bool>();
   GPT model(c);
   model.init_weights(cfg.seed);
   AdamW opt;
@@ -114,19 +149,21 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step <= steps; step++) {
     if (step % every == 0 || step == steps) {
-      Row r{step, {0, 0}, 0, 0, 0};
-      std::vector<HeadScores> scores = score_heads(model, V, 32, 7);
+      Row r{step, {0, 0}, 0, 0, 0, {0, 0}};
+      std::vector<HeadScores> scores = row_share_scores(model, V, 32, 7);
       for (size_t i = 0; i < scores.size(); i++) {
         const int layer = (int)i / c.n_head;
         r.induction[layer] = std::max(r.induction[layer], scores[i].induction.value());
+        r.duplicate[layer] = std::max(r.duplicate[layer], scores[i].duplicate_token.value());
         if (layer == 0) r.prev_token = std::max(r.prev_token, scores[i].previous_token.value());
       }
       r.loss_rep = model.forward(eval.x.data(), eval.y_rep.data(), 64, T);
       r.loss_first = model.forward(eval.x.data(), eval.y_first.data(), 64, T);
       rows.push_back(r);
-      std::printf("%s step %5d | induction L0 %.3f L1 %.3f | prev-token L0 %.3f | loss copies %.3f | loss others %.3f"
-                  " | %.0fs\n", name.c_str(), step, r.induction[0], r.induction[1], r.prev_token, r.loss_rep,
-                  r.loss_first, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::printf("%s step %5d | induction L0 %.3f L1 %.3f | prev-token L0 %.3f | duplicate L0 %.3f L1 %.3f | loss "
+                  "copies %.3f | loss others %.3f | %.0fs\n", name.c_str(), step, r.induction[0], r.induction[1],
+                  r.prev_token, r.duplicate[0], r.duplicate[1], r.loss_rep, r.loss_first,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       std::fflush(stdout);
     }
     if (step == steps) break;
@@ -154,6 +191,7 @@ int main(int argc, char** argv) {
     ("vocab", "distinct tokens", cxxopts::value<int>()->default_value("64"))
     ("n-min", "shortest period or copied segment", cxxopts::value<int>()->default_value("4"))
     ("n-max", "longest period or copied segment (0 = block / 2)", cxxopts::value<int>()->default_value("0"))
+    ("mlp", "give every block its MLP (default: attention-only; Mamba-2 blocks in the paper have none)", cxxopts::value<bool>()->default_value("false"))
     ("h,help", "show this help");
   // clang-format on
   add_flags(options, shared_settings(), recipe());
@@ -170,15 +208,20 @@ int main(int argc, char** argv) {
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
     std::vector<Row> two = train(2, cfg, f, "2-layer"), one = train(1, cfg, f, "1-layer");
-    std::string csv = "model,step,induction_L0,induction_L1,prev_token_L0,loss_copies,loss_others\n";
+    // "attn-only" for the default softmax model without MLPs, else the mixer's kind (and "+ MLP").
+    const std::string kind = cfg.model.attention == "softmax" ? "attn" : cfg.model.attention;
+    const std::string suffix = f["mlp"].as<bool>() ? " + MLP" : "-only";
+    const std::string two_label = "2-layer " + kind + suffix, one_label = "1-layer " + kind + suffix;
+    std::string csv = "model,step,induction_L0,induction_L1,prev_token_L0,duplicate_L0,duplicate_L1,loss_copies,loss_others\n";
     char line[256];
     Chart score{"Best induction score during training (" + task + " task)", "step", "induction score", {}};
     Chart loss{"Loss on the copied tokens", "step", "loss (nats)", {}};
-    for (auto [rows, label] : {std::pair{&two, "2-layer attn-only"}, std::pair{&one, "1-layer attn-only"}}) {
+    for (auto [rows, label] : {std::pair{&two, two_label.c_str()}, std::pair{&one, one_label.c_str()}}) {
       Series s{rows == &two ? "2-layer: layer 1" : "1-layer: layer 0", {}, {}}, l{label, {}, {}};
       for (const Row& r : *rows) {
-        std::snprintf(line, sizeof line, "%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n", label, r.step, r.induction[0],
-                      rows == &one ? NAN : r.induction[1], r.prev_token, r.loss_rep, r.loss_first);
+        std::snprintf(line, sizeof line, "%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", label, r.step, r.induction[0],
+                      rows == &one ? NAN : r.induction[1], r.prev_token, r.duplicate[0],
+                      rows == &one ? NAN : r.duplicate[1], r.loss_rep, r.loss_first);
         csv += line;
         s.x.push_back(r.step), s.y.push_back(rows == &one ? r.induction[0] : r.induction[1]);
         l.x.push_back(r.step), l.y.push_back(r.loss_rep);
@@ -188,16 +231,17 @@ int main(int argc, char** argv) {
     // The plotted score: layer 1's best head for the 2-layer model (where an induction head can be), layer 0's for
     // the control (its only layer).
     std::string table =
-        "| model | induction score, best head (start → end) | previous-token, layer 0 (end) | loss on copies "
-        "(start → end) | loss on the rest (end) |\n|---|---|---|---|---|\n";
-    for (auto [rows, label] : {std::pair{&two, "2-layer attn-only"}, std::pair{&one, "1-layer attn-only"}}) {
+        "| model | induction score, best head (start → end) | previous-token, layer 0 (end) | duplicate-token, best "
+        "head (end) | loss on copies (start → end) | loss on the rest (end) |\n|---|---|---|---|---|---|\n";
+    for (auto [rows, label] : {std::pair{&two, two_label.c_str()}, std::pair{&one, one_label.c_str()}}) {
       const Row &a = rows->front(), &z = rows->back();
       const bool deep = rows == &two;
-      std::snprintf(line, sizeof line, "| %s | %s %.3f → %.3f%s | %.3f | %.3f → %.3f | %.3f |\n", label,
+      std::snprintf(line, sizeof line, "| %s | %s %.3f → %.3f%s | %.3f | %.3f | %.3f → %.3f | %.3f |\n", label,
                     deep ? "layer 1:" : "layer 0:", deep ? a.induction[1] : a.induction[0],
                     deep ? z.induction[1] : z.induction[0],
                     deep ? (" (layer 0: " + std::to_string(z.induction[0]).substr(0, 5) + ")").c_str() : "",
-                    z.prev_token, a.loss_rep, z.loss_rep, z.loss_first);
+                    z.prev_token, std::max(z.duplicate[0], deep ? z.duplicate[1] : 0.0), a.loss_rep, z.loss_rep,
+                    z.loss_first);
       table += line;
     }
     std::printf("\n%s\nln V = %.3f (the loss of a uniform guess)\n", table.c_str(), std::log((double)f["vocab"].as<int>()));

@@ -23,6 +23,14 @@
 // separate anything. With --bound each pair is one token of its own (id vocab + key·vocab/2 + value − vocab/2),
 // the binding is given, and what is measured is the lookup alone: the part where a fixed-size state and a growing
 // key/value cache differ. --bound=false restores the two-token form.
+//
+// Mamba rows (--models mamba,mamba-lti,mamba-noconv,hybrid-mamba; docs/mamba.md): a Mamba-2 layer
+// (ops/mamba.h) carries H·P·N + (K−1)·(E + 2N) floats. With --ssm-state 0 (the default) N is chosen per width so
+// that this is as close as it gets to a linear layer's HS² + HS at the same width: the two fixed-size states
+// are compared at (nearly) equal size. mamba-lti is the same layer with --ssm-selective 0 (Δ, B, C constants),
+// mamba-noconv without its short convolution (K = 0), hybrid-mamba has the layers of --hybrid-mamba.
+// The state column of the tables is what each layer carries while decoding (Mixer::state_floats: softmax's
+// key/value cache for the whole sequence, 2·C·T).
 //   make recall                          (RECALL_FLAGS="--steps 4000" etc. to change the budget)
 #include <chrono>
 #include <cmath>
@@ -40,6 +48,7 @@
 #include "model/model.h"
 #include "train/settings.h"
 #include "ops/cross_entropy.h"
+#include "ops/mamba.h"
 
 namespace {
 
@@ -94,9 +103,27 @@ double accuracy(GPT& model, const std::vector<int>& x, const std::vector<int>& y
 struct Result {
   std::string model, attention;
   int pairs, width;
-  long state;  // floats of one linear layer's state per head, HS² + HS (0 for softmax-only)
+  long state;         // floats of one linear layer's state per head, HS² + HS (0 for softmax-only)
+  std::string states;  // floats each layer carries while decoding, "a+b" (Mixer::state_floats)
   double accuracy, loss, seconds;
 };
+
+// A model of the experiment: its name, its per-layer attention, and what differs for Mamba layers.
+struct Model {
+  std::string name, attention;
+  int ssm_conv = 4, ssm_selective = 1;
+};
+
+// The N whose Mamba state, H·P·N + (K−1)·(E + 2N) (E + 2N → E when not selective; ops/mamba.h), is nearest to a
+// linear layer's H·(HS² + HS) at the same width and heads (ties: the smaller N).
+int matched_ssm_state(int C, int n_head, int expand, int K, bool selective) {
+  const long HS = C / n_head, target = n_head * (HS * HS + HS);
+  auto state = [&](int N) { return (long)mamba_state_floats(MambaDims::make(C, n_head, expand, N, K, selective)); };
+  int best = 1;
+  for (int N = 2; N <= 4096; N++)
+    if (std::labs(state(N) - target) < std::labs(state(best) - target)) best = N;
+  return best;
+}
 
 // The settings it shares with ./train come through ./train's table (flags, help, ranges); the defaults are the
 // experiment's recipe.
@@ -110,11 +137,14 @@ static TrainConfig recipe() {
   return r;
 }
 
-Result run(const std::string& name, const std::string& attention, const Task& task, int width,
-           const TrainConfig& cfg, const cxxopts::ParseResult& f) {
+Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, const cxxopts::ParseResult& f) {
+  const std::string &name = m.name, &attention = m.attention;
   ModelConfig c;
   c.n_layer = cfg.model.n_layer, c.n_head = cfg.model.n_head, c.n_embd = width, c.block_size = task.length();
   c.vocab_size = task.model_vocab(), c.attention = attention, c.attn_only = cfg.model.attn_only;
+  c.ssm_expand = f["ssm-expand"].as<int>(), c.ssm_conv = m.ssm_conv, c.ssm_selective = m.ssm_selective;
+  c.ssm_state = f["ssm-state"].as<int>() > 0 ? f["ssm-state"].as<int>()
+                                             : matched_ssm_state(width, c.n_head, c.ssm_expand, c.ssm_conv, c.ssm_selective);
   GPT model(c);
   model.init_weights(cfg.seed);
   AdamW opt;
@@ -138,15 +168,17 @@ Result run(const std::string& name, const std::string& attention, const Task& ta
       std::printf("  %-8s pairs %3d width %4d  step %5d  recall %5.1f%%\n", name.c_str(), task.pairs, width, step + 1,
                   100 * accuracy(model, ex, ey, eval_B, T)), std::fflush(stdout);
   }
-  Result r{name, attention, task.pairs, width, 0, 0, 0, 0};
+  Result r{name, attention, task.pairs, width, 0, "", 0, 0, 0};
+  for (int l = 0; l < c.n_layer; l++)
+    r.states += (l ? "+" : "") + std::to_string(model.mixer(l).state_floats(model.masks()[l]));
   const bool any_linear = attention.find("linear") != std::string::npos;
   const long HS = width / c.n_head;
   r.state = any_linear ? HS * HS + HS : 0;
   r.loss = model.forward(ex.data(), ey.data(), eval_B, T);
   r.accuracy = accuracy(model, ex, ey, eval_B, T);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%-8s %-22s pairs %3d width %4d state %6ld | recall %5.1f%%  loss %.3f | %.0fs\n", name.c_str(),
-              attention.c_str(), r.pairs, r.width, r.state, 100 * r.accuracy, r.loss, r.seconds);
+  std::printf("%-12s %-22s pairs %3d width %4d states %-12s | recall %5.1f%%  loss %.3f | %.0fs\n", name.c_str(),
+              attention.c_str(), r.pairs, r.width, r.states.c_str(), 100 * r.accuracy, r.loss, r.seconds);
   std::fflush(stdout);
   return r;
 }
@@ -186,8 +218,12 @@ int main(int argc, char** argv) {
     ("queries", "queries per sequence", cxxopts::value<int>()->default_value("8"))
     ("vocab", "tokens: keys are the first half, values the second", cxxopts::value<int>()->default_value("64"))
     ("bound", "each key-value pair is one token (the binding a short convolution gives Zoology's models), so only the lookup is learned", cxxopts::value<bool>()->default_value("true"))
-    ("models", "which models to train: softmax, linear, hybrid", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
+    ("models", "which models to train: softmax, linear, hybrid, mamba, mamba-lti (--ssm-selective 0), mamba-noconv (--ssm-conv 0), hybrid-mamba", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
     ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,linear"))
+    ("hybrid-mamba", "the Mamba hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,mamba"))
+    ("ssm-state", "Mamba's N; 0 = per width, the N whose state is nearest a linear layer's HS² + HS", cxxopts::value<int>()->default_value("0"))
+    ("ssm-expand", "Mamba's inner width E = ssm_expand × width", cxxopts::value<int>()->default_value("2"))
+    ("ssm-conv", "Mamba's conv width K (mamba-noconv: 0)", cxxopts::value<int>()->default_value("4"))
     ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
   // clang-format on
@@ -213,40 +249,46 @@ int main(int argc, char** argv) {
     for (int n : pairs)
       if (n > vocab / 2) throw std::runtime_error("--pairs: " + std::to_string(n) + " distinct keys need --vocab ≥ " + std::to_string(2 * n));
     if (fixed_pairs < 1 || fixed_pairs > vocab / 2) throw std::runtime_error("--fixed-pairs must be in [1, vocab/2]");
-    const std::string hybrid = f["hybrid"].as<std::string>();
+    const std::string hybrid = f["hybrid"].as<std::string>(), hybrid_mamba = f["hybrid-mamba"].as<std::string>();
+    if (f["ssm-state"].as<int>() < 0 || f["ssm-expand"].as<int>() < 1 || f["ssm-conv"].as<int>() < 0)
+      throw std::runtime_error("--ssm-state must be ≥ 0, --ssm-expand ≥ 1, --ssm-conv ≥ 0");
     const bool bound = f["bound"].as<bool>();
     {  // a bad list throws here, before any training
       ModelConfig check;
       check.n_layer = n_layer, check.attention = hybrid;
       canonical_mixers(check);
+      check.attention = hybrid_mamba;
+      canonical_mixers(check);
     }
-    std::vector<std::pair<std::string, std::string>> models;
+    const int K = f["ssm-conv"].as<int>();
+    std::vector<Model> models;
     for (const std::string& name : split_list(f["models"].as<std::string>())) {
-      if (name != "softmax" && name != "linear" && name != "hybrid")
-        throw std::runtime_error("--models: '" + name + "' is not softmax, linear or hybrid");
-      models.push_back({name, name == "hybrid" ? hybrid : name});
+      if (name == "softmax" || name == "linear" || name == "mamba") models.push_back({name, name, K, 1});
+      else if (name == "hybrid") models.push_back({name, hybrid, K, 1});
+      else if (name == "hybrid-mamba") models.push_back({name, hybrid_mamba, K, 1});
+      else if (name == "mamba-lti") models.push_back({name, "mamba", K, 0});
+      else if (name == "mamba-noconv") models.push_back({name, "mamba", 0, 1});
+      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, hybrid, mamba, mamba-lti, mamba-noconv or hybrid-mamba");
     }
-    if (models.empty()) throw std::runtime_error("--models: name at least one of softmax, linear, hybrid");
+    if (models.empty()) throw std::runtime_error("--models: name at least one model");
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
     const auto start = std::chrono::steady_clock::now();
 
     std::vector<Result> by_pairs, by_width;
     for (int n : pairs)
-      for (const auto& [name, attention] : models)
-        by_pairs.push_back(run(name, attention, {n, queries, vocab, bound}, f["width"].as<int>(), cfg, f));
+      for (const Model& m : models) by_pairs.push_back(run(m, {n, queries, vocab, bound}, f["width"].as<int>(), cfg, f));
     for (int w : widths)
-      for (const auto& [name, attention] : models)
-        by_width.push_back(run(name, attention, {fixed_pairs, queries, vocab, bound}, w, cfg, f));
+      for (const Model& m : models) by_width.push_back(run(m, {fixed_pairs, queries, vocab, bound}, w, cfg, f));
 
     // Tables: one row per sweep point, one column per model; the state size beside the point.
     auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
       std::string s = pairs_sweep ? "| pairs N | state HS²+HS (per linear layer) |" : "| width C = HS | state HS²+HS (per linear layer) |";
-      for (const auto& m : models) s += " " + m.first + (m.first == "hybrid" ? " (" + hybrid + ")" : "") + " |";
+      for (const Model& m : models) s += " " + m.name + (m.name.rfind("hybrid", 0) == 0 ? " (" + m.attention + ")" : "") + " |";
       s += "\n|---|---|";
       for (size_t m = 0; m < models.size(); m++) s += "---|";
       s += "\n";
-      char cell[64];
+      char cell[96];
       for (size_t i = 0; i < rs.size(); i += models.size()) {
         const Result& r0 = rs[i];
         const long HS = r0.width / n_head;
@@ -258,6 +300,13 @@ int main(int argc, char** argv) {
         }
         s += "\n";
       }
+      // Each model's state per layer (floats), the same for every row of a width.
+      s += "\nState per layer while decoding (floats; layers joined by +):\n\n| model | ";
+      s += pairs_sweep ? "pairs N | state |\n|---|---|---|\n" : "width C | state |\n|---|---|---|\n";
+      for (size_t m = 0; m < models.size(); m++)
+        for (size_t i = m; i < rs.size(); i += models.size())
+          s += "| " + rs[i].model + " | " + std::to_string(pairs_sweep ? rs[i].pairs : rs[i].width) + " | " +
+               rs[i].states + " |\n";
       return s;
     };
     char head[512];
@@ -271,24 +320,24 @@ int main(int argc, char** argv) {
     const std::string md = std::string(head) + "Pairs sweep, width " + std::to_string(f["width"].as<int>()) +
                            ":\n\n" + table(by_pairs, true) + "\nWidth sweep, " + std::to_string(fixed_pairs) +
                            " pairs:\n\n" + table(by_width, false);
-    std::string csv = "sweep,model,attention,pairs,width,state_per_head,accuracy,answer_loss,seconds\n";
-    char line[256];
+    std::string csv = "sweep,model,attention,pairs,width,state_per_head,layer_states,accuracy,answer_loss,seconds\n";
+    char line[320];
     for (auto [rs, sweep] : {std::pair{&by_pairs, "pairs"}, std::pair{&by_width, "width"}})
       for (const Result& r : *rs) {
-        std::snprintf(line, sizeof line, "%s,%s,\"%s\",%d,%d,%ld,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
-                      r.attention.c_str(), r.pairs, r.width, r.state, r.accuracy, r.loss, r.seconds);
+        std::snprintf(line, sizeof line, "%s,%s,\"%s\",%d,%d,%ld,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
+                      r.attention.c_str(), r.pairs, r.width, r.state, r.states.c_str(), r.accuracy, r.loss, r.seconds);
         csv += line;
       }
     Chart cp{"MQAR recall vs key-value pairs (width " + std::to_string(f["width"].as<int>()) + ")", "pairs N",
              "recall accuracy", {}};
     Chart cw{"MQAR recall vs width (" + std::to_string(fixed_pairs) + " pairs; linear state = C² + C)", "width C",
              "recall accuracy", {}};
-    for (const auto& m : models) {
-      Series sp{m.first == "hybrid" ? "hybrid " + hybrid : m.first, {}, {}}, sw = sp;
+    for (const Model& m : models) {
+      Series sp{m.name.rfind("hybrid", 0) == 0 ? m.name + " " + m.attention : m.name, {}, {}}, sw = sp;
       for (const Result& r : by_pairs)
-        if (r.model == m.first) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
+        if (r.model == m.name) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
       for (const Result& r : by_width)
-        if (r.model == m.first) sw.x.push_back(r.width), sw.y.push_back(r.accuracy);
+        if (r.model == m.name) sw.x.push_back(r.width), sw.y.push_back(r.accuracy);
       cp.series.push_back(sp), cw.series.push_back(sw);
     }
     const std::string svg_p = by_pairs.empty() ? "" : render_svg(cp), svg_w = by_width.empty() ? "" : render_svg(cw);

@@ -3,6 +3,8 @@
 #   make bench-split        batch-split against op-split threads by shape (the crossover of --threads-split auto)
 #   make bench-compare      ours vs PyTorch, A/B alternated, plus the checkpoint agreement check (needs
 #                           python3-torch for /usr/bin/python3; without it only our side is shown)
+#   make bench-mixers       softmax vs linear vs Mamba, training step and decoding per token against T, the kinds
+#                           alternated, one thread (build/bench/mixers.json; docs/mamba.md; ~1 min)
 #   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
 #                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
 #                           bench/frontier.json and docs/frontier.svg (~35 min)
@@ -15,7 +17,7 @@ BENCH_JSON   ?= bench/results.json
 BENCH_DATA   ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
 BENCH_BIN    := build/bench/bench
 
-.PHONY: bench bench-compare bench-frontier bench-build bench-split
+.PHONY: bench bench-compare bench-frontier bench-build bench-split bench-mixers
 
 build/bench/%.o: bench/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -35,6 +37,9 @@ bench-split: $(BENCH_BIN)
 
 bench-compare: $(BENCH_BIN) programs
 	$(BENCH_ENV) $(BENCH_PY) bench/compare.py $(if $(filter-out 0,$(BENCH_QUICK)),--quick) $(BENCH_COMPARE_FLAGS)
+
+bench-mixers: $(BENCH_BIN)
+	$(BENCH_ENV) OMP_WAIT_POLICY=passive nice -n 5 $(BENCH_BIN) --mixers $(if $(filter-out 0,$(BENCH_QUICK)),--quick)
 
 bench-frontier: $(BENCH_BIN) programs
 	$(BENCH_ENV) $(BENCH_PY) bench/frontier.py --data $(BENCH_DATA) $(BENCH_FRONTIER_FLAGS)

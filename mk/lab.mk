@@ -4,6 +4,7 @@
 #   make test-html    render ./inspect attention's page in headless Chromium and fail on a script error
 #                     (skipped without Chromium; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
 #   make induction    2-layer attention-only model vs 1-layer control on copied random segments (≈ 2 min, build/induction/)
+#   make induction-mamba   the same with Mamba layers (build/induction-mamba/)
 #   make scale        the 1/√d_k sweep: attention scale × learning rate × head size, table in build/scale/table.md
 PROGRAMS += build/bin/inspect
 programs: build/bin/inspect
@@ -57,6 +58,11 @@ INDUCTION_FLAGS ?=
 induction: build/bin/induction
 	OMP_WAIT_POLICY=passive ./build/bin/induction $(INDUCTION_FLAGS)
 
+# make induction-mamba: the same two models with Mamba layers (docs/mamba.md; one thread, ≈ 3 min).
+.PHONY: induction-mamba
+induction-mamba: build/bin/induction
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/induction --attention mamba --threads 1 --out build/induction-mamba $(INDUCTION_FLAGS)
+
 # About 10–15 minutes on two cores: 3 scales × 3 learning rates × 2 head sizes, 600 steps each.
 SCALE_FLAGS ?=
 scale: build/bin/scale
@@ -69,4 +75,17 @@ RECALL_FLAGS ?=
 .PHONY: recall
 recall: build/bin/recall
 	OMP_WAIT_POLICY=passive ./build/bin/recall $(RECALL_FLAGS)
+
+# make recall-mamba: the Mamba rows of docs/mamba.md (same recipe as make recall: 2000 steps, one seed; Mamba's N
+# chosen per width so its state matches a linear layer's): the pairs sweep at width 64, 12 runs, one thread,
+# ≈ 15 min on an idle core (RECALL_FLAGS="--widths 32,96" adds the width sweep, 8 runs more; not measured yet).
+# make recall-binding: pairs written as two tokens (--bound=false): can Mamba's short conv bind k to v where
+# softmax could not? softmax, mamba, mamba without its conv, 8 pairs, width 64 (≈ 4 min).
+.PHONY: recall-mamba recall-binding
+recall-mamba: build/bin/recall
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models mamba,mamba-lti,mamba-noconv,hybrid-mamba \
+	  --pairs 4,8,12 --widths '' --out build/recall-mamba $(RECALL_FLAGS)
+recall-binding: build/bin/recall
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --bound=false --models softmax,mamba,mamba-noconv \
+	  --pairs 8 --widths '' --out build/recall-binding $(RECALL_FLAGS)
 -include build/experiments/recall.d

@@ -257,6 +257,28 @@ TEST(MambaDecoding, StateSizeIsIndependentOfTheContext) {
   }
 }
 
+// The state columns of docs/mamba.md's tables (make recall-mamba, make bench-mixers), per layer, counted by hand
+// from the formulas: softmax's cache 2·C·T, linear H·HS² + C (S per head and z), Mamba H·P·N + (K−1)·(E + 2N)
+// (E without the 2N when not selective; no conv rows when K = 0).
+TEST(MambaDecoding, StateOfEachKindMatchesAHandCount) {
+  auto state = [](const std::string& kind, int C, int NH, int block, int N, int K, int selective) {
+    const ModelCase mc{kind, 1, NH, C, N, 2, K, selective};
+    GPT model(mc.config(block, 13));
+    return model.mixer(0).state_floats(model.masks()[0]);
+  };
+  // recall: width 64, one head, 8 bound pairs + 8 queries → T = 23; N matched to linear's 64² + 64 = 4160
+  EXPECT_EQ(state("softmax", 64, 1, 23, 16, 4, 1), 2944u);              // 2·64·23
+  EXPECT_EQ(state("linear", 64, 1, 23, 16, 4, 1), 4160u);               // 64² + 64
+  EXPECT_EQ(state("mamba", 64, 1, 23, 28, 4, 1), 4136u);                // 128·28 + 3·(128 + 56)
+  EXPECT_EQ(state("mamba", 64, 1, 23, 29, 4, 0), 4096u);                // 128·29 + 3·128
+  EXPECT_EQ(state("mamba", 64, 1, 23, 32, 0, 1), 4096u);                // 128·32, no conv
+  EXPECT_EQ(state("mamba", 32, 1, 23, 12, 4, 1), 1032u);                // 64·12 + 3·(64 + 24): width 32
+  // the tiny model (C = 128, 4 heads of 32; Mamba P = 64, N = 16, K = 4) at T = 256
+  EXPECT_EQ(state("softmax", 128, 4, 256, 16, 4, 1), 65536u);           // 2·128·256
+  EXPECT_EQ(state("linear", 128, 4, 256, 16, 4, 1), 4224u);             // 4·32² + 128
+  EXPECT_EQ(state("mamba", 128, 4, 256, 16, 4, 1), 4960u);              // 4·64·16 + 3·(256 + 32)
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Masks, head gates, settings
 
