@@ -110,9 +110,7 @@ class GPT {
 
   std::vector<AttentionMask> masks_;
   std::vector<TensorSpec> table_;
-  struct ReplicaOf {
-    GPT& source;
-  };
+  struct ReplicaOf { GPT& source; };
   explicit GPT(ReplicaOf replica);
   void bind_arenas();  // params_ and grads_ from params_memory_ and grads_memory_
 

@@ -49,7 +49,9 @@ class TrainingRun {
   // One optimizer step: batch, forward, backward, the whole batch's gradient, clip, update. Returns the loss;
   // throws if it diverged.
   float train_step(int step, double& lr, double& norm);
-  double seconds() const;  // since the run started (a resumed run continues its metrics.csv's clock)
+  double seconds() const {  // since the run started (a resumed run continues its metrics.csv's clock)
+    return earlier_seconds_ + std::chrono::duration<double>(Clock::now() - started_).count();
+  }
   void save(int step);
   std::runtime_error diverged(int step, const std::string& what) const;
   std::string last_good() const;
@@ -85,10 +87,6 @@ class TrainingRun {
   Clock::time_point started_ = Clock::now();  // this invocation: loading the corpus and the model count too
   double earlier_seconds_ = 0;                // the resumed run's wall_s before this invocation
 };
-
-double TrainingRun::seconds() const {
-  return earlier_seconds_ + std::chrono::duration<double>(Clock::now() - started_).count();
-}
 
 // The hooks' reducer, or one process when none is given.
 const Reducer& reducer_of(const TrainHooks& hooks) { return hooks.reducer ? *hooks.reducer : one_process(); }
@@ -308,13 +306,12 @@ TrainResult TrainingRun::run() {
     double lr = 0, norm = 0;
     const float loss = train_step(step, lr, norm);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    const double muon_lr = optimizer_.row.kind == OptimizerKind::Muon
-                               ? muon_learning_rate(cfg_.muon, cfg_.adamw, (float)lr) : nan;
-    row.batch_loss = loss, row.lr = lr, row.grad_norm = norm, row.step_ms = ms, row.muon_lr = muon_lr;
-    row.wall_s = seconds();
+    const bool muon = optimizer_.row.kind == OptimizerKind::Muon;
+    row.batch_loss = loss, row.lr = lr, row.grad_norm = norm, row.step_ms = ms, row.wall_s = seconds();
+    row.muon_lr = muon ? muon_learning_rate(cfg_.muon, cfg_.adamw, (float)lr) : nan;
     if (metrics_) metrics_->row(row);
     result.step = step + 1;
-    if (out) progress.step(step, step == first_step_, loss, lr, muon_lr, ms);
+    if (out) progress.step(step, step == first_step_, loss, lr, row.muon_lr, ms);
     // Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
     if ((step + 1) % kCheckEvery == 0) reducer_.check_same(model.params_memory(), step + 1);
     // A stop request reaches the processes at different moments: all stop when one has it.
