@@ -116,7 +116,7 @@ TEST_F(Programs, PrintSettingsShowsThePresetWithTheFlagsAndTrainsNothing) {
   TrainConfig c = train_config_from_json(r.out, "./train --print-settings");
   EXPECT_EQ(c.model.block_size, 128);
   EXPECT_EQ(c.batch, 16);
-  EXPECT_EQ(c.steps, 1700);
+  EXPECT_EQ(c.steps, 6000);
   EXPECT_EQ(c.optimizer, "muon");
   EXPECT_FLOAT_EQ(c.adamw.lr, 0.002f);     // the flag
   EXPECT_FLOAT_EQ(c.adamw.min_lr, 4e-4f);  // the preset
