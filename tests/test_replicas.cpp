@@ -136,10 +136,8 @@ TEST(Replicas, ChoiceOfSplit) {
   EXPECT_EQ(choose_split("auto", 2, 1, 64, 128, false), ThreadSplit::Ops);     // one sequence cannot be split in 2
   EXPECT_EQ(choose_split("auto", 2, 12, 64, 128, true), ThreadSplit::Ops);     // replicas have no head gates
   EXPECT_EQ(choose_split("auto", 1, 12, 64, 128, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("auto", 2, 64, 256, 384, false), ThreadSplit::Ops);   // the small preset: 3.1M per thread
-  EXPECT_EQ(choose_split("auto", 2, 8, 256, 384, false), ThreadSplit::Batch);  // its widths at batch 8: 393k
-  EXPECT_EQ(choose_split("auto", 2, 2 * 4096, 1, 256, false), ThreadSplit::Batch);  // exactly 2^20 per thread
-  EXPECT_EQ(choose_split("auto", 2, 2 * 4096 + 2, 1, 256, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("auto", 2, 64, 256, 384, false), ThreadSplit::Batch);  // the small preset
+  EXPECT_EQ(choose_split("auto", 3, 2, 64, 128, false), ThreadSplit::Ops);       // 3 threads, 2 sequences
   EXPECT_EQ(choose_split("ops", 2, 12, 64, 128, false), ThreadSplit::Ops);
   EXPECT_EQ(choose_split("batch", 2, 64, 256, 384, false), ThreadSplit::Batch);  // asked for: always, when it can
   EXPECT_THROW(choose_split("batch", 4, 3, 64, 128, false), std::runtime_error);

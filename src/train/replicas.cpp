@@ -87,7 +87,6 @@ void Replicas::set_prefix_length(int N) {
 ThreadSplit choose_split(const std::string& setting, int threads, int rows, int T, int C, bool gated) {
   if (setting == "ops") return ThreadSplit::Ops;
   const bool possible = threads > 1 && rows >= threads && !gated;
-  const long per_thread = (long)((rows + threads - 1) / threads) * T * C;
   if (setting == "batch") {
     if (threads == 1) return ThreadSplit::Ops;  // one thread: the two are the same
     if (!possible)
@@ -96,7 +95,7 @@ ThreadSplit choose_split(const std::string& setting, int threads, int rows, int 
                                " threads) and a model without head gates");
     return ThreadSplit::Batch;
   }
-  if (setting == "auto") return possible && per_thread <= kBatchSplitMaxWork ? ThreadSplit::Batch : ThreadSplit::Ops;
+  if (setting == "auto") return possible ? ThreadSplit::Batch : ThreadSplit::Ops;
   throw std::runtime_error("--threads-split: unknown value '" + escape_for_message(setting) +
                            "' (expected batch, ops or auto)");
 }

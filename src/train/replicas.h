@@ -46,13 +46,11 @@ class Replicas {
 };
 
 // --threads-split: "batch", "ops" or "auto" for `sequences` rows of T positions of a C-wide model. Batch needs every
-// thread to get at least one sequence and a model without head gates. Auto chooses batch when it can and each
-// thread's slice is at most kBatchSplitMaxWork = 2^20 positions × channels, ops otherwise. Measured (make
-// bench-split, docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads: tiny widths
-// batch 2 to 32 (64 to 1,024 × 128 per thread) 1.3–2.0×, block 128 batch 16 (131k) 1.14×, block 256 batch 32 (524k)
-// 1.07×, the small preset's widths at batch 8 (393k) 1.06×; at batch 64 (3.1M) op-split wins, 0.86×.
-// Throws on any other text, naming the flag.
+// thread to get at least one sequence and a model without head gates; auto chooses it whenever it can. Measured
+// (make bench-split, docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads:
+// 1.1–2.0× on every shape from the tiny widths at batch 2 to the small preset at batch 64, so no shape was found
+// where ops should win (T and C are taken so that a rule by size has its place). Throws on any other text, naming
+// the flag.
 enum class ThreadSplit { Batch, Ops };
-constexpr long kBatchSplitMaxWork = 1L << 20;
 ThreadSplit choose_split(const std::string& setting, int threads, int sequences, int T, int C, bool gated);
 const char* to_string(ThreadSplit split);
