@@ -244,7 +244,7 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
   set_threads(threads);
   GPT model(c);
   model.init_weights(1337);
-  const bool batch_split = choose_split(split, threads, B, c.block_size, c.n_embd, false) == ThreadSplit::Batch;
+  const bool batch_split = choose_split(split, threads, B, false) == ThreadSplit::Batch;
   Replicas replicas(model, batch_split ? threads : 1);
   AdamW opt;
   AdamWConfig cfg;
@@ -625,7 +625,7 @@ static void split_crossover(int threads, bool quick) {
         (run_batch ? batch : ops).push_back(ms);
       }
     }
-    const ThreadSplit chosen = choose_split("auto", threads, sh.batch, sh.model.block_size, sh.model.n_embd, false);
+    const ThreadSplit chosen = choose_split("auto", threads, sh.batch, false);
     std::printf("  %-36s %10.2f %10.2f %7.2fx %8s\n", sh.label.c_str(), median(ops), median(batch),
                 median(ops) / median(batch), to_string(chosen));
     std::fflush(stdout);

@@ -77,6 +77,12 @@ def windows_evals(metrics_csv):
     return out
 
 
+def crossings(evals):
+    """{threshold: seconds of the first evaluation at or below it, or None}, and the table's cells for them."""
+    hits = {str(x): (first_at_or_below(evals, x) or (None,))[0] for x in THRESHOLDS}
+    return hits, "".join(f"{(f'{t:.1f} s' if t is not None else '—'):>11}" for t in hits.values())
+
+
 def first_at_or_below(evals, loss):
     """(seconds, step) of the first evaluation with val loss ≤ loss, or None."""
     return next(((t, step) for t, step, val in evals if val <= loss), None)
@@ -143,12 +149,7 @@ def main():
     for r in results["runs"]:
         last = r["evals"][-1] if r["evals"] else (float("nan"), 0, float("nan"))
         r["final_val"], r["final_step"] = last[2], last[1]
-        r["crossings"] = {}
-        cells = ""
-        for x in THRESHOLDS:
-            hit = first_at_or_below(r["evals"], x)
-            r["crossings"][str(x)] = hit[0] if hit else None
-            cells += f"{(f'{hit[0]:.1f} s' if hit else '—'):>11}"
+        r["crossings"], cells = crossings(r["evals"])
         stopped = " (time limit)" if r.get("stopped_by_time_limit") else ""
         print(f"  {r['recipe']:<9} {r['impl']:<9} {r['final_step']:>6} {r['wall_s']:8.1f} {r['final_val']:9.4f}{cells}"
               f"{stopped}")
@@ -157,12 +158,7 @@ def main():
     for r in results["runs"]:
         if r["impl"] != "plaingpt":
             continue
-        r["crossings_windows"] = {}
-        cells = ""
-        for x in THRESHOLDS:
-            hit = first_at_or_below(r["windows_evals"], x)
-            r["crossings_windows"][str(x)] = hit[0] if hit else None
-            cells += f"{(f'{hit[0]:.1f} s' if hit else '—'):>11}"
+        r["crossings_windows"], cells = crossings(r["windows_evals"])
         last = r["windows_evals"][-1] if r["windows_evals"] else (float("nan"), 0, float("nan"))
         print(f"  {r['recipe']:<9} {'ours':<9} {last[1]:>6} {last[0]:8.1f} {last[2]:9.4f}{cells}")
     runs = {(r["recipe"], r["impl"]): r for r in results["runs"]}

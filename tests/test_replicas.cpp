@@ -131,17 +131,17 @@ TEST(Replicas, EvaluationMatchesOneModel) {
 }
 
 TEST(Replicas, ChoiceOfSplit) {
-  // (setting, threads, sequences, T, C, gated)
-  EXPECT_EQ(choose_split("auto", 2, 12, 64, 128, false), ThreadSplit::Batch);  // the tiny preset
-  EXPECT_EQ(choose_split("auto", 2, 1, 64, 128, false), ThreadSplit::Ops);     // one sequence cannot be split in 2
-  EXPECT_EQ(choose_split("auto", 2, 12, 64, 128, true), ThreadSplit::Ops);     // replicas have no head gates
-  EXPECT_EQ(choose_split("auto", 1, 12, 64, 128, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("auto", 2, 64, 256, 384, false), ThreadSplit::Batch);  // the small preset
-  EXPECT_EQ(choose_split("auto", 3, 2, 64, 128, false), ThreadSplit::Ops);       // 3 threads, 2 sequences
-  EXPECT_EQ(choose_split("ops", 2, 12, 64, 128, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("batch", 2, 64, 256, 384, false), ThreadSplit::Batch);  // asked for: always, when it can
-  EXPECT_THROW(choose_split("batch", 4, 3, 64, 128, false), std::runtime_error);
-  EXPECT_THROW(choose_split("rows", 2, 12, 64, 128, false), std::runtime_error);
+  // (setting, threads, sequences, gated)
+  EXPECT_EQ(choose_split("auto", 2, 12, false), ThreadSplit::Batch);  // the tiny preset
+  EXPECT_EQ(choose_split("auto", 2, 1, false), ThreadSplit::Ops);     // one sequence cannot be split in 2
+  EXPECT_EQ(choose_split("auto", 2, 12, true), ThreadSplit::Ops);     // replicas have no head gates
+  EXPECT_EQ(choose_split("auto", 1, 12, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("auto", 2, 64, false), ThreadSplit::Batch);  // the small preset
+  EXPECT_EQ(choose_split("auto", 3, 2, false), ThreadSplit::Ops);       // 3 threads, 2 sequences
+  EXPECT_EQ(choose_split("ops", 2, 12, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split("batch", 2, 64, false), ThreadSplit::Batch);  // asked for: always, when it can
+  EXPECT_THROW(choose_split("batch", 4, 3, false), std::runtime_error);
+  EXPECT_THROW(choose_split("rows", 2, 12, false), std::runtime_error);
 }
 
 // Whole runs: batch-split and op-split on two threads train the same model (equal within float summation order),

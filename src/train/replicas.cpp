@@ -8,6 +8,13 @@
 #include "base/threads.h"
 #include "data/utf8.h"
 
+// The slices' losses added in replica order (the same bits however the threads were scheduled).
+static LossSum in_order(const std::vector<LossSum>& parts) {
+  LossSum sum;
+  for (const LossSum& p : parts) sum.total += p.total, sum.count += p.count;
+  return sum;
+}
+
 Replicas::Replicas(GPT& model, int threads) {
   all_.push_back(&model);
   for (int r = 1; r < threads; r++) {
@@ -44,9 +51,7 @@ LossSum Replicas::forward(const int* x, const int* y, int B, int T) {
     const float mean = m.forward(x + (size_t)rows.begin * T, y + (size_t)rows.begin * T, rows.count(), T);
     parts[r] = {(double)mean * m.last_targets(), m.last_targets()};
   });
-  LossSum sum;
-  for (const LossSum& p : parts) sum.total += p.total, sum.count += p.count;  // in replica order
-  return sum;
+  return in_order(parts);
 }
 
 LossSum Replicas::forward_backward(const int* x, const int* y, int B, int T) {
@@ -60,8 +65,7 @@ LossSum Replicas::forward_backward(const int* x, const int* y, int B, int T) {
     m.backward();
     parts[r] = {(double)mean * m.last_targets(), m.last_targets()};
   });
-  LossSum sum;
-  for (const LossSum& p : parts) sum.total += p.total, sum.count += p.count;  // in replica order
+  const LossSum sum = in_order(parts);
   if (R == 1) return sum;  // op-split: the model's gradient is the batch's already
   // g = Σ_r (n_r/n) g_r, each element summed in replica order: the same bits however the threads are scheduled.
   std::vector<float> weight(R, 0.0f);
@@ -84,7 +88,7 @@ void Replicas::set_prefix_length(int N) {
   for (GPT* m : all_) m->set_prefix_length(N);
 }
 
-ThreadSplit choose_split(const std::string& setting, int threads, int rows, int T, int C, bool gated) {
+ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated) {
   if (setting == "ops") return ThreadSplit::Ops;
   const bool possible = threads > 1 && rows >= threads && !gated;
   if (setting == "batch") {

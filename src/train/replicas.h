@@ -45,12 +45,11 @@ class Replicas {
   std::vector<std::unique_ptr<GPT>> owned_;  // all_[1..]
 };
 
-// --threads-split: "batch", "ops" or "auto" for `sequences` rows of T positions of a C-wide model. Batch needs every
-// thread to get at least one sequence and a model without head gates; auto chooses it whenever it can. Measured
-// (make bench-split, docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads:
-// 1.1–2.0× on every shape from the tiny widths at batch 2 to the small preset at batch 64, so no shape was found
-// where ops should win (T and C are taken so that a rule by size has its place). Throws on any other text, naming
-// the flag.
+// --threads-split: "batch", "ops" or "auto" for a batch of `sequences` rows. Batch needs every thread to get at least
+// one sequence and a model without head gates; auto chooses it whenever it can. Measured (make bench-split,
+// docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads: 1.1–2.0× on every
+// shape from the tiny widths at batch 2 to the small preset at batch 64, so no shape was found where ops should win.
+// Throws on any other text, naming the flag.
 enum class ThreadSplit { Batch, Ops };
-ThreadSplit choose_split(const std::string& setting, int threads, int sequences, int T, int C, bool gated);
+ThreadSplit choose_split(const std::string& setting, int threads, int sequences, bool gated);
 const char* to_string(ThreadSplit split);

@@ -126,7 +126,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
   reducer_.check_agreement(cfg, corpus_, state_.step, state_.batch_rng, ckpt_.model->params_memory());
   const int threads = omp_get_max_threads();
-  split_ = choose_split(cfg.threads_split, threads, rows_.count(), T, model.config.n_embd, model.gated());
+  split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
   replicas_ = std::make_unique<Replicas>(model, split_ == ThreadSplit::Batch ? threads : 1);
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
