@@ -142,9 +142,11 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
   ModelConfig c;
   c.n_layer = cfg.model.n_layer, c.n_head = cfg.model.n_head, c.n_embd = width, c.block_size = task.length();
   c.vocab_size = task.model_vocab(), c.attention = attention, c.attn_only = cfg.model.attn_only;
-  c.ssm_expand = f["ssm-expand"].as<int>(), c.ssm_conv = m.ssm_conv, c.ssm_selective = m.ssm_selective;
-  c.ssm_state = f["ssm-state"].as<int>() > 0 ? f["ssm-state"].as<int>()
-                                             : matched_ssm_state(width, c.n_head, c.ssm_expand, c.ssm_conv, c.ssm_selective);
+  MambaSettings& ssm = c.mixer_settings.get<MambaSettings>();
+  ssm.ssm_expand = f["ssm-expand"].as<int>(), ssm.ssm_conv = m.ssm_conv, ssm.ssm_selective = m.ssm_selective;
+  ssm.ssm_state = f["ssm-state"].as<int>() > 0
+                      ? f["ssm-state"].as<int>()
+                      : matched_ssm_state(width, c.n_head, ssm.ssm_expand, ssm.ssm_conv, ssm.ssm_selective);
   GPT model(c);
   model.init_weights(cfg.seed);
   AdamW opt;

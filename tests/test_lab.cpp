@@ -301,8 +301,8 @@ TEST(LabScale, AttnScaleNoneChangesTheForwardExactlyAsTheMathSays) {
   none_cfg.attn_scale = "none";
   GPT a(sqrt_cfg), b(none_cfg), plain(none_cfg);
   for (GPT* m : {&a, &b, &plain}) randomise(*m, 23, 1.0);
-  EXPECT_FLOAT_EQ(a.mixer(0).logit_scale(), 1.0f / std::sqrt(4.0f));
-  EXPECT_FLOAT_EQ(b.mixer(0).logit_scale(), 1.0f);
+  EXPECT_FLOAT_EQ(a.mixer(0).lab().logit_scale(), 1.0f / std::sqrt(4.0f));
+  EXPECT_FLOAT_EQ(b.mixer(0).lab().logit_scale(), 1.0f);
   const int C = 8;
   const float r = 1.0f / std::sqrt(4.0f);
   for (int l = 0; l < 2; l++) {

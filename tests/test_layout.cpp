@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "model/mixers/registry.h"
+#include "textbook/reference.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,34 +104,102 @@ TEST(Layout, TheScanCatchesAnUpwardInclude) {
   EXPECT_NE(bad[0].find("ops/bad.h → model"), std::string::npos) << bad[0];
 }
 
-// The mixer seam (src/model/mixer.h): the block, the model and the decoder talk to the interface only, so a new
-// mixer kind is its own file in src/model/mixers/ plus one registration line, and these files never change for it.
-TEST(Layout, BlockModelAndDecoderNameNoMixerKind) {
-  const fs::path root = source_root();
-  ASSERT_FALSE(root.empty());
-  const std::regex kind_name(R"(softmax|linear[ _]attention|LinearAttention|"linear"|mixers/(?!registry\.h))",
-                             std::regex::icase | std::regex::ECMAScript);
-  for (const char* file : {"src/model/block.h", "src/model/model.h", "src/model/model.cpp", "src/model/decoder.h",
-                           "src/model/decoder.cpp", "src/model/params.h"}) {
-    std::ifstream in(root / file);
-    ASSERT_TRUE(in) << file;
-    int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      line_no++;
-      EXPECT_FALSE(std::regex_search(line, kind_name)) << file << ":" << line_no << " names a mixer kind: " << line;
-    }
-  }
+namespace {
+
+// The mixer seam (src/model/mixer.h): the block, the model, the decoder, the settings, the textbook's GPT, the lab
+// and the explorer talk to the interface only, so a new mixer kind is its own files plus its one line in
+// src/model/mixers/kinds.h, and these files never change for it. The kinds are not listed here by hand: their
+// names come from the registry, their file stems from kinds.h.
+std::vector<std::string> kind_stems(const fs::path& root) {
+  std::ifstream in(root / "src/model/mixers/kinds.h");
+  const std::regex line(R"(^MIXER_KIND\((\w+)\)\s*$)");
+  std::vector<std::string> stems;
+  std::smatch m;
+  for (std::string text; std::getline(in, text);)
+    if (std::regex_search(text, m, line)) stems.push_back(m[1]);
+  return stems;
 }
 
-// What the seam's test above would miss if the regex were wrong: it does match the spellings it is meant to.
+// The ways a source line names a kind: its name as a string ("mamba", 'mamba'), its file stem as a word in any
+// spelling (linear_attention, "linear attention", LinearAttention, mamba), or an include of a kind's own file.
+std::regex kind_pattern(const std::vector<std::string>& names, const std::vector<std::string>& stems) {
+  std::string alternatives = R"(#\s*include\s*"model/mixers/(?!registry\.h))";
+  for (const std::string& name : names) alternatives += "|[\"']" + name + "[\"']";
+  for (std::string stem : stems) {
+    std::string spelled;
+    for (char ch : stem) spelled += ch == '_' ? std::string("[ _]?") : std::string(1, ch);
+    alternatives += "|\\b" + spelled + "\\b";
+  }
+  return std::regex(alternatives, std::regex::icase | std::regex::ECMAScript);
+}
+
+// Every line of `file` that names a kind, as "file:line: text".
+std::vector<std::string> lines_naming_a_kind(const fs::path& root, const std::string& file, const std::regex& kind) {
+  std::ifstream in(root / file);
+  std::vector<std::string> hits;
+  if (!in) return {file + " does not exist"};
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);)
+    if (++line_no, std::regex_search(line, kind)) hits.push_back(file + ":" + std::to_string(line_no) + ": " + line);
+  return hits;
+}
+
+std::vector<std::string> kind_names(bool with_softmax) {
+  std::vector<std::string> names;
+  for (const MixerKind* k : mixer_kinds())
+    if (with_softmax || std::string(k->name) != ModelConfig{}.attention) names.push_back(k->name);
+  return names;
+}
+
+}  // namespace
+
+TEST(Layout, TheKindsComeFromTheRegistry) {
+  const fs::path root = source_root();
+  ASSERT_FALSE(root.empty());
+  const std::vector<std::string> stems = kind_stems(root);
+  ASSERT_EQ(stems.size(), mixer_kinds().size()) << "kinds.h and the registry disagree";
+  for (size_t i = 0; i < stems.size(); i++) {
+    // Each kind's files are parallel: its mixer in mixers/, its textbook mixer registered under its name.
+    EXPECT_TRUE(fs::exists(root / "src/model/mixers" / (stems[i] + ".cpp"))) << stems[i];
+    EXPECT_NO_THROW(make_ref_mixer(mixer_kinds()[i]->name, ModelConfig{})) << mixer_kinds()[i]->name;
+  }
+  EXPECT_EQ(ref_mixer_kinds().size(), mixer_kinds().size()) << "a textbook mixer without a fast one, or the reverse";
+}
+
+TEST(Layout, TheSharedFilesNameNoMixerKind) {
+  const fs::path root = source_root();
+  ASSERT_FALSE(root.empty());
+  const std::vector<std::string> stems = kind_stems(root);
+  // The GPT's own mixer, softmax attention, is the default in config.h and the textbook's GPT (reference.h).
+  std::vector<std::string> other_stems;
+  for (size_t i = 0; i < stems.size(); i++)
+    if (std::string(mixer_kinds()[i]->name) != ModelConfig{}.attention) other_stems.push_back(stems[i]);
+  const std::regex any_kind = kind_pattern(kind_names(true), stems);
+  const std::regex other_kind = kind_pattern(kind_names(false), other_stems);
+  std::vector<std::string> files = {"src/model/block.h",    "src/model/model.h",     "src/model/model.cpp",
+                                    "src/model/decoder.h",  "src/model/decoder.cpp", "src/model/params.h",
+                                    "src/model/params.cpp", "src/model/mixer.h",     "src/model/mixer_lab.h",
+                                    "src/textbook/mixer.h"};
+  for (const char* dir : {"src/lab", "src/explore"})
+    for (const auto& e : fs::directory_iterator(root / dir)) files.push_back(fs::relative(e.path(), root).string());
+  for (const std::string& file : files)
+    for (const std::string& hit : lines_naming_a_kind(root, file, any_kind)) ADD_FAILURE() << "names a mixer kind: " << hit;
+  for (const char* file : {"src/model/config.h", "src/model/config.cpp", "src/textbook/reference.h"})
+    for (const std::string& hit : lines_naming_a_kind(root, file, other_kind))
+      ADD_FAILURE() << "names a mixer kind other than the GPT's: " << hit;
+}
+
+// What the seam's test above would miss if the patterns were wrong: they match the spellings they are meant to,
+// built from names and stems given here (the registry's own are checked above).
 TEST(Layout, TheMixerKindScanMatchesTheKindsSpellings) {
-  const std::regex kind_name(R"(softmax|linear[ _]attention|LinearAttention|"linear"|mixers/(?!registry\.h))",
-                             std::regex::icase | std::regex::ECMAScript);
-  for (const char* line : {"attention_forward // softmax", "#include \"ops/linear_attention.h\"", "== \"linear\"",
-                           "#include \"model/mixers/qkv_attention.h\""})
-    EXPECT_TRUE(std::regex_search(std::string(line), kind_name)) << line;
-  EXPECT_FALSE(std::regex_search(std::string("#include \"model/mixers/registry.h\""), kind_name));
-  EXPECT_FALSE(std::regex_search(std::string("linear_forward(out, inp, w, b)"), kind_name));
+  const std::regex kind = kind_pattern({"softmax", "linear", "mamba"}, {"softmax_attention", "linear_attention", "mamba"});
+  for (const char* line : {"== \"linear\"", "D.attention[l] === 'mamba'", "#include \"ops/linear_attention.h\"",
+                           "a linear attention layer", "class LinearAttention", "c.find(\"mamba\")", "Mamba's state",
+                           "#include \"model/mixers/qkv_attention.h\"", "softmax attention's P"})
+    EXPECT_TRUE(std::regex_search(std::string(line), kind)) << line;
+  for (const char* line : {"#include \"model/mixers/registry.h\"", "linear_forward(out, inp, w, b)",
+                           "#include \"ops/linear.h\"", "a linear map", "cross_entropy: softmax of the logits"})
+    EXPECT_FALSE(std::regex_search(std::string(line), kind)) << line;
 }
 
 // Training knows nothing of the lab: its statistics come in through TrainHooks::columns (train/trainer.h).

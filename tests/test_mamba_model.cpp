@@ -47,8 +47,9 @@ struct ModelCase {
   ModelConfig config(int block, int vocab) const {
     ModelConfig c;
     c.n_layer = n_layer, c.n_head = n_head, c.n_embd = n_embd, c.block_size = block, c.vocab_size = vocab;
-    c.attention = attention, c.ssm_state = state, c.ssm_expand = expand, c.ssm_conv = conv;
-    c.ssm_selective = selective, c.attn_only = attn_only;
+    c.attention = attention, c.attn_only = attn_only;
+    MambaSettings& m = c.mixer_settings.get<MambaSettings>();
+    m.ssm_state = state, m.ssm_expand = expand, m.ssm_conv = conv, m.ssm_selective = selective;
     return c;
   }
   std::string describe() const {
@@ -174,7 +175,7 @@ TEST(MambaModel, TensorsNamesShapesInitAndOptimizerGroups) {
   EXPECT_NEAR(std_dev(values("h.1.mamba.out_proj.weight")), 0.02 / std::sqrt(2.0 * 2), 0.001);
 
   // Non-selective, no conv: in_proj has only z | x, the constants B and C appear, no conv tensors.
-  c.ssm_selective = 0, c.ssm_conv = 0;
+  c.mixer_settings.get<MambaSettings>().ssm_selective = 0, c.mixer_settings.get<MambaSettings>().ssm_conv = 0;
   GPT lti(c);
   lti.init_weights(7);
   std::vector<std::string> names;
@@ -319,10 +320,11 @@ TEST(MambaModel, SettingsAreCheckedNamingTheirFlags) {
     }
   };
   ModelConfig bad = c;
-  bad.ssm_state = 0, expect_refused(bad, "--ssm-state");
-  bad = c, bad.ssm_expand = 0, expect_refused(bad, "--ssm-expand");
-  bad = c, bad.ssm_conv = -1, expect_refused(bad, "--ssm-conv");
-  bad = c, bad.ssm_selective = 2, expect_refused(bad, "--ssm-selective");
+  auto ssm = [](ModelConfig& config) -> MambaSettings& { return config.mixer_settings.get<MambaSettings>(); };
+  ssm(bad).ssm_state = 0, expect_refused(bad, "--ssm-state");
+  bad = c, ssm(bad).ssm_expand = 0, expect_refused(bad, "--ssm-expand");
+  bad = c, ssm(bad).ssm_conv = -1, expect_refused(bad, "--ssm-conv");
+  bad = c, ssm(bad).ssm_selective = 2, expect_refused(bad, "--ssm-selective");
   bad = c, bad.attn_scale = "inv", expect_refused(bad, "--attn-scale");  // no softmax logits in a mamba model
   EXPECT_NE(describe(c).find("attention mamba (ssm state 3, expand 2, conv 4, selective)"), std::string::npos)
       << describe(c);
@@ -346,7 +348,7 @@ TEST(MambaModel, CheckpointRoundTripAndMetadata) {
   EXPECT_EQ(meta.at("ssm_selective"), "0");
   Checkpoint loaded = load_checkpoint(path);
   EXPECT_TRUE(loaded.defaulted_settings.empty());
-  EXPECT_EQ(loaded.model->config.ssm_selective, 0);
+  EXPECT_EQ(loaded.model->config.mixer_settings.get<MambaSettings>().ssm_selective, 0);
   EXPECT_STREQ(loaded.model->mixer(2).kind(), "mamba");
   const std::vector<int> x = {1, 2, 3, 4, 5, 6, 7};
   model.forward(x.data(), nullptr, 1, 7);

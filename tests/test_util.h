@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/span.h"
+#include "model/mixer_lab.h"
 #include "model/model.h"
 #include "model/params.h"
 #include "ops/mask.h"
@@ -56,10 +57,10 @@ inline std::vector<double> float_exact(std::vector<double> v) {
 inline std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 inline std::vector<double> to_double(const float* p, size_t n) { return std::vector<double>(p, p + n); }
 // Layer l's q|k|v rows (B, T, 3C) of the model's last forward, for attention-family mixers.
-inline const float* layer_qkv(const GPT& model, int l) { return model.mixer(l).qkv(model.mixer_pass(l).saved); }
+inline const float* layer_qkv(const GPT& model, int l) { return model.mixer(l).lab().qkv(model.mixer_pass(l).saved); }
 // Layer l's mixer weights by slot: W_qkv (C, 3C) and W_proj (C, C) of an attention-family layer, writable.
-inline float* qkv_weight(GPT& model, int l) { return const_cast<float*>(model.mixer(l).qkv_weights(model.params().h[l].mixer).qkv); }
-inline float* proj_weight(GPT& model, int l) { return const_cast<float*>(model.mixer(l).qkv_weights(model.params().h[l].mixer).proj); }
+inline float* qkv_weight(GPT& model, int l) { return const_cast<float*>(model.mixer(l).lab().qkv_weights(model.params().h[l].mixer).qkv); }
+inline float* proj_weight(GPT& model, int l) { return const_cast<float*>(model.mixer(l).lab().qkv_weights(model.params().h[l].mixer).proj); }
 inline std::vector<double> to_double(Span<const float> v) { return to_double(v.data(), v.size()); }
 
 inline double max_abs(const double* p, size_t n) {

@@ -197,7 +197,7 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
   }
   for (int q = 0; q < T; q++) map.push_back(row_of(layer, head, q)), mask.push_back(mask_row(layer, q));
   return {{"chars", d.tokens}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
-          {"masks", spellings}, {"attention", d.attention}, {"rows", rows}, {"mask_rows", mask_rows},
+          {"masks", spellings}, {"attention", d.attention}, {"implied", d.implied}, {"rows", rows}, {"mask_rows", mask_rows},
           {"layer", layer}, {"head", head}, {"map", map}, {"mask", mask}};
 }
 

@@ -216,7 +216,7 @@ async function drawAttention(text, seq) {
   table.replaceChildren();
   for (let l = 0; l < A.n_layer; l++) {
     const tr = document.createElement('tr'), th = document.createElement('th');
-    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + (A.attention[l] !== 'softmax' ? ' \u00b7 ' + A.attention[l] : '');
+    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + (A.implied[l] ? ' \u00b7 ' + A.attention[l] : '');
     tr.appendChild(th);
     for (let h = 0; h < A.n_head; h++) {
       const td = document.createElement('td'), c = document.createElement('canvas'), label = document.createElement('div');
@@ -265,7 +265,7 @@ function drawMap(A, pos) {
   ctx.strokeRect(pad + 1, pad + pos * cell + 1, T * cell - 2, cell - 2);
   $('maptitle').textContent = 'Layer ' + A.layer + ', head ' + A.head;
   $('mapnote').textContent = 'mask ' + A.masks[A.layer] + ', ' + A.attention[A.layer] +
-      (A.attention[A.layer] !== 'softmax' ? ' (the weights it implies)' : '') + '; rows = queries, columns = keys';
+      (A.implied[A.layer] ? ' (the weights it implies)' : '') + '; rows = queries, columns = keys';
   c.onmousemove = e => {
     const k = Math.floor((e.offsetX - pad) / cell), q = Math.floor((e.offsetY - pad) / cell);
     if (q < 0 || k < 0 || q >= T || k >= T) return hideTip();

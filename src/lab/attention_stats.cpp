@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/mixer_lab.h"
 #include "model/model.h"
 
 // Entropy, max weight and saturation of one row of weights p over its n keys, added to the running sums.
@@ -22,7 +23,7 @@ struct RowStats {
   }
 };
 
-// Row statistics of weights A (B, NH, T, T) that some other mixer implies (linear attention's φ(q)·φ(k)/den):
+// Row statistics of weights A (B, NH, T, T) that some other mixer implies (e.g. φ(q)·φ(k)/den):
 // no logits, so logit_var and logit_max are NaN.
 static LayerAttentionStats implied_weight_stats(const float* A, const AttentionMask& mask, int B, int NH, int T) {
   RowStats rs;
@@ -94,7 +95,7 @@ std::vector<LayerAttentionStats> attention_statistics(const GPT& model) {
   const int B = model.last_B(), T = model.last_T(), C = model.config.n_embd, NH = model.config.n_head;
   std::vector<LayerAttentionStats> out;
   for (int l = 0; l < model.config.n_layer; l++) {
-    const Mixer& mixer = model.mixer(l);
+    const MixerLab& mixer = model.mixer(l).lab();
     const MixerPass pass = model.mixer_pass(l);
     const float* qkv = mixer.qkv(pass.saved);
     LayerAttentionStats st;

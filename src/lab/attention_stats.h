@@ -7,7 +7,7 @@
 //   max_weight   mean over rows of max_j P_ij
 //   saturated    fraction of rows whose max_j P_ij > 0.99
 // Row statistics use rows with |K(i)| ≥ 2 (a one-key row has no choice to make).
-// A mixer without softmax logits (mixer.h: Mixer::logit_scale is 0, e.g. linear attention) has NaN logit_var and
+// A mixer without softmax logits (MixerLab::logit_scale is 0, model/mixer_lab.h) has NaN logit_var and
 // logit_max (empty cells in metrics.csv), and the row statistics are those of the weights it implies
 // (GPT::attention_probs), when they are probabilities; otherwise those are NaN too.
 //   grad_q, grad_k  Frobenius norms of ∂L/∂W_Q and ∂L/∂W_K: columns [0, C) and [C, 2C) of attn.c_attn.weight's

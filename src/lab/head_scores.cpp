@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/mixer_lab.h"
 #include "model/model.h"
 #include "base/rng.h"
 
@@ -77,7 +78,7 @@ std::vector<int> repeated_random_sequences(int B, int n, int vocab, Rng& rng) {
 double ov_copying_score(const GPT& model, int layer, int head) {
   const int C = model.config.n_embd, HS = model.config.head_size(), V = model.config.vocab_size;
   const BlockParams& p = model.params().h[layer];
-  const Mixer::QKVWeights w = model.mixer(layer).qkv_weights(p.mixer);
+  const MixerLab::QKVWeights w = model.mixer(layer).lab().qkv_weights(p.mixer);
   if (!w.qkv) return std::nan("");  // a mixer without values and an output projection has no OV circuit
   // G = diag(γ_f)·W_Eᵀ·W_E·diag(γ₁)  (C × C)
   std::vector<double> gram((size_t)C * C, 0.0);

@@ -1,9 +1,11 @@
 #include "lab/html_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "model/mixer_lab.h"
 #include "model/model.h"
 #include "data/tokenizer.h"
 
@@ -15,7 +17,13 @@ AttentionDump dump_attention(GPT& model, const std::vector<int>& ids, const Toke
   AttentionDump d;
   d.n_layer = L, d.n_head = NH, d.T = T, d.masks = model.masks();
   for (int id : ids) d.tokens.push_back(tokenizer.decode_one(id));
-  for (int l = 0; l < L; l++) d.attention.push_back(model.mixer(l).kind());
+  for (int l = 0; l < L; l++) {
+    const MixerLab& lab = model.mixer(l).lab();
+    d.attention.push_back(model.mixer(l).kind());
+    d.probabilities.push_back(lab.weights_are_probabilities());
+    d.implied.push_back(lab.weights_are_implied());
+    d.descriptions.push_back(lab.weights_description());
+  }
   model.forward(ids.data(), nullptr, 1, T);
   for (int l = 0; l < L; l++) {
     const float* p = model.attention_probs(l);
@@ -62,7 +70,10 @@ static nlohmann::json to_json(const AttentionDump& d) {
   }
   return {{"tokens", d.tokens}, {"n_layer", d.n_layer}, {"n_head", NH}, {"T", T},
           {"masks", masks},    {"mask", mask},         {"attn", attn},   {"scores", scores},
-          {"attention", d.attention.empty() ? std::vector<std::string>(d.n_layer, "softmax") : d.attention}};
+          {"attention", d.attention.empty() ? std::vector<std::string>(d.n_layer, ModelConfig{}.attention) : d.attention},
+          {"probabilities", d.probabilities.empty() ? std::vector<bool>(d.n_layer, true) : d.probabilities},
+          {"implied", d.implied.empty() ? std::vector<bool>(d.n_layer, false) : d.implied},
+          {"descriptions", d.descriptions.empty() ? std::vector<std::string>(d.n_layer, "") : d.descriptions}};
 }
 
 std::string attention_json(const AttentionDump& d) { return to_json(d).dump(); }
@@ -81,8 +92,8 @@ function colorNegative(p) {  // white → dark red
   const a = Math.sqrt(Math.max(0, Math.min(1, p)));
   return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
 }
-// A mamba layer's M is signed and not normalised: each head is scaled by its largest |M|, positive blue, negative red.
-const signed = l => D.attention[l] === 'mamba';
+// A layer whose weights are not probabilities (signed, unnormalised): each head is scaled by its largest |A|, positive blue, negative red.
+const signed = l => !D.probabilities[l];
 const largest = {};
 function extent(l, h) {
   const key = l + ',' + h;
@@ -182,7 +193,7 @@ const grid = document.getElementById('grid'), small = Math.max(2, Math.min(6, Ma
 for (let l = 0; l < D.n_layer; l++) {
   const tr = document.createElement('tr');
   const th = document.createElement('th');
-  th.textContent = 'layer ' + l + (D.attention[l] === 'softmax' ? '' : ' (' + D.attention[l] + ')');
+  th.textContent = 'layer ' + l + (D.implied[l] ? ' (' + D.attention[l] + ')' : '');
   tr.appendChild(th);
   for (let h = 0; h < D.n_head; h++) {
     const td = document.createElement('td'), c = document.createElement('canvas'), cap = document.createElement('div');
@@ -208,18 +219,18 @@ static std::string escape_html(const std::string& s) {
   return out;
 }
 
-// What a mamba layer's heat map shows, said on the page when the model has one.
-static std::string mamba_note(const AttentionDump& d) {
-  bool any = false;
-  for (const std::string& kind : d.attention) any = any || kind == "mamba";
-  if (!any) return "";
-  return "<p id=\"mamba-note\">Mamba layers show their hidden attention M<sup>h</sup>: the state-space recurrence "
-         "unrolled, y<sub>i</sub> = &Sigma;<sub>j&le;i</sub> M<sub>ij</sub> x<sub>j</sub> + D&middot;x<sub>i</sub>, "
-         "M<sub>ij</sub> = (C<sub>i</sub>&middot;B<sub>j</sub>)&middot;exp(a&middot;(&Delta;<sub>j+1</sub> + &hellip; + "
-         "&Delta;<sub>i</sub>))&middot;&Delta;<sub>j</sub>. It is not normalised (rows do not sum to 1) and can be "
-         "negative; the x<sub>j</sub> it weighs are the outputs of the layer's causal conv over the last few "
-         "positions, not the tokens themselves. Each mamba head is coloured by its own largest |M|: blue positive, "
-         "red negative (docs/mamba.md).</p>\n";
+// What each implied-weights layer's heat map shows, in its mixer's own words, once per kind present.
+static std::string kind_notes(const AttentionDump& d) {
+  std::string notes;
+  std::vector<std::string> seen;
+  for (size_t l = 0; l < d.descriptions.size(); l++) {
+    const std::string& text = d.descriptions[l];
+    if (l >= d.implied.size() || !d.implied[l] || text.empty()) continue;
+    if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+    seen.push_back(text);
+    notes += "<p class=\"kind-note\">" + escape_html(text) + "</p>\n";
+  }
+  return notes;
 }
 
 std::string attention_html(const AttentionDump& d, const std::string& title) {
@@ -237,7 +248,7 @@ std::string attention_html(const AttentionDump& d, const std::string& title) {
          "background:#f4f4f4;padding:6px}\ntext{font:12px monospace}\n</style></head>\n<body data-status=\"loading\">\n"
          "<h1>" + escape_html(title) + "</h1>\n<div id=\"prompt\"></div>\n"
          "<p>Rows are queries, columns keys; grey cells are masked. Hover for a value, click a head to enlarge it. "
-         "In the line view, hover a query on the left to see only its lines.</p>\n" + mamba_note(d) +
+         "In the line view, hover a query on the left to see only its lines.</p>\n" + kind_notes(d) +
          "<table id=\"grid\"></table>\n<h2 id=\"dtitle\"></h2>\n<div id=\"detail\"><canvas id=\"big\"></canvas>"
          "<svg id=\"lines\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\n<div id=\"tip\"></div>\n"
          "<script type=\"application/json\" id=\"data\">" + data + "</script>\n<script>" + kScript +

@@ -1,10 +1,14 @@
 // Attention maps of one prompt, as data (JSON) and as one self-contained HTML page (data inline, plain
-// JavaScript, no network). For every layer l and head h the pattern P[l][h] (T × T) is the softmax of the scaled
-// query·key products over the keys the layer's mask allows, 0 elsewhere, so each row sums to 1 over allowed keys:
-// A linear-attention layer (ops/linear_attention.h) shows the weights it implies, φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j).
+// JavaScript, no network). For every layer l and head h the pattern A[l][h] (T × T) is what the layer's mixer
+// answers to MixerLab::implied_weights (model/mixer_lab.h): for a softmax layer the softmax of the scaled
+// query·key products over the keys the layer's mask allows, 0 elsewhere, so each row sums to 1; for another kind
+// the matrix its math implies (e.g. φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j), or a recurrence's signed hidden
+// attention), with the kind's own paragraph on the page saying what it is.
 //   JSON  {"tokens": [T strings], "n_layer", "n_head", "T", "attn": [l][h][query][key],
-//          "mask": [l][query][key] (1 = allowed), "masks": [l] spellings, "attention": [l] softmax or linear,
-//          "scores": [per head]}
+//          "mask": [l][query][key] (1 = allowed), "masks": [l] spellings, "attention": [l] the mixer kinds,
+//          "probabilities": [l] whether each row is a distribution (else signed, coloured blue/red),
+//          "implied": [l] whether the weights are implied rather than computed, "descriptions": [l] each layer's
+//          mixer's paragraph, "scores": [per head]}
 //   HTML  a grid of heatmaps (rows = queries, columns = keys, masked cells grey), a token-to-token line view
 //         (bertviz's head view), hover for values, click a head to enlarge it.
 #pragma once
@@ -22,7 +26,11 @@ struct AttentionDump {
   int n_layer = 0, n_head = 0, T = 0;
   std::vector<float> attn;  // (L, NH, T, T)
   std::vector<AttentionMask> masks;
-  std::vector<std::string> attention;  // "softmax" or "linear" per layer (a linear layer's attn is its implied weights)
+  // Per layer, what its mixer says (model/mixer_lab.h): its kind, whether its rows are probability distributions,
+  // whether they are implied, and its paragraph. Empty: every layer the default mixer's answers.
+  std::vector<std::string> attention;
+  std::vector<bool> probabilities, implied;
+  std::vector<std::string> descriptions;
   std::vector<HeadScores> scores;  // per head, layer-major; may be empty
 };
 

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include "model/mixer_lab.h"
 #include "model/mixers/registry.h"
 
 #include <algorithm>
@@ -18,7 +19,7 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
   static const std::string layer_attention_help =
       "one mixer per layer, comma-separated, each one of " + mixer_kind_names();
   // clang-format off
-  static const std::vector<Setting<ModelConfig>> table = {
+  static const std::vector<Setting<ModelConfig>> shared = {
     {"n_layer",    "n-layer",    "transformer blocks",                               FIELD(n_layer),    between(1, 1024, false, false),    S::Run},
     {"n_head",     "n-head",     "heads per block",                                  FIELD(n_head),     between(1, 1024, false, false),    S::Run},
     {"n_embd",     "n-embd",     "embedding width (divisible by --n-head)",          FIELD(n_embd),     between(1, 65536, false, false),   S::Run},
@@ -31,14 +32,14 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
                                                                                      FIELD(attention),  any_value(),                      S::Run},
     {nullptr,      "layer-attention", layer_attention_help.c_str(),
                                                                                      FIELD(attention),  any_value(),                      S::Run},
-    {"ssm_state",  "ssm-state",  "mamba layers: state size N per channel",           FIELD(ssm_state),  between(1, 4096, false, false),   S::Run},
-    {"ssm_expand", "ssm-expand", "mamba layers: inner width = ssm_expand × n_embd",   FIELD(ssm_expand), between(1, 64, false, false),     S::Run},
-    {"ssm_conv",   "ssm-conv",   "mamba layers: causal conv width K (0 = no conv)",  FIELD(ssm_conv),   between(0, 64, false, false),     S::Run},
-    {"ssm_selective", "ssm-selective", "mamba layers: 1 = selective (Δ, B, C from the input), 0 = time-invariant",
-                                                                                     FIELD(ssm_selective), between(0, 1, false, false),   S::Run},
   };
   // clang-format on
-  return table;
+  static const std::vector<Setting<ModelConfig>> with_kinds = [] {
+    std::vector<Setting<ModelConfig>> rows = shared;
+    for (const MixerKind* kind : mixer_kinds()) rows.insert(rows.end(), kind->settings.begin(), kind->settings.end());
+    return rows;
+  }();
+  return with_kinds;
 }
 
 #undef FIELD
@@ -56,8 +57,8 @@ void validate(const ModelConfig& c) {
     throw std::runtime_error(std::string("attention (--attention, --layer-attention): ") + e.what());
   }
   if (c.attn_scale != "sqrt" &&
-      std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->logit_scale() > 0; }))
-    throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales softmax logits, and no layer of "
+      std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->lab().logit_scale() > 0; }))
+    throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales q·k logits, and no layer of "
                              "this model has any (attention " + canonical_mixers(c) + ")");
 }
 
@@ -74,11 +75,17 @@ float attention_scale(const ModelConfig& c) {
 }
 
 std::string describe(const ModelConfig& c) {
-  return std::to_string(c.n_layer) + (c.attn_only ? " attention-only" : "") + " layers, " + std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) +
-         " wide, block " + std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size) +
-         (c.attention == "softmax" ? "" : ", attention " + c.attention) +
-         (c.attention.find("mamba") == std::string::npos
-              ? ""
-              : " (ssm state " + std::to_string(c.ssm_state) + ", expand " + std::to_string(c.ssm_expand) + ", conv " +
-                    std::to_string(c.ssm_conv) + (c.ssm_selective ? ", selective)" : ", time-invariant)"));
+  std::string text = std::to_string(c.n_layer) + (c.attn_only ? " attention-only" : "") + " layers, " +
+                     std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, block " +
+                     std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size);
+  if (c.attention == ModelConfig{}.attention) return text;  // the GPT's own mixer: nothing to add
+  text += ", attention " + c.attention;
+  // Each kind present says what its own settings are, once.
+  std::vector<const MixerKind*> described;
+  for (const MixerKind* kind : layer_kinds(c))
+    if (kind->describe && std::find(described.begin(), described.end(), kind) == described.end()) {
+      text += " (" + kind->describe(c) + ")";
+      described.push_back(kind);
+    }
+  return text;
 }

@@ -1,13 +1,47 @@
 // The shape of a model (nanoGPT's GPTConfig), its table of settings, and the checks that make a bad one fail early
 // with a clear message.
-// To add a model setting: a field with its default here, a row in model_settings() (config.cpp), the code that
-// uses it, and its test. ./train's flag and --help, the range check, the checkpoint's metadata (written and read)
-// and --print-settings follow from the row.
+//
+// The settings are of two kinds. The shared ones (sizes, attn_only, attn_scale, the mixer of every layer) are the
+// fields of ModelConfig below, with their rows in model_settings() (config.cpp). A mixer kind's own settings (e.g.
+// a state-space layer's state size) are a small struct the kind declares in its own files, with its rows in its own
+// MixerKind (model/mixers/registry.h): ModelConfig carries them in `mixer_settings`, one struct per kind, created
+// with its defaults on first use, so this file never changes for a new kind. model_settings() is the shared rows
+// followed by every kind's rows, so ./train's flags and --help, the range checks, the checkpoint's metadata (written
+// and read, under the same keys as ever), format 2's known keys, --print-settings and the experiments'
+// select_settings see a kind's settings exactly as they see the shared ones.
+//
+// To add a model setting: a field with its default (here, or in the kind's settings struct), its row (in
+// model_settings(), or in the kind's rows), the code that uses it, and its test. Everything else follows from the
+// row. A checkpoint written before the setting existed loads with the row's `absent` value, or the default.
 #pragma once
+#include <any>
+#include <map>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "base/settings.h"
+
+// The settings structs of the mixer kinds, one per kind, each holding its own defaults: get<S>() reads (and on a
+// non-const store creates) the kind's struct S. Copying the store copies every struct.
+class MixerSettings {
+ public:
+  template <typename S>
+  S& get() {
+    std::any& slot = by_type_[typeid(S)];
+    if (!slot.has_value()) slot = S{};
+    return std::any_cast<S&>(slot);
+  }
+  template <typename S>
+  const S& get() const {
+    static const S defaults{};
+    const auto it = by_type_.find(typeid(S));
+    return it == by_type_.end() ? defaults : std::any_cast<const S&>(it->second);
+  }
+
+ private:
+  std::map<std::type_index, std::any> by_type_;
+};
 
 struct ModelConfig {
   int n_layer = 4;
@@ -17,27 +51,28 @@ struct ModelConfig {
   int vocab_size = 0;   // set from the tokenizer
   bool attn_only = false;           // blocks without their MLP (for the induction-head experiment)
   std::string attn_scale = "sqrt";  // multiplies q·k: sqrt = 1/√HS, inv = 1/HS, none = 1, or a number
-  // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/registry.cpp lists them).
+  // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/kinds.h lists them).
   // Only softmax layers have q·k logits, so attn_scale applies to those alone.
   std::string attention = "softmax";
-  // Mamba layers (attention "mamba": model/mixers/mamba.cpp, ops/mamba.h, docs/mamba.md). Read only when a layer
-  // is one; a checkpoint older than them keeps these defaults.
-  int ssm_state = 16;     // N, the state's size per channel
-  int ssm_expand = 2;     // E = ssm_expand·n_embd inner channels, n_head heads of E/n_head
-  int ssm_conv = 4;       // K, the causal depthwise conv's width; 0 = no conv
-  int ssm_selective = 1;  // 1: Δ_t, B_t, C_t depend on the input (Mamba); 0: constants (time-invariant, S4D-like)
+  MixerSettings mixer_settings;  // each kind's own settings, read only by layers of that kind
 
   int head_size() const { return n_embd / n_head; }
 };
 
-// Every model setting, once: its key in the checkpoint's metadata, ./train's flag, help line, range.
+// The field of a kind's settings struct that a row sets: MIXER_SETTING_FIELD(MambaSettings, ssm_state).
+#define MIXER_SETTING_FIELD(Settings, member) \
+  [](ModelConfig & c) -> SettingField { return &c.mixer_settings.get<Settings>().member; }
+
+// Every model setting, once: its key in the checkpoint's metadata, ./train's flag, help line, range. The shared
+// rows, then each mixer kind's rows in the order of model/mixers/kinds.h.
 const std::vector<Setting<ModelConfig>>& model_settings();
 
 // Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)": the
 // table's ranges, then the checks that involve two settings or parse a value.
 void validate(const ModelConfig& config);
 
-// "4 layers, 4 heads, 128 wide, block 64, vocab 65" ("4 attention-only layers, …" with attn_only).
+// "4 layers, 4 heads, 128 wide, block 64, vocab 65" ("4 attention-only layers, …" with attn_only), then the mixers
+// when they are not softmax, each kind saying what its own settings are.
 std::string describe(const ModelConfig& config);
 
 // The number attn_scale stands for; throws on a spelling it does not know.

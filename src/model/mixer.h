@@ -1,10 +1,12 @@
 // The mixer seam. A block is pre-LN:
 //   x ← x + mixer(ln_1(x))          the one place where positions see each other
 //   x ← x + mlp(ln_2(x))            each position alone
-// A mixer kind (softmax attention, linear attention, …) is one file in src/model/mixers/ that implements this
-// interface, plus one line in mixers/registry.cpp. It owns everything about itself: its rows of the tensor table,
-// its forward and backward, its decoding state and one-token step, the attention weights it implies (for the lab),
-// and which masks it accepts. block.h, model.cpp and decoder.cpp only ever talk to this interface.
+// A mixer kind is its own files, one of them in src/model/mixers/
+// implementing this interface, plus one line in mixers/kinds.h (mixers/registry.h says exactly what a kind is). It
+// owns everything about itself: its settings, its rows of the tensor table, its forward and backward, its decoding
+// state and one-token step, and which masks it accepts. block.h, model.cpp and decoder.cpp only ever talk to this
+// interface. What only the lab asks of a mixer (the weights it implies, its queries and keys) is a second, small
+// interface, MixerLab (mixer_lab.h), reached through lab().
 //
 // Shapes: B batch, T time, C = n_embd, NH = n_head; u and out are (B, T, C) row-major, or one row (C) in step().
 // Gradients follow src/ops/README.md: parameter gradients are added to, the input gradient du is written.
@@ -18,6 +20,7 @@
 #include "model/config.h"
 #include "ops/mask.h"
 
+class MixerLab;
 class Rng;
 
 enum class Init {
@@ -25,7 +28,7 @@ enum class Init {
   ResidualNormal,  // N(0, 0.02/√(2·n_layer)): projections that add into the residual stream (GPT-2 paper)
   Zeros,
   Ones,
-  Custom,          // the row's own init function (a mixer's special initialisation, e.g. Mamba's decay rates)
+  Custom,          // the row's own init function (a mixer's special initialisation, e.g. a recurrence's decay rates)
 };
 
 // One tensor a mixer declares. Its full name is "h.{layer}." + name; the model binds it to slot i of the layer's
@@ -37,7 +40,7 @@ struct MixerTensor {
   bool weight_decay;  // AdamW's decoupled decay
   bool matrix;        // a linear map's weight: Muon orthogonalises its update (optim/muon.h)
   // For Init::Custom: fills the tensor's n floats, drawing from rng. A std::function, so that it may carry what it
-  // needs besides n (e.g. the conv width of a Mamba layer, whose init bound is 1/√K).
+  // needs besides n (e.g. a conv's width K, whose init bound is 1/√K).
   std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;
 };
 
@@ -62,7 +65,7 @@ struct MixerPass {
 class Mixer {
  public:
   virtual ~Mixer() = default;
-  // The name --attention and the checkpoint's "attention" key use for this kind.
+  // The name --attention and the checkpoint's "attention" key use for this kind (its MixerKind's name).
   virtual const char* kind() const = 0;
   virtual std::vector<MixerTensor> tensors() const = 0;
   // Throws, saying why, when this kind cannot run under `mask` (e.g. a recurrence that is causal by construction).
@@ -78,22 +81,8 @@ class Mixer {
   virtual void backward(float* du, MixerParams& grads, float* dgates, const float* dout, const float* u,
                         const MixerPass& pass) const = 0;
 
-  // ---- the lab: the weights A (B, NH, T, T) with which position i mixes positions j in the last forward
-  // (softmax: P itself; other kinds the matrix their math implies; 0 where nothing flows).
-  virtual void implied_weights(float* A, const MixerPass& pass) const = 0;
-  // Whether each row of A is a probability distribution (entropy, max weight and saturation mean something).
-  virtual bool weights_are_probabilities() const { return true; }
-  // The (B, T, 3C) q|k|v rows of the last forward, for mixers that have them (the lab's statistics and head
-  // scores read queries and keys); null otherwise. logit_scale: what multiplies q·k when q·k are softmax logits, 0
-  // when they are not (config.attn_scale means something to a model only if some layer's logit_scale is > 0).
-  virtual const float* qkv(const float* saved) const { return nullptr; }
-  virtual float logit_scale() const { return 0; }
-  // The attention family's weights, for the lab's OV circuits and query/key gradient norms: W_qkv (C, 3C) and
-  // W_proj (C, C) inside `p` (parameters or gradients); null for mixers that have none.
-  struct QKVWeights {
-    const float *qkv = nullptr, *proj = nullptr;
-  };
-  virtual QKVWeights qkv_weights(const MixerParams& p) const { return {}; }
+  // ---- what the lab asks of this mixer (mixer_lab.h)
+  virtual const MixerLab& lab() const = 0;
 
   // ---- decoding, one position at a time (model/decoder.h). The state is what the layer keeps about the past,
   // sized for a context of block_size positions under `mask`; step_scratch is reused by every layer.

@@ -11,6 +11,7 @@
 #include "base/rng.h"
 #include "base/threads.h"
 #include "model/block.h"
+#include "model/mixer_lab.h"
 #include "model/mixers/registry.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
@@ -132,7 +133,7 @@ void GPT::enable_head_gates() {
                                ") has no head gates");
   head_gates_.assign((size_t)config.n_layer * config.n_head, 1.0f);
   head_gate_grads_.assign(head_gates_.size(), 0.0f);
-  capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, with att_gated
+  capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, sized for the gates
 }
 
 void GPT::set_head_gates(const std::vector<float>& gates) {
@@ -158,7 +159,7 @@ const float* GPT::attention_probs(int layer) const {
   if (probs_memory_.size() < per_layer * config.n_layer) probs_memory_.resize(per_layer * config.n_layer);
   float* P = probs_memory_.data() + per_layer * layer;
   if (!probs_ready_[layer]) {
-    mixers_[layer]->implied_weights(P, mixer_pass(layer));
+    mixers_[layer]->lab().implied_weights(P, mixer_pass(layer));
     probs_ready_[layer] = 1;
   }
   return P;

@@ -14,22 +14,6 @@
 
 // ---- Sizes and tensors -------------------------------------------------------------------------------------------
 
-MambaDims MambaDims::make(int n_embd, int n_head, int expand, int state, int conv, bool selective) {
-  auto fail = [](const std::string& what) { throw std::runtime_error(what); };
-  if (n_embd < 1 || n_head < 1) fail("mamba needs n_embd ≥ 1 and n_head ≥ 1");
-  if (expand < 1) fail("ssm_expand (--ssm-expand) must be at least 1, got " + std::to_string(expand));
-  if (state < 1) fail("ssm_state (--ssm-state) must be at least 1, got " + std::to_string(state));
-  if (conv < 0) fail("ssm_conv (--ssm-conv) must be 0 (no conv) or more, got " + std::to_string(conv));
-  if ((long long)expand * n_embd > (1 << 24)) fail("ssm_expand (--ssm-expand) " + std::to_string(expand) + " is too large");
-  const int E = expand * n_embd;
-  if (E % n_head != 0)
-    fail("ssm_expand (--ssm-expand) " + std::to_string(expand) + " times n_embd " + std::to_string(n_embd) + " = " +
-         std::to_string(E) + " is not divisible by n_head " + std::to_string(n_head));
-  MambaDims d;
-  d.C = n_embd, d.E = E, d.H = n_head, d.P = E / n_head, d.N = state, d.K = conv, d.selective = selective;
-  return d;
-}
-
 std::vector<MambaTensorShape> mamba_tensor_shapes(const MambaDims& d) {
   std::vector<MambaTensorShape> t = {{"mamba.in_proj.weight", {d.C, d.in_cols()}}};
   if (d.has_conv()) {

@@ -50,6 +50,7 @@
 // mamba_hidden_attention forms M for the lab, on request.
 #pragma once
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,15 @@ class Rng;
 constexpr float kMambaNormEps = 1e-5f;
 constexpr float kSoftplusThreshold = 20.0f;  // softplus(v) = v above it (log(1 + eᵛ) − v < 2.1e-9 there)
 
+// The Mamba kind's own model settings (model/mixers/mamba.cpp gives their rows; the model keeps them in
+// ModelConfig::mixer_settings). The checkpoint's metadata stores them under these names.
+struct MambaSettings {
+  int ssm_state = 16;     // N, the state's size per channel
+  int ssm_expand = 2;     // E = ssm_expand·n_embd inner channels, n_head heads of E/n_head
+  int ssm_conv = 4;       // K, the causal depthwise conv's width; 0 = no conv
+  int ssm_selective = 1;  // 1: Δ_t, B_t, C_t depend on the input (Mamba); 0: constants (time-invariant, S4D-like)
+};
+
 // The sizes of one Mamba layer. Build it with make(), which checks the settings.
 struct MambaDims {
   int C = 0, E = 0, H = 0, P = 0, N = 0, K = 0;
@@ -65,7 +75,26 @@ struct MambaDims {
 
   // Throws std::runtime_error naming the setting and its flag: ssm_expand (--ssm-expand) ≥ 1, ssm_state
   // (--ssm-state) ≥ 1, ssm_conv (--ssm-conv) ≥ 0, and E = ssm_expand·n_embd divisible by n_head.
-  static MambaDims make(int n_embd, int n_head, int expand, int state, int conv, bool selective);
+  // Inline, so that the textbook (src/textbook/mamba.h) compiles without the fast op's object file.
+  static MambaDims make(int n_embd, int n_head, int expand, int state, int conv, bool selective) {
+    auto fail = [](const std::string& what) { throw std::runtime_error(what); };
+    if (n_embd < 1 || n_head < 1) fail("mamba needs n_embd ≥ 1 and n_head ≥ 1");
+    if (expand < 1) fail("ssm_expand (--ssm-expand) must be at least 1, got " + std::to_string(expand));
+    if (state < 1) fail("ssm_state (--ssm-state) must be at least 1, got " + std::to_string(state));
+    if (conv < 0) fail("ssm_conv (--ssm-conv) must be 0 (no conv) or more, got " + std::to_string(conv));
+    if ((long long)expand * n_embd > (1 << 24))
+      fail("ssm_expand (--ssm-expand) " + std::to_string(expand) + " is too large");
+    const int E = expand * n_embd;
+    if (E % n_head != 0)
+      fail("ssm_expand (--ssm-expand) " + std::to_string(expand) + " times n_embd " + std::to_string(n_embd) + " = " +
+           std::to_string(E) + " is not divisible by n_head " + std::to_string(n_head));
+    MambaDims d;
+    d.C = n_embd, d.E = E, d.H = n_head, d.P = E / n_head, d.N = state, d.K = conv, d.selective = selective;
+    return d;
+  }
+  static MambaDims make(int n_embd, int n_head, const MambaSettings& s) {
+    return make(n_embd, n_head, s.ssm_expand, s.ssm_state, s.ssm_conv, s.ssm_selective != 0);
+  }
 
   int conv_channels() const { return selective ? E + 2 * N : E; }  // X: the channels of xBC (also when K = 0)
   int in_cols() const { return E + conv_channels() + (selective ? H : 0); }  // 2E + 2N + H, or 2E

@@ -8,6 +8,7 @@
 //   dq = ∂L/∂φ(q) ⊙ φ'(q),  dk = ∂L/∂φ(k) ⊙ φ'(k),  φ'(x) = 1 (x > 0), eˣ (x ≤ 0)
 // qkv (B,T,3C) with row [q | k | v], head h owning columns h·HS … (h+1)·HS−1 of each third; out (B,T,C);
 // probs (B,NH,T,T) the implied weights s_ij / den_i. Templated on F; the tests use double.
+// At the end: the textbook mixer "linear", these heads inside the attention family of reference.h.
 #pragma once
 #include <cmath>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "ops/linear_attention.h"  // kLinearAttentionEps
 #include "ops/mask.h"
 #include "textbook/heads.h"
+#include "textbook/reference.h"  // RefQKVAttention: the attention family's projections and gates
 
 template <typename F>
 F ref_phi(F x) {
@@ -102,3 +104,16 @@ void ref_linear_attention_backward(F* dqkv, const F* dout, const F* qkv, const A
         }
     }
 }
+
+// The textbook mixer "linear": the attention family (reference.h) with the heads above.
+class RefLinearAttention final : public RefQKVAttention {
+ protected:
+  void heads_forward(double* O, double* A, const double* qkv, const RefMixerPass& x) const override {
+    ref_linear_attention_forward(O, A, qkv, x.mask, x.B, x.T, x.C, x.NH);
+  }
+  void heads_backward(double* dqkv, const double* dO, const double* qkv, const RefMixerPass& x) const override {
+    ref_linear_attention_backward(dqkv, dO, qkv, x.mask, x.B, x.T, x.C, x.NH);
+  }
+};
+inline const bool ref_linear_registered = register_ref_mixer(
+    {"linear", [](const ModelConfig&) -> std::unique_ptr<RefMixer> { return std::make_unique<RefLinearAttention>(); }});

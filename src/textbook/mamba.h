@@ -7,12 +7,15 @@
 // silu(v) = v/(1 + e^{−v}), and the norm n = g/√(mean(g²) + ε) ⊙ w. Sizes, tensor layout and the variants
 // (non-selective: Δ = softplus(dt_bias), constant B, C; K = 0: no conv) as in src/ops/mamba.h, whose sizes
 // (MambaDims) and tensor pointers (MambaTensors<const F*>) this file reads; it calls none of the fast op's code. Its
-// backward (at the end) is central finite differences of this forward. Templated on F; the tests use double.
+// backward is central finite differences of this forward. Templated on F; the tests use double. At the end: the
+// textbook mixer "mamba" (textbook/mixer.h), sized by the model's MambaSettings.
 #pragma once
 #include <cmath>
 #include <vector>
 
-#include "ops/mamba.h"  // MambaDims, MambaTensors, kMambaNormEps
+#include "model/config.h"
+#include "ops/mamba.h"  // MambaDims, MambaTensors, MambaSettings, kMambaNormEps
+#include "textbook/mixer.h"
 
 template <typename F>
 F ref_silu(F v) {
@@ -212,3 +215,37 @@ void ref_mamba_backward(F* du, const MambaTensors<F*>& g, const F* dout, const F
     at.*t.weight = w.*t.weight;
   }
 }
+
+// A mamba layer's tensors "mamba.*" through w(name) (parameters or gradients); those its variant lacks stay null.
+template <typename Ptr, typename W>
+MambaTensors<Ptr> ref_mamba_tensors(W w, const MambaDims& d) {
+  MambaTensors<Ptr> m;
+  m.in_proj_w = w("mamba.in_proj.weight");
+  if (d.has_conv()) m.conv_w = w("mamba.conv1d.weight"), m.conv_b = w("mamba.conv1d.bias");
+  m.dt_bias = w("mamba.dt_bias"), m.A_log = w("mamba.A_log"), m.D = w("mamba.D");
+  if (!d.selective) m.B_const = w("mamba.B"), m.C_const = w("mamba.C");
+  m.norm_w = w("mamba.norm.weight"), m.out_proj_w = w("mamba.out_proj.weight");
+  return m;
+}
+
+// The textbook mixer "mamba": the layer above; the weights it reports are its hidden attention M (B, H = NH, T, T),
+// and its backward is the finite differences of ref_mamba_backward.
+class RefMamba final : public RefMixer {
+ public:
+  explicit RefMamba(const ModelConfig& c) : d_(MambaDims::make(c.n_embd, c.n_head, c.mixer_settings.get<MambaSettings>())) {}
+  void forward(double* out, double* A, const double* u, const RefTensor& w, const RefMixerPass& x) const override {
+    const MambaTensors<const double*> m = ref_mamba_tensors<const double*>(w, d_);
+    ref_mamba_forward(out, u, m, d_, x.B, x.T);
+    ref_mamba_hidden_attention(A, u, m, d_, x.B, x.T);
+  }
+  void backward(double* du, const RefGrad& g, double*, const double* dout, const double* u, const RefTensor& w,
+                const RefMixerPass& x) const override {
+    ref_mamba_backward(du, ref_mamba_tensors<double*>(g, d_), dout, u, ref_mamba_tensors<const double*>(w, d_), d_,
+                       x.B, x.T);
+  }
+
+ private:
+  const MambaDims d_;
+};
+inline const bool ref_mamba_registered = register_ref_mixer(
+    {"mamba", [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefMamba>(c); }});

@@ -1,7 +1,9 @@
-// The textbook: the slow, obvious specification of every op in src/ops/ and of the whole GPT. Read this first
-// (docs/tour.md): the fast code in src/ops/ and src/model/ computes exactly these formulas, and the tests hold it
-// to them (tests/test_ops.cpp, test_model.cpp, test_masks.cpp; Muon's step is in textbook/muon.h). Compiled only
-// into the tests.
+// The textbook: the slow, obvious specification of every op of the GPT in src/ops/ and of the whole GPT, with the
+// GPT's own mixer, softmax attention. Read this first (docs/tour.md): the fast code in src/ops/ and src/model/
+// computes exactly these formulas, and the tests hold it to them (tests/test_ops.cpp, test_model.cpp,
+// test_masks.cpp; Muon's step is in textbook/muon.h). Compiled only into the tests.
+// The other mixer kinds are textbook mixers in their own headers (textbook/mixers.h lists them) behind the
+// textbook's mixer seam (textbook/mixer.h); the block below calls a layer's mixer through that seam only.
 // Header-only and templated on the float type F (the tests use double). Naive loops, no BLAS, no OpenMP, and no
 // call into any fast op: each function is the formula in its comment written out, so the fast code can be checked
 // against something that shares none of its tricks. Argument order, shapes and the gradient convention of every
@@ -15,15 +17,17 @@
 #include <string>
 #include <vector>
 
-#include "base/layer_list.h"     // split_layer_list: config.attention, one kind per layer
-#include "model/config.h"         // ModelConfig
+#include <memory>
+#include <type_traits>
+
+#include "base/layer_list.h"    // split_layer_list: config.attention, one kind per layer
+#include "model/config.h"       // ModelConfig
+#include "model/params.h"       // gpt_tensor_table: the parameter arena layout
 #include "ops/cross_entropy.h"  // kNoTarget
 #include "ops/layernorm.h"      // kLayerNormEps
 #include "ops/mask.h"           // AttentionMask
-#include "model/params.h"         // gpt_tensor_table: the parameter arena layout
-#include "textbook/heads.h"             // ref_get_head
-#include "textbook/linear_attention.h"  // ref_linear_attention_*: layers with config.attention = linear
-#include "textbook/mamba.h"             // ref_mamba_*: layers with config.attention = mamba
+#include "textbook/heads.h"     // ref_get_head
+#include "textbook/mixer.h"     // RefMixer: the textbook's mixer seam
 
 // ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C), out (B,T,C).
 template <typename F>
@@ -291,57 +295,92 @@ void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, 
       dlogits[n * V + v] = targets[n] == kNoTarget ? F(0) : (probs[n * V + v] - (v == targets[n] ? F(1) : F(0))) / count;
 }
 
+// ---- The attention family as a textbook mixer (the fast one: src/model/mixers/qkv_attention.h):
+//   qkv = u·W_qkv + b_qkv    O = heads(qkv)    G = ξ_h·O[:, h, :] (head gates, when on)    out = G·W_proj + b_proj
+// with GPT-2's tensors attn.c_attn.{weight,bias} and attn.c_proj.{weight,bias}. A kind of the family says only what
+// its heads compute, forward and backward; softmax attention is the one below, the GPT's.
+class RefQKVAttention : public RefMixer {
+ public:
+  void forward(double* out, double* A, const double* u, const RefTensor& w, const RefMixerPass& x) const override {
+    const int N = x.B * x.T, C = x.C;
+    std::vector<double> qkv(N * 3 * C), att(N * C), gated(N * C);
+    ref_linear_forward(qkv.data(), u, w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);
+    heads_forward(att.data(), A, qkv.data(), x);
+    if (x.gates) ref_head_gate_forward(gated.data(), att.data(), x.gates, N, x.NH, C / x.NH);
+    ref_linear_forward(out, x.gates ? gated.data() : att.data(), w("attn.c_proj.weight"), w("attn.c_proj.bias"), N, C,
+                       C);
+  }
+  void backward(double* du, const RefGrad& g, double* dgates, const double* dout, const double* u, const RefTensor& w,
+                const RefMixerPass& x) const override {
+    const int N = x.B * x.T, C = x.C;
+    std::vector<double> qkv(N * 3 * C), att(N * C), gated(N * C), A(x.B * x.NH * x.T * x.T);
+    ref_linear_forward(qkv.data(), u, w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);  // recomputed
+    heads_forward(att.data(), A.data(), qkv.data(), x);
+    std::vector<double> d_att(N * C, 0.0), d_qkv(N * 3 * C, 0.0);
+    if (!x.gates) {
+      ref_linear_backward(d_att.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), dout, att.data(),
+                          w("attn.c_proj.weight"), N, C, C);
+    } else {  // through the gates
+      std::vector<double> d_gated(N * C, 0.0);
+      ref_head_gate_forward(gated.data(), att.data(), x.gates, N, x.NH, C / x.NH);
+      ref_linear_backward(d_gated.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), dout, gated.data(),
+                          w("attn.c_proj.weight"), N, C, C);
+      ref_head_gate_backward(d_att.data(), dgates, d_gated.data(), att.data(), x.gates, N, x.NH, C / x.NH);
+    }
+    heads_backward(d_qkv.data(), d_att.data(), qkv.data(), x);
+    ref_linear_backward(du, g("attn.c_attn.weight"), g("attn.c_attn.bias"), d_qkv.data(), u, w("attn.c_attn.weight"),
+                        N, C, 3 * C);
+  }
+
+ protected:
+  // O (B·T, C) and the weights A (B, NH, T, T) from qkv (B·T, 3C); dqkv written from dO.
+  virtual void heads_forward(double* O, double* A, const double* qkv, const RefMixerPass& x) const = 0;
+  virtual void heads_backward(double* dqkv, const double* dO, const double* qkv, const RefMixerPass& x) const = 0;
+};
+
+// Softmax attention, the GPT's mixer: ref_attention_forward's heads, scaled by config.attn_scale.
+class RefSoftmaxAttention final : public RefQKVAttention {
+ public:
+  explicit RefSoftmaxAttention(const ModelConfig& c) : scale_(ref_attention_scale<double>(c)) {}
+
+ protected:
+  void heads_forward(double* O, double* A, const double* qkv, const RefMixerPass& x) const override {
+    ref_attention_forward(O, A, qkv, x.mask, scale_, x.B, x.T, x.C, x.NH);
+  }
+  void heads_backward(double* dqkv, const double* dO, const double* qkv, const RefMixerPass& x) const override {
+    ref_attention_backward(dqkv, dO, qkv, (const double*)nullptr, (const double*)nullptr, x.mask, scale_, x.B, x.T,
+                           x.C, x.NH);
+  }
+
+ private:
+  const double scale_;
+};
+inline const bool ref_softmax_registered = register_ref_mixer(
+    {"softmax", [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefSoftmaxAttention>(c); }});
+
 // ---- One block, pre-LN, its forward right above its backward (the fast one: src/model/block.h):
-//   res2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))     attention: softmax, or linear (config.attention)
-//   res2 = x + mamba(ln_1(x))                               a mamba layer (textbook/mamba.h); probs then holds M
-//   res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))        (attention-only blocks: res3 = res2)
+//   res2 = x + mixer(ln_1(x))                              the layer's textbook mixer (textbook/mixer.h)
+//   res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))       (attention-only blocks: res3 = res2)
 // w(name) is the block's tensor "h.{l}.name", gates its NH head gates ξ or null, N = B·T rows.
 template <typename F>
 struct RefBlock {  // what the forward keeps for the backward, zero-initialised for N rows and P = B·NH·T·T
-  std::vector<F> ln1, ln1_mean, ln1_rstd, qkv, probs, att, gated, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
+  std::vector<F> ln1, ln1_mean, ln1_rstd, probs, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
   RefBlock(int N, int C, int P)
-      : ln1(N * C), ln1_mean(N), ln1_rstd(N), qkv(N * 3 * C), probs(P), att(N * C), gated(N * C), res2(N * C),
-        ln2(N * C), ln2_mean(N), ln2_rstd(N), fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
+      : ln1(N * C), ln1_mean(N), ln1_rstd(N), probs(P), res2(N * C), ln2(N * C), ln2_mean(N), ln2_rstd(N),
+        fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
 };
 struct RefBlockShape {
-  std::string kind;  // "softmax", "linear" or "mamba"
   AttentionMask mask;
   bool attn_only;
   int B, T, C, NH;
-  MambaDims ssm = {};  // a mamba layer's sizes
 };
 
-// A mamba layer's tensors "mamba.*" through w(name) (parameters or gradients); those its variant lacks stay null.
-template <typename Ptr, typename W>
-MambaTensors<Ptr> ref_mamba_tensors(W w, const MambaDims& d) {
-  MambaTensors<Ptr> m;
-  m.in_proj_w = w("mamba.in_proj.weight");
-  if (d.has_conv()) m.conv_w = w("mamba.conv1d.weight"), m.conv_b = w("mamba.conv1d.bias");
-  m.dt_bias = w("mamba.dt_bias"), m.A_log = w("mamba.A_log"), m.D = w("mamba.D");
-  if (!d.selective) m.B_const = w("mamba.B"), m.C_const = w("mamba.C");
-  m.norm_w = w("mamba.norm.weight"), m.out_proj_w = w("mamba.out_proj.weight");
-  return m;
-}
-
 template <typename F, typename W>
-void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, F scale, const RefBlockShape& s) {
-  const int N = s.B * s.T, C = s.C, NH = s.NH, HS = C / NH;
-  // res2 = x + attn_proj(gate(attention(qkv(ln_1(x)))))
+void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, const RefMixer& mixer, const RefBlockShape& s) {
+  const int N = s.B * s.T, C = s.C;
+  // res2 = x + mixer(ln_1(x)); probs = the weights the mixer reports
   ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w("ln_1.weight"), w("ln_1.bias"), N, C);
-  if (s.kind == "mamba") {  // res2 = x + mamba(ln_1(x)); probs = the hidden attention M (B, H = NH, T, T)
-    const MambaTensors<const F*> m = ref_mamba_tensors<const F*>(w, s.ssm);
-    ref_mamba_forward(a.res2.data(), a.ln1.data(), m, s.ssm, s.B, s.T);
-    ref_mamba_hidden_attention(a.probs.data(), a.ln1.data(), m, s.ssm, s.B, s.T);
-  } else {
-    ref_linear_forward(a.qkv.data(), a.ln1.data(), w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);
-    if (s.kind == "linear")
-      ref_linear_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, s.B, s.T, C, NH);
-    else
-      ref_attention_forward(a.att.data(), a.probs.data(), a.qkv.data(), s.mask, scale, s.B, s.T, C, NH);
-    if (gates) ref_head_gate_forward(a.gated.data(), a.att.data(), gates, N, NH, HS);
-    const F* heads = gates ? a.gated.data() : a.att.data();
-    ref_linear_forward(a.res2.data(), heads, w("attn.c_proj.weight"), w("attn.c_proj.bias"), N, C, C);
-  }
+  mixer.forward(a.res2.data(), a.probs.data(), a.ln1.data(), w, RefMixerPass{s.mask, gates, s.B, s.T, C, s.NH});
   for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
   if (s.attn_only) {  // no MLP: res3 = res2
     a.res3 = a.res2;
@@ -360,8 +399,8 @@ void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, F scale,
 // dgates += ∂loss/∂ξ when gates are given.
 template <typename F, typename W, typename G>
 void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* x, W w, const F* gates, F* dgates,
-                        F scale, const RefBlockShape& s) {
-  const int N = s.B * s.T, C = s.C, NH = s.NH, HS = C / NH;
+                        const RefMixer& mixer, const RefBlockShape& s) {
+  const int N = s.B * s.T, C = s.C;
   // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2)))): d_res2 = dx + the MLP branch's gradient
   std::vector<F> d_res2 = dx, d_fc_gelu(N * 4 * C, F(0)), d_fc(N * 4 * C, F(0)), d_ln2(N * C, F(0));
   if (!s.attn_only) {
@@ -373,32 +412,9 @@ void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* 
     ref_layernorm_backward(d_res2.data(), g("ln_2.weight"), g("ln_2.bias"), d_ln2.data(), a.res2.data(),
                            w("ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   }
-  // res2 = x + attn_proj(gate(attention(qkv(ln_1(x))))): d_x = d_res2 + the attention branch's gradient
-  std::vector<F> d_x = d_res2, d_att(N * C, F(0)), d_qkv(N * 3 * C, F(0)), d_ln1(N * C, F(0));
-  if (s.kind == "mamba") {  // res2 = x + mamba(ln_1(x)): the layer's backward by finite differences (textbook/mamba.h)
-    ref_mamba_backward(d_ln1.data(), ref_mamba_tensors<F*>(g, s.ssm), d_res2.data(), a.ln1.data(),
-                       ref_mamba_tensors<const F*>(w, s.ssm), s.ssm, s.B, s.T);
-    ref_layernorm_backward(d_x.data(), g("ln_1.weight"), g("ln_1.bias"), d_ln1.data(), x, w("ln_1.weight"),
-                           a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
-    dx = d_x;
-    return;
-  }
-  if (!gates) {
-    ref_linear_backward(d_att.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), d_res2.data(), a.att.data(),
-                        w("attn.c_proj.weight"), N, C, C);
-  } else {  // through the gates
-    std::vector<F> d_gated(N * C, F(0));
-    ref_linear_backward(d_gated.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), d_res2.data(),
-                        a.gated.data(), w("attn.c_proj.weight"), N, C, C);
-    ref_head_gate_backward(d_att.data(), dgates, d_gated.data(), a.att.data(), gates, N, NH, HS);
-  }
-  if (s.kind == "linear")
-    ref_linear_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), s.mask, s.B, s.T, C, NH);
-  else
-    ref_attention_backward(d_qkv.data(), d_att.data(), a.qkv.data(), a.probs.data(), a.att.data(), s.mask, scale,
-                           s.B, s.T, C, NH);
-  ref_linear_backward(d_ln1.data(), g("attn.c_attn.weight"), g("attn.c_attn.bias"), d_qkv.data(), a.ln1.data(),
-                      w("attn.c_attn.weight"), N, C, 3 * C);
+  // res2 = x + mixer(ln_1(x)): d_x = d_res2 + the mixer branch's gradient
+  std::vector<F> d_x = d_res2, d_ln1(N * C, F(0));
+  mixer.backward(d_ln1.data(), g, dgates, d_res2.data(), a.ln1.data(), w, RefMixerPass{s.mask, gates, s.B, s.T, C, s.NH});
   ref_layernorm_backward(d_x.data(), g("ln_1.weight"), g("ln_1.bias"), d_ln1.data(), x, w("ln_1.weight"),
                          a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
   dx = d_x;
@@ -410,10 +426,11 @@ void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* 
 // mask per layer.
 template <typename F>
 struct ReferenceGPT {
+  static_assert(std::is_same<F, double>::value, "the textbook mixers compute in double");
   using Layer = RefBlock<F>;
   ModelConfig config;
   std::vector<AttentionMask> masks;  // one per layer
-  std::vector<std::string> kinds;    // softmax, linear or mamba, one per layer (config.attention)
+  std::vector<std::shared_ptr<const RefMixer>> mixers;  // one per layer, by its kind in config.attention
   std::vector<TensorSpec> table;     // the arena layout
   std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
   std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
@@ -425,9 +442,10 @@ struct ReferenceGPT {
   std::vector<Layer> layers;
 
   explicit ReferenceGPT(const ModelConfig& c, std::vector<AttentionMask> layer_masks = {})
-      : config(c), masks(std::move(layer_masks)), kinds(split_layer_list(c.attention, c.n_layer, "attention list")),
-        table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
+      : config(c), masks(std::move(layer_masks)), table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
     if (masks.empty()) masks.assign(c.n_layer, AttentionMask{});
+    for (const std::string& kind : split_layer_list(c.attention, c.n_layer, "attention list"))
+      mixers.push_back(make_ref_mixer(kind, c));
   }
 
   // Where tensor `name` ("wte.weight", "h.0.mlp.c_fc.weight", ...) starts in an arena with this layout.
@@ -439,13 +457,7 @@ struct ReferenceGPT {
   const F* p(const std::string& name) const { return params.data() + offset(name); }
   const F* p(int l, const std::string& name) const { return p("h." + std::to_string(l) + "." + name); }
   const std::vector<F>& block_input(int l) const { return l == 0 ? encoded : layers[l - 1].res3; }
-  RefBlockShape shape(int l) const {
-    RefBlockShape s{kinds[l], masks[l], config.attn_only, B, T, config.n_embd, config.n_head};
-    if (kinds[l] == "mamba")
-      s.ssm = MambaDims::make(config.n_embd, config.n_head, config.ssm_expand, config.ssm_state, config.ssm_conv,
-                              config.ssm_selective != 0);
-    return s;
-  }
+  RefBlockShape shape(int l) const { return {masks[l], config.attn_only, B, T, config.n_embd, config.n_head}; }
   const F* gates(int l) const { return head_gates.empty() ? nullptr : &head_gates[l * config.n_head]; }
 
   // inputs, targets (B·T); targets may be empty (logits only) and may hold kNoTarget. Returns the mean loss.
@@ -459,7 +471,7 @@ struct ReferenceGPT {
     layers.assign(config.n_layer, Layer(N, C, B * NH * T * T));
     for (int l = 0; l < config.n_layer; l++)
       ref_block_forward(layers[l], block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
-                        ref_attention_scale<F>(config), shape(l));
+                        *mixers[l], shape(l));
     lnf.assign(N * C, F(0)), lnf_mean.assign(N, F(0)), lnf_rstd.assign(N, F(0)), logits.assign(N * V, F(0));
     ref_layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), block_input(config.n_layer).data(),
                           p("ln_f.weight"), p("ln_f.bias"), N, C);
@@ -488,7 +500,10 @@ struct ReferenceGPT {
       ref_block_backward(
           dx, [&](const std::string& n) { return g("h." + std::to_string(l) + "." + n); }, layers[l],
           block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
-          head_gates.empty() ? nullptr : &gate_grads[l * NH], ref_attention_scale<F>(config), shape(l));
+          head_gates.empty() ? nullptr : &gate_grads[l * NH], *mixers[l], shape(l));
     ref_embedding_backward(g("wte.weight"), g("wpe.weight"), dx.data(), inputs.data(), B, T, C);
   }
 };
+
+// The other mixer kinds, each a header that registers itself (after the ops above, which they build on).
+#include "textbook/mixers.h"

@@ -13,14 +13,15 @@
 
 #include "base/rng.h"
 #include "model/mixer.h"
+#include "model/mixer_lab.h"
+#include "model/mixers/registry.h"
 #include "ops/mamba.h"
 
 namespace {
 
-class Mamba final : public Mixer {
+class Mamba final : public Mixer, public MixerLab {
  public:
-  explicit Mamba(const ModelConfig& c)
-      : d_(MambaDims::make(c.n_embd, c.n_head, c.ssm_expand, c.ssm_state, c.ssm_conv, c.ssm_selective != 0)) {
+  explicit Mamba(const ModelConfig& c) : d_(MambaDims::make(c.n_embd, c.n_head, c.mixer_settings.get<MambaSettings>())) {
     // Slot i of MixerParams is the i-th tensor of mamba_tensor_shapes(d_); remember which slot holds which tensor.
     const std::vector<MambaTensorShape> shapes = mamba_tensor_shapes(d_);
     for (size_t i = 0; i < shapes.size(); i++) slot_of(shapes[i].name) = (int)i;
@@ -74,7 +75,6 @@ class Mamba final : public Mixer {
                                "positions ≤ t only), so only the causal mask applies to it");
   }
   bool has_head_gates() const override { return false; }
-  bool weights_are_probabilities() const override { return false; }
 
   // ---- training: the op's activations (ops/mamba.h) are the layer's saved slice, its backward scratch the shared one
   size_t saved_floats(int B, int T, bool) const override { return mamba_activation_floats(d_, B, T); }
@@ -92,9 +92,18 @@ class Mamba final : public Mixer {
   }
 
   // ---- the lab: M^h (B, H, T, T), the hidden attention over the conv's outputs: y_i = Σ_j M_ij x_j + D x_i. Signed
-  // and not normalised (weights_are_probabilities() is false).
+  // and not normalised.
+  const MixerLab& lab() const override { return *this; }
   void implied_weights(float* A, const MixerPass& x) const override {
     mamba_hidden_attention(A, mamba_activations(x.saved, d_, x.B, x.T), weights(x.p), d_, x.B, x.T);
+  }
+  bool weights_are_probabilities() const override { return false; }
+  const char* weights_description() const override {
+    return "Mamba layers show their hidden attention M: the state-space recurrence unrolled, "
+           "y_i = Σ_{j≤i} M_ij x_j + D·x_i with M_ij = (C_i·B_j)·exp(a·(Δ_{j+1} + … + Δ_i))·Δ_j. It is not "
+           "normalised (rows do not sum to 1) and can be negative; the x_j it weighs are the outputs of the layer's "
+           "causal conv over the last few positions, not the tokens themselves. Each mamba head is coloured by its "
+           "own largest |M|: blue positive, red negative (docs/mamba.md).";
   }
 
   // ---- decoding: the conv's last K − 1 inputs and S (H × P × N), whatever the context length: O(1) per token.
@@ -157,4 +166,28 @@ class Mamba final : public Mixer {
 
 }  // namespace
 
-std::unique_ptr<Mixer> make_mamba(const ModelConfig& c) { return std::make_unique<Mamba>(c); }
+#define FIELD(member) MIXER_SETTING_FIELD(MambaSettings, member)
+
+const MixerKind& mamba_kind() {
+  // clang-format off
+  static const MixerKind kind = {
+    "mamba", "Mamba-2: a selective state-space recurrence, O(T), causal only (docs/mamba.md)",
+    [](const ModelConfig& c) -> std::unique_ptr<Mixer> { return std::make_unique<Mamba>(c); },
+    {
+      {"ssm_state",  "ssm-state",  "mamba layers: state size N per channel",           FIELD(ssm_state),  between(1, 4096, false, false),   Scope::Run},
+      {"ssm_expand", "ssm-expand", "mamba layers: inner width = ssm_expand × n_embd",   FIELD(ssm_expand), between(1, 64, false, false),     Scope::Run},
+      {"ssm_conv",   "ssm-conv",   "mamba layers: causal conv width K (0 = no conv)",  FIELD(ssm_conv),   between(0, 64, false, false),     Scope::Run},
+      {"ssm_selective", "ssm-selective", "mamba layers: 1 = selective (Δ, B, C from the input), 0 = time-invariant",
+                                                                                        FIELD(ssm_selective), between(0, 1, false, false),   Scope::Run},
+    },
+    [](const ModelConfig& c) {
+      const MambaSettings& s = c.mixer_settings.get<MambaSettings>();
+      return "ssm state " + std::to_string(s.ssm_state) + ", expand " + std::to_string(s.ssm_expand) + ", conv " +
+             std::to_string(s.ssm_conv) + (s.ssm_selective ? ", selective" : ", time-invariant");
+    },
+  };
+  // clang-format on
+  return kind;
+}
+
+#undef FIELD

@@ -5,15 +5,16 @@
 //   G   = ξ_h · O[:, h, :]                (B, T, C)    head gates (ops/head_gate.h), when on
 //   out = residual + G·W_proj + b_proj    (B, T, C)
 // Its tensors are GPT-2's: h.{l}.attn.c_attn.{weight,bias} and h.{l}.attn.c_proj.{weight,bias}.
-// Softmax attention (softmax.cpp) and linear attention (linear.cpp) are the two subclasses: each says only how
+// Softmax attention (softmax_attention.cpp) and linear attention (linear_attention.cpp) are the two subclasses: each says only how
 // its heads turn q, k, v into O, forward and backward, one step at a time, and as weights for the lab.
 #pragma once
 #include "model/mixer.h"
+#include "model/mixer_lab.h"
 
 // Slots of MixerParams for this family (the order of tensors()).
 enum QKVSlot { kQKVWeight, kQKVBias, kProjWeight, kProjBias };
 
-class QKVAttention : public Mixer {
+class QKVAttention : public Mixer, public MixerLab {
  public:
   explicit QKVAttention(const ModelConfig& config);
   std::vector<MixerTensor> tensors() const override;
@@ -23,6 +24,7 @@ class QKVAttention : public Mixer {
   void forward(float* out, const float* u, const float* residual, const MixerPass& pass) const override;
   void backward(float* du, MixerParams& grads, float* dgates, const float* dout, const float* u,
                 const MixerPass& pass) const override;
+  const MixerLab& lab() const override { return *this; }
   void implied_weights(float* A, const MixerPass& pass) const override;
   const float* qkv(const float* saved) const override { return saved; }
   QKVWeights qkv_weights(const MixerParams& p) const override { return {p.t[kQKVWeight], p.t[kProjWeight]}; }

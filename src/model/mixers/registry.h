@@ -1,22 +1,34 @@
 // The mixer kinds a model may use, by the name --attention, --layer-attention and the checkpoint's "attention" key
-// spell them. Adding a kind: its file in this folder, and one line in kinds() in registry.cpp.
+// spell them. A kind is its own files (model/mixers/<kind>.cpp, and the op it plugs in, ops/<kind>.{h,cpp}; its
+// double-precision textbook, textbook/<kind>.h) plus one line in model/mixers/kinds.h. Its file defines
+//   const MixerKind& <id>_kind() { static const MixerKind kind = {name, summary, make, settings, describe}; … }
+// and nothing outside those files names it.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/settings.h"
+#include "model/config.h"
 #include "model/mixer.h"
 
 struct MixerKind {
-  const char* name;
+  const char* name;     // "softmax": --attention, --layer-attention and the checkpoint spell the kind so
   const char* summary;  // one line for --help and the docs
   std::unique_ptr<Mixer> (*make)(const ModelConfig& config);
+  // The kind's own settings (its struct in config.mixer_settings, fields by MIXER_SETTING_FIELD): rows of
+  // model_settings() like the shared ones, so flags, ranges and the checkpoint's metadata come from them.
+  std::vector<Setting<ModelConfig>> settings = {};
+  // Those settings in a few words for describe() ("ssm state 16, expand 2, …"); null for a kind without any.
+  std::string (*describe)(const ModelConfig& config) = nullptr;
 };
-const std::vector<MixerKind>& mixer_kinds();
+const std::vector<const MixerKind*>& mixer_kinds();  // in the order of kinds.h
 std::string mixer_kind_names();  // "softmax, linear, …" for messages
 
-// One mixer per layer from config.attention ("softmax", or "softmax,linear,…" one per layer). Throws naming the
+// The kind of every layer from config.attention ("softmax", or "softmax,linear,…" one per layer). Throws naming the
 // unknown kind and the accepted ones, or the count when the list does not match n_layer.
+std::vector<const MixerKind*> layer_kinds(const ModelConfig& config);
+// One mixer per layer, made by each layer's kind.
 std::vector<std::unique_ptr<Mixer>> make_layer_mixers(const ModelConfig& config);
 // config.attention written back in its shortest form (one name when every layer agrees).
 std::string canonical_mixers(const ModelConfig& config);

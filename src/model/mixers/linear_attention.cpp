@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "model/mixers/qkv_attention.h"
+#include "model/mixers/registry.h"
 #include "ops/linear_attention.h"
 
 namespace {
@@ -14,6 +15,10 @@ class LinearAttention final : public QKVAttention {
  public:
   explicit LinearAttention(const ModelConfig& c) : QKVAttention(c) {}
   const char* kind() const override { return "linear"; }
+  const char* weights_description() const override {
+    return "Linear attention: the weights its math implies, A_ij = φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j) with "
+           "φ = elu + 1, over the keys the mask allows; every row sums to 1 (up to ε), but no softmax sharpens it.";
+  }
 
   // stat holds den_i = φ(q_i)·z_i + ε, which the backward needs.
   void heads_forward(float* O, float* den, const float* qkv, const AttentionMask& mask, int B, int T) const override {
@@ -65,4 +70,11 @@ class LinearAttention final : public QKVAttention {
 
 }  // namespace
 
-std::unique_ptr<Mixer> make_linear_attention(const ModelConfig& c) { return std::make_unique<LinearAttention>(c); }
+const MixerKind& linear_attention_kind() {
+  static const MixerKind kind = {"linear",
+                                 "linear attention: φ(q)·φ(k) weights, O(T), a fixed-size state (docs/linear_attention.md)",
+                                 [](const ModelConfig& c) -> std::unique_ptr<Mixer> {
+                                   return std::make_unique<LinearAttention>(c);
+                                 }};
+  return kind;
+}

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "model/mixers/qkv_attention.h"
+#include "model/mixers/registry.h"
 #include "ops/attention.h"
 
 namespace {
@@ -14,6 +15,11 @@ class SoftmaxAttention final : public QKVAttention {
   explicit SoftmaxAttention(const ModelConfig& c) : QKVAttention(c), scale_(attention_scale(c)) {}
   const char* kind() const override { return "softmax"; }
   float logit_scale() const override { return scale_; }
+  bool weights_are_implied() const override { return false; }
+  const char* weights_description() const override {
+    return "Softmax attention: each row is P_ij = softmax_j(s·q_i·k_j) over the keys the mask allows, the weights "
+           "with which query i averages the values; every row sums to 1.";
+  }
 
   // stat holds lse_i, the log-normaliser of each row: the backward rebuilds P from it (ops/attention.h).
   void heads_forward(float* O, float* lse, const float* qkv, const AttentionMask& mask, int B, int T) const override {
@@ -56,4 +62,10 @@ class SoftmaxAttention final : public QKVAttention {
 
 }  // namespace
 
-std::unique_ptr<Mixer> make_softmax_attention(const ModelConfig& c) { return std::make_unique<SoftmaxAttention>(c); }
+const MixerKind& softmax_attention_kind() {
+  static const MixerKind kind = {"softmax", "softmax attention, the GPT's: P = softmax(q·k/√d_k) (ops/attention.h)",
+                                 [](const ModelConfig& c) -> std::unique_ptr<Mixer> {
+                                   return std::make_unique<SoftmaxAttention>(c);
+                                 }};
+  return kind;
+}
