@@ -6,6 +6,7 @@
 // Program-level attacks (the guard, resume, links, FIFOs, flags) are in test_tamper_programs.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -38,10 +39,10 @@ using ckptbytes::with_header_and_its_checksum;
 namespace {
 
 // A resumable checkpoint of a small two-layer model, as ./train writes them.
-std::string write_resumable(const std::string& path) {
+std::string write_resumable(const std::string& path, const std::string& attention = "softmax") {
   Tokenizer tok = Tokenizer::from_text(U"abcdefgh é\n");
   ModelConfig c;
-  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size();
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.attention = attention;
   GPT model(c, parse_layer_masks("causal", 2));
   model.init_weights(5);
   ResumeState state;
@@ -204,7 +205,7 @@ TEST(TamperHeader, DuplicateKeysAreRefusedByName) {
   }
 }
 
-TEST(TamperHeader, UnknownOrMissingKeysOfAFormat2FileAreRefusedByName) {
+TEST(TamperHeader, UnknownKeysOfAFormat2FileAreRefusedByName) {
   TempDir dir;
   const std::string path = dir / "c.safetensors";
   const std::string good = write_resumable(path);
@@ -214,11 +215,11 @@ TEST(TamperHeader, UnknownOrMissingKeysOfAFormat2FileAreRefusedByName) {
     write_file(path, with_header_and_its_checksum(good, header));
     EXPECT_CONTAINS(load_error(path), "unknown metadata key 'attn_scalf'");
   }
-  {  // a key missing: no falling back to a default in format 2
+  {  // a key every file has held since version 1, missing: the file is not a model
     ojson header = header_of(good);
-    header["__metadata__"].erase("attn_scale");
+    header["__metadata__"].erase("n_head");
     write_file(path, with_header_and_its_checksum(good, header));
-    EXPECT_CONTAINS(load_error(path), "'attn_scale' is missing");
+    EXPECT_CONTAINS(load_error(path), "'n_head' is missing");
   }
   {  // an unknown key in a tensor entry (any format: the safetensors format has exactly three)
     ojson header = header_of(good);
@@ -226,6 +227,64 @@ TEST(TamperHeader, UnknownOrMissingKeysOfAFormat2FileAreRefusedByName) {
     write_file(path, with_header_and_its_checksum(good, header));
     EXPECT_CONTAINS(load_error(path), "unknown key 'offset'");
   }
+}
+
+// A format-2 file written before a setting existed lacks its key: it loads with the value every earlier file meant
+// (the row's default here), as a format-1 file does, and says which settings it defaulted. Shown by taking the keys
+// out of real files (header checksum recomputed): a shared setting, and a mixer kind's own (Mamba's).
+TEST(TamperHeader, AFormat2FileOlderThanASettingLoadsWithItsDefault) {
+  TempDir dir;
+  const std::string path = dir / "c.safetensors";
+  for (const auto& [attention, key] : std::vector<std::pair<std::string, std::string>>{
+           {"softmax", "attn_scale"}, {"softmax,mamba", "ssm_selective"}, {"softmax,mamba", "ssm_state"},
+           {"softmax", "objective"}}) {
+    SCOPED_TRACE(key);
+    const std::string good = write_resumable(path, attention);
+    const Checkpoint before = load_checkpoint(path);
+    ojson header = header_of(good);
+    ASSERT_TRUE(header["__metadata__"].contains(key));
+    header["__metadata__"].erase(key);
+    write_file(path, with_header_and_its_checksum(good, header));
+    ASSERT_EQ(load_error(path), "");
+    const Checkpoint after = load_checkpoint(path);
+    if (key != "objective")
+      EXPECT_NE(std::find(after.defaulted_settings.begin(), after.defaulted_settings.end(), key),
+                after.defaulted_settings.end());
+    EXPECT_EQ(after.model->config.attention, attention);
+    EXPECT_EQ(describe(after.model->config), describe(before.model->config));  // the file held the defaults
+    ASSERT_EQ(after.model->num_params(), before.model->num_params());
+    EXPECT_TRUE(std::equal(after.model->params_memory().begin(), after.model->params_memory().end(),
+                           before.model->params_memory().begin()));
+    EXPECT_TRUE(after.resumable);
+  }
+}
+
+// A setting added after a file was written (a row the file's writer did not have, here a test-only mixer kind's
+// setting with a declared `absent` value): reading the real file's metadata with the longer table gives the row
+// its `absent` value and lists it as defaulted; the other settings read as before.
+namespace {
+struct FutureKindSettings {
+  int knob = 5;  // what a new model would use
+};
+}  // namespace
+TEST(TamperHeader, ARowNewerThanTheFileTakesItsAbsentValue) {
+  TempDir dir;
+  const std::string path = dir / "c.safetensors";
+  write_resumable(path);
+  const std::map<std::string, std::string> meta = read_safetensors(path).metadata;
+  std::vector<Setting<ModelConfig>> table = model_settings();
+  table.push_back({"future_knob", "future-knob", "a setting newer than the file",
+                   MIXER_SETTING_FIELD(FutureKindSettings, knob), between(0, 9, false, false), Scope::Run, "3"});
+  ModelConfig config;
+  const std::vector<std::string> missing = settings_from_metadata(table, meta, config);
+  EXPECT_EQ(missing, std::vector<std::string>{"future_knob"});
+  EXPECT_EQ(config.mixer_settings.get<FutureKindSettings>().knob, 3);  // absent, not the default 5
+  EXPECT_EQ(config.n_head, 2);
+  EXPECT_EQ(ModelConfig{}.mixer_settings.get<FutureKindSettings>().knob, 5);
+  // The settings table's other walkers see the row too: the metadata written, the range check.
+  EXPECT_EQ(settings_to_metadata(table, config).at("future_knob"), "3");
+  config.mixer_settings.get<FutureKindSettings>().knob = 10;
+  EXPECT_THROW(check_ranges(table, config), std::runtime_error);
 }
 
 TEST(TamperHeader, Format1FilesStillLoadWithANote) {

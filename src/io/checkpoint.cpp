@@ -105,11 +105,22 @@ void copy_tensor(const std::string& path, const std::string& name, const std::ve
   std::copy(data.begin(), data.end(), dst);
 }
 
-// Format 2 is strict: every key is one this program writes, and all of them are there (a damaged key name must
-// not fall back to a default). Format 1 files keep their old leniency.
+// The metadata every checkpoint has carried since version 1: without them a file is not a model.
+const std::set<std::string>& always_written_keys() {
+  static const std::set<std::string> keys = {"format",  "format_version", "vocab",      "specials", "mask",
+                                             "n_layer", "n_head",         "n_embd",     "block_size", "vocab_size"};
+  return keys;
+}
+
+// Format 2 is strict about what it does not know: every key is one this program writes (a flipped bit in a key
+// name must not be read as a setting that happens to be missing). A known key may be missing: the file predates its
+// setting, and the setting takes the value every earlier file meant (the row's `absent`, or its default), as in
+// format 1 — this is what lets a new setting be its field and its row alone. The header's checksum covers the
+// metadata, so a key lost to damage is caught there, not here. What every file has always held must be there.
 void check_keys_of_format_2(const std::string& path, const std::map<std::string, std::string>& meta, bool resumable) {
   static const std::set<std::string> model_keys = [] {
-    std::set<std::string> keys = {"format", "format_version", "vocab", "specials", "mask", "objective"};
+    std::set<std::string> keys = always_written_keys();
+    keys.insert("objective");
     for (const Setting<ModelConfig>& s : model_settings())  // n_layer, …: the model's settings table
       if (s.key) keys.insert(s.key);
     return keys;
@@ -119,7 +130,7 @@ void check_keys_of_format_2(const std::string& path, const std::map<std::string,
     if (!model_keys.count(entry.first) && !resume_keys.count(entry.first))
       throw std::runtime_error(path + ": unknown metadata key '" + escape_for_message(entry.first) +
                                "' in a format-2 checkpoint (damaged, or written by another program)");
-  for (const std::set<std::string>* keys : {&model_keys, resumable ? &resume_keys : nullptr})
+  for (const std::set<std::string>* keys : {&always_written_keys(), resumable ? &resume_keys : nullptr})
     for (const std::string& key : keys ? *keys : std::set<std::string>{})
       if (!meta.count(key)) throw std::runtime_error(path + ": metadata field '" + key + "' is missing");
 }
@@ -157,10 +168,11 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
   ckpt.tokenizer = Tokenizer::from_vocab(meta.text("vocab"), specials, path);
 
-  // The model's settings, by their table (model/config.cpp). A setting newer than the file keeps its default, which
-  // is what the file meant (softmax attention, 1/√d_k, MLPs); the sizes have been in every file since version 1.
+  // The model's settings, by their table (model/config.cpp). A setting newer than the file keeps its `absent` value
+  // or its default, which is what the file meant (softmax attention, 1/√d_k, MLPs), in every format version; the
+  // sizes have been in every file since version 1.
   ModelConfig config;
-  for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) meta.text(key);
+  for (const std::string& key : always_written_keys()) meta.text(key);
   try {
     ckpt.defaulted_settings = settings_from_metadata(model_settings(), file.metadata, config);
   } catch (const std::exception& e) {
