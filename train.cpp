@@ -98,18 +98,19 @@ static int train_main(int argc, char** argv) {
   add_flags(options, train_settings(), preset("tiny"));
   options.add_options()("h,help", "show this help");
   try {
-    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
+    RenamedArgs args(argc, argv, mixer_renamed_flags());  // --attention still works, saying it is now --mixer
+    cxxopts::ParseResult flags = parse_flags(options, args.argc(), args.argv());
     if (flags.count("help")) {
       std::printf("%s\n", options.help().c_str());
       return 0;
     }
     if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
     if (flags.count("mask") && flags.count("layer-masks")) throw std::runtime_error("give --mask or --layer-masks, not both");
-    if (flags.count("attention") && flags.count("layer-attention"))
-      throw std::runtime_error("give --attention or --layer-attention, not both");
-    if (flags.count("attention") && flags["attention"].as<std::string>().find(',') != std::string::npos)
-      throw std::runtime_error("--attention takes one kind for every layer (" + mixer_kind_names() +
-                               "); use --layer-attention for a list");
+    if (flags.count("mixer") && flags.count("layer-mixer"))
+      throw std::runtime_error("give --mixer or --layer-mixer, not both");
+    if (flags.count("mixer") && flags["mixer"].as<std::string>().find(',') != std::string::npos)
+      throw std::runtime_error("--mixer takes one kind for every layer (" + mixer_kind_names() +
+                               "); use --layer-mixer for a list");
     if (flags.count("resume")) {
       resume(flags);
       return 0;

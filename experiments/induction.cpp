@@ -18,14 +18,14 @@
 //   prev_token   the best previous-token score in layer 0
 //   loss_rep     mean loss on the copyable targets; loss_first on the others
 //
-// --attention mamba (or linear) trains the same two models with that mixer in every layer (docs/mamba.md). A
+// --mixer mamba (or linear) trains the same two models with that mixer in every layer (docs/mamba.md). A
 // Mamba layer's "pattern" is its hidden attention M (ops/mamba.h): not normalised and possibly negative. The
 // scores here read every pattern as row shares of |P|: |P_ij| / Σ_j |P_ij|, which leaves a softmax pattern as it
 // is (its rows are already non-negative and sum to 1) and makes M's scores comparable with a softmax head's: the
 // share of the row's weight that sits on the pattern's positions. M weighs the conv's outputs, not the tokens: a
 // Mamba layer whose conv already mixed the previous token in can copy without any previous-token pattern in M.
 //   make induction                       build/bin/induction (writes build/induction/)
-//   make induction-mamba                 the same with --attention mamba (writes build/induction-mamba/)
+//   make induction-mamba                 the same with --mixer mamba (writes build/induction-mamba/)
 #include <algorithm>
 #include <chrono>
 #include <cmath>

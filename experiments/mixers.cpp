@@ -9,7 +9,7 @@
 //    runs are separate trainings whose cosine schedule ends at steps_k (not the equal-step run cut short). A run's
 //    own wall time is not used: it depends on what else ran beside it.
 // 3. Training. Every kind × seed × budget is one ./train run (run_training) of the preset (default tiny) with
-//    that kind's --attention / --layer-attention; its final checkpoint is then scored on the whole validation split
+//    that kind's --mixer / --layer-mixer; its final checkpoint is then scored on the whole validation split
 //    (score_text: every character once, from up to block_size characters of left context), nats per character.
 // Output in --out: table.md, mixers.csv, timing.csv, loss_vs_step.svg, loss_vs_time.svg.
 //   make mixers                       (MIXERS_FLAGS="--seeds 1 --steps 300" etc.; docs/mamba.md names the run)

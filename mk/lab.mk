@@ -61,7 +61,7 @@ induction: build/bin/induction
 # make induction-mamba: the same two models with Mamba layers (docs/mamba.md; one thread, ≈ 3 min).
 .PHONY: induction-mamba
 induction-mamba: build/bin/induction
-	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/induction --attention mamba --threads 1 --out build/induction-mamba $(INDUCTION_FLAGS)
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/induction --mixer mamba --threads 1 --out build/induction-mamba $(INDUCTION_FLAGS)
 
 # About 10–15 minutes on two cores: 3 scales × 3 learning rates × 2 head sizes, 600 steps each.
 SCALE_FLAGS ?=

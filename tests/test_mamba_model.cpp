@@ -9,7 +9,7 @@
 //   * the settings: flags, ranges, metadata (old checkpoints load as before);
 //   * masks other than causal refused by name, head gates refused;
 //   * the lab: attention_probs is M, head scores stay finite.
-// Exact resume of a mamba run is in test_training.cpp, ./train --attention mamba end to end in test_programs.cpp.
+// Exact resume of a mamba run is in test_training.cpp, ./train --mixer mamba end to end in test_programs.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -333,19 +333,22 @@ TEST_F(Programs, SampleScorePrintsNatsAndBits) {
                        {foreign, "'Z'"});
 }
 
-// ./train --attention mamba and a hybrid: train, checkpoint, resume, sample (with the O(1) state), and --score
+// ./train --mixer mamba and a hybrid: train, checkpoint, resume, sample (with the O(1) state), and --score
 // agrees with an independent implementation of the math (the double reference model over the checkpoint's tensors,
-// by their names) to 1e-4 nats. A mask other than causal on a mamba layer fails cleanly, saying why.
+// by their names) to 1e-4 nats. A mask other than causal on a mamba layer fails cleanly, saying why. The hybrid is
+// given by the flag's old spelling, --layer-attention, which still works and says once what it became.
 TEST_F(Programs, TrainSampleAndScoreMambaModels) {
   const std::string text_file = dir_ / "held_out.txt";
   write_file(text_file, "The cat sat on");  // 14 characters: one forward of the 16-position model
-  for (const std::string& flags : {std::string("--attention mamba --ssm-state 4"),
+  for (const std::string& flags : {std::string("--mixer mamba --ssm-state 4"),
                                    std::string("--n-layer 2 --layer-attention softmax,mamba --ssm-conv 0")}) {
     SCOPED_TRACE(flags);
     const std::string out = dir_ / "mamba";
     std::filesystem::remove_all(out);
     RunResult r = train(out, flags + " --steps 6 --stop-at 3");
     ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+    const bool old_spelling = flags.find("--layer-attention") != std::string::npos;
+    EXPECT_EQ(r.err.find("note: --layer-attention is now --layer-mixer") != std::string::npos, old_spelling) << r.err;
     RunResult resumed = run("./train --resume " + quote(out));
     ASSERT_TRUE(resumed.exited && resumed.exit_code == 0) << resumed.describe();
     const std::string ckpt = out + "/ckpt.safetensors";
@@ -372,9 +375,9 @@ TEST_F(Programs, TrainSampleAndScoreMambaModels) {
                                     std::vector<int>(ids.begin() + 1, ids.end()), 1, T);
     EXPECT_NEAR(std::stod(m[1]), nats, 1e-4);
   }
-  expect_clean_failure(train(dir_ / "bad", "--attention mamba --mask bidirectional --steps 2"), "train",
+  expect_clean_failure(train(dir_ / "bad", "--mixer mamba --mask bidirectional --steps 2"), "train",
                        {"bidirectional", "causal by construction"});
-  expect_clean_failure(train(dir_ / "bad", "--attention mamba --ssm-state 0 --steps 2"), "train", {"--ssm-state"});
+  expect_clean_failure(train(dir_ / "bad", "--attention=mamba --ssm-state 0 --steps 2"), "train", {"--ssm-state"});
 }
 
 TEST_F(Programs, SampleRejectsBadOptionsAndMissingCheckpoints) {

@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "base/renamed_flags.h"
 #include "base/settings.h"
 #include "generate/sampling.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "model/mixers/registry.h"
 #include "program_util.h"
 #include "train/settings.h"
 
@@ -300,3 +302,27 @@ TEST(Compatibility, ACheckpointWrittenBeforeTheRedesignLoadsSamplesAndResumesWit
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("--lr cannot be changed when resuming"), std::string::npos) << refused.err;
 }
+
+// A renamed flag keeps working under its old spelling, as "--old value" and as "--old=value"; a flag that only
+// starts with the old name and the program's name (argv[0]) are left alone.
+TEST(Settings, RenamedFlagsAreRewrittenToTheirNewNames) {
+  std::vector<std::string> given = {"--attention", "--attention", "mamba", "--layer-attention=softmax,mamba",
+                                    "--attention-x", "--out", "--attention"};
+  std::vector<char*> argv;
+  for (std::string& a : given) argv.push_back(&a[0]);
+  RenamedArgs args((int)argv.size(), argv.data(), mixer_renamed_flags());
+  std::vector<std::string> out(args.argv(), args.argv() + args.argc());
+  EXPECT_EQ(out, (std::vector<std::string>{"--attention", "--mixer", "mamba", "--layer-mixer=softmax,mamba",
+                                           "--attention-x", "--out", "--mixer"}));
+  EXPECT_EQ(args.argv()[args.argc()], nullptr);
+  // And the new names are the model's flags: ./train's table has them, not the old ones.
+  bool mixer = false, layer_mixer = false, old = false;
+  for (const Setting<TrainConfig>& s : train_settings()) {
+    if (!s.flag) continue;
+    mixer = mixer || std::string(s.flag) == "mixer";
+    layer_mixer = layer_mixer || std::string(s.flag) == "layer-mixer";
+    old = old || std::string(s.flag) == "attention" || std::string(s.flag) == "layer-attention";
+  }
+  EXPECT_TRUE(mixer && layer_mixer && !old);
+}
+

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model/params.h"
 #include "ops/mask.h"
+#include "textbook/finite_differences.h"
 
 namespace testutil {
 
@@ -115,19 +116,9 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& a, const 
   return ::testing::AssertionFailure() << s.str();
 }
 
-// Central finite differences of f with respect to x[0..n): (f(x + h·e_i) − f(x − h·e_i)) / 2h.
+// Central finite differences of f with respect to x[0..n): (f(x + h·e_i) − f(x − h·e_i)) / 2h (the textbook's).
 inline std::vector<double> finite_differences(const std::function<double()>& f, double* x, size_t n, double h = 1e-6) {
-  std::vector<double> grad(n);
-  for (size_t i = 0; i < n; i++) {
-    const double saved = x[i];
-    x[i] = saved + h;
-    const double up = f();
-    x[i] = saved - h;
-    const double down = f();
-    x[i] = saved;
-    grad[i] = (up - down) / (2 * h);
-  }
-  return grad;
+  return ref_finite_differences(f, x, n, h);
 }
 
 inline double dot(const std::vector<double>& a, const std::vector<double>& b) {

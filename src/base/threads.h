@@ -3,6 +3,8 @@
 // a small machine.
 #pragma once
 
+#include <omp.h>
+
 #include <cstddef>
 #include <string>
 
@@ -27,6 +29,18 @@ void parallel_for(size_t n, size_t work, Body&& body) {
   }
 #pragma omp parallel for
   for (size_t i = 0; i < n; i++) body(i);
+}
+
+// The indices [begin, end) of 0 … n−1 that the calling thread owns inside a parallel region, in equal contiguous
+// shares: each thread runs its own block of rows of a product, or keeps a sum to its own columns (so that no two
+// threads add into the same gradient).
+struct Share {
+  int begin, end;
+  int size() const { return end - begin; }
+};
+inline Share my_share(int n) {
+  const int threads = omp_get_num_threads(), me = omp_get_thread_num();
+  return {(int)((long)n * me / threads), (int)((long)n * (me + 1) / threads)};
 }
 
 // Within its scope, OpenMP regions use at most `n` threads (never more than before); the count is restored after.

@@ -182,8 +182,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
                              std::to_string(ckpt.tokenizer.size()) + " tokens");
   std::vector<AttentionMask> masks;
+  std::vector<std::unique_ptr<Mixer>> mixers;
   try {
-    validate(config);
+    mixers = validated_mixers(config);
     masks = parse_layer_masks(meta.text("mask"), config.n_layer);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + escape_for_message(e.what()));
@@ -199,7 +200,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (ckpt.tokenizer.num_chars() == 0) throw std::runtime_error(path + ": the vocabulary has no characters");
   // Every weight must be in the file with its shape before the model is allocated: the file's own size then
   // bounds the allocation, whatever sizes the metadata claims.
-  for (const TensorSpec& t : gpt_tensor_table(config)) find_tensor(path, t.name, t.shape, file.tensors);
+  for (const TensorSpec& t : gpt_tensor_table(config, mixers)) find_tensor(path, t.name, t.shape, file.tensors);
   ckpt.model = std::make_unique<GPT>(config, masks);
   GPT& model = *ckpt.model;
 

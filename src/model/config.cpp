@@ -28,9 +28,9 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
     {"attn_only",  "attn-only",  "blocks without MLPs (attention-only transformer)",  FIELD(attn_only),  any_value(),                      S::Run},
     {"attn_scale", "attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
                                                                                      FIELD(attn_scale), any_value(),                      S::Run},
-    {"attention",  "attention",  attention_help.c_str(),
+    {"attention",  "mixer",      attention_help.c_str(),
                                                                                      FIELD(attention),  any_value(),                      S::Run},
-    {nullptr,      "layer-attention", layer_attention_help.c_str(),
+    {nullptr,      "layer-mixer", layer_attention_help.c_str(),
                                                                                      FIELD(attention),  any_value(),                      S::Run},
   };
   // clang-format on
@@ -44,7 +44,9 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
 
 #undef FIELD
 
-void validate(const ModelConfig& c) {
+void validate(const ModelConfig& c) { validated_mixers(c); }
+
+std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& c) {
   check_ranges(model_settings(), c);
   if (c.n_embd % c.n_head != 0)
     throw std::runtime_error("n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
@@ -54,12 +56,13 @@ void validate(const ModelConfig& c) {
   try {
     mixers = make_layer_mixers(c);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string("attention (--attention, --layer-attention): ") + e.what());
+    throw std::runtime_error(std::string("attention (--mixer, --layer-mixer): ") + e.what());
   }
   if (c.attn_scale != "sqrt" &&
       std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->lab().logit_scale() > 0; }))
     throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales q·k logits, and no layer of "
                              "this model has any (attention " + canonical_mixers(c) + ")");
+  return mixers;
 }
 
 float attention_scale(const ModelConfig& c) {

@@ -23,6 +23,7 @@
 class MixerLab;
 class Rng;
 
+// N(0, σ) names a normal distribution by its standard deviation σ, here and in every comment of the model.
 enum class Init {
   Normal,          // N(0, 0.02)
   ResidualNormal,  // N(0, 0.02/√(2·n_layer)): projections that add into the residual stream (GPT-2 paper)

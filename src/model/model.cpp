@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/arena.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "model/block.h"
@@ -18,16 +19,13 @@
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 
-// Lays out every activation buffer in one arena. With base == nullptr it only counts, so the memory estimate
-// and the allocation can never disagree.
+// Lays out every activation buffer in one arena (base/arena.h): with base == nullptr it only counts, so the
+// memory estimate and the allocation can never disagree.
 static size_t layout_activations(Activations& a, const ModelConfig& c, const std::vector<std::unique_ptr<Mixer>>& mixers,
                                  int B, int T, bool gated, float* base) {
   const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size;
-  size_t used = 0;
-  auto take = [&](float*& slot, size_t n) {
-    slot = base ? base + used : nullptr;
-    used += n;
-  };
+  ArenaCarver arena{base};
+  auto take = [&](float*& slot, size_t n) { slot = arena.take(n); };
   a.layers.resize(c.n_layer);
   take(a.encoded, BT * C);
   size_t mixer_scratch = 0;
@@ -46,7 +44,7 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, const std
   take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
   take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.mixer_scratch, mixer_scratch);
   take(a.d_mlp, c.attn_only ? 0 : BT * 4 * C), take(a.d_logits, BT * V);
-  return used;
+  return arena.used;
 }
 
 size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
@@ -55,10 +53,14 @@ size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
 }
 
 // Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
-// size that would overflow 64 bits must be refused, not wrapped around to a small number.
+// size that would overflow 64 bits must be refused, not wrapped around to a small number. The mixers are made once
+// for both counts.
 static long double training_bytes(const ModelConfig& config, int B) {
-  const long double params = total_floats(gpt_tensor_table(config));
-  const long double per_sequence = activation_floats(config, 1, config.block_size) + 2.0L * config.block_size;
+  const std::vector<std::unique_ptr<Mixer>> mixers = make_layer_mixers(config);
+  Activations scratch;
+  const long double params = total_floats(gpt_tensor_table(config, mixers));
+  const long double per_sequence =
+      layout_activations(scratch, config, mixers, 1, config.block_size, false, nullptr) + 2.0L * config.block_size;
   return sizeof(float) * (4 * params + (long double)B * per_sequence);
 }
 
@@ -79,9 +81,9 @@ void check_fits_in_memory(const ModelConfig& config, int B) {
 }
 
 GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)
-    : config((validate(cfg), cfg)), mixers_(make_layer_mixers(cfg)) {
+    : config(cfg), mixers_(validated_mixers(cfg)) {  // the model's mixers, made once
   set_masks(layer_masks.empty() ? std::vector<AttentionMask>(config.n_layer) : std::move(layer_masks));
-  table_ = gpt_tensor_table(config);
+  table_ = gpt_tensor_table(config, mixers_);
   own_params_.assign(total_floats(table_), 0.0f);
   params_memory_ = own_params_;
   bind_arenas();

@@ -5,7 +5,9 @@
 #include "base/rng.h"
 #include "model/mixers/registry.h"
 
-std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) {
+std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) { return gpt_tensor_table(c, make_layer_mixers(c)); }
+
+std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c, const std::vector<std::unique_ptr<Mixer>>& mixers) {
   const int64_t C = c.n_embd, V = c.vocab_size, maxT = c.block_size;
   std::vector<TensorSpec> table;
   size_t offset = 0;
@@ -32,7 +34,6 @@ std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) {
       t.layer = l, t.mixer_slot = (int)i, t.init_fn = r.init_fn;
     }
   };
-  const std::vector<std::unique_ptr<Mixer>> mixers = make_layer_mixers(c);
   //    name                    shape        init                 decay  view
   model("wte.weight",           {V, C},      Init::Normal,        true,  &GPTParams::wte);
   model("wpe.weight",           {maxT, C},   Init::Normal,        true,  &GPTParams::wpe);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,9 @@ struct TensorSpec {
   std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;  // Init::Custom (MixerTensor::init_fn)
 };
 
-std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& config);
+// The table of a model whose layers run `mixers` (one per layer, made from config: each declares its own rows).
+std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& config, const std::vector<std::unique_ptr<Mixer>>& mixers);
+std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& config);  // makes the mixers, for the table alone
 size_t total_floats(const std::vector<TensorSpec>& table);
 // Points the views at `arena`, which holds total_floats(table) floats laid out as the table says.
 GPTParams bind_params(const std::vector<TensorSpec>& table, float* arena, int n_layer);

@@ -9,15 +9,7 @@
 
 // Threads split each product themselves: every thread calls single-threaded sgemm on its own block of rows or
 // columns. At these sizes OpenBLAS would barely use a second core, and one thread pool (OpenMP) instead of two
-// means the pools never fight over the cores (see threads.cpp).
-struct Share {
-  int begin, end;
-  int size() const { return end - begin; }
-};
-static Share my_share(int n) {
-  const int threads = omp_get_num_threads(), me = omp_get_thread_num();
-  return {(int)((long)n * me / threads), (int)((long)n * (me + 1) / threads)};
-}
+// means the pools never fight over the cores (see threads.cpp). Each thread's block is its my_share (threads.h).
 
 void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IC, int OC,
                     const float* residual) {

@@ -31,10 +31,10 @@ void lm_head_backward(float* dinp, float* dwte,                // (N, C), (V, C)
                       int N, int C, int V);
 
 // One row (N = 1) of the two forwards above, for generation with the KV cache. sgemm would repack all of W for a
-// single row (most of a token's time when this was a 1-row sgemm); a matrix-vector product reads each weight once.
+// single row; a matrix-vector product reads each weight once.
 //   matvec            y = b + xᵀ·W     x (IC), W (IC, OC) row-major, b (OC) or null, y (OC)
 //   lm_head_matvec    logits = wte·x   x (C), wte (V, C) row-major, logits (V)
-// Single-threaded on purpose: one row is a few µs of work. Splitting the columns between two threads (one
-// parallel region per token, a barrier after each product) measured 2.5× slower on 2 cores: the barriers cost more.
+// Single-threaded on purpose: one row is a few µs of work, less than the barriers of splitting it between threads
+// cost (docs/performance.md, "Why the one-row products are single-threaded").
 void matvec(float* out, const float* inp, const float* weight, const float* bias, int IC, int OC);
 void lm_head_matvec(float* logits, const float* inp, const float* wte, int C, int V);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/arena.h"
 #include "base/fast_exp.h"
 #include "base/rng.h"
 #include "base/threads.h"
@@ -34,55 +35,36 @@ std::vector<MambaTensorShape> mamba_tensor_shapes(const MambaDims& d) {
 
 // ---- Initialisation ----------------------------------------------------------------------------------------------
 
-void mamba_init_dt_bias(float* dt_bias, int H, Rng& rng) {
+void mamba_init_dt_bias(float* dt_bias, size_t n, Rng& rng) {
   const double lo = std::log(1e-3), hi = std::log(1e-1);
-  for (int h = 0; h < H; h++) {
+  for (size_t h = 0; h < n; h++) {
     const double dt = std::exp(lo + rng.uniform() * (hi - lo));  // log-uniform in [1e-3, 1e-1)
     dt_bias[h] = (float)(dt + std::log(-std::expm1(-dt)));     // softplus⁻¹(dt) = log(eᵈᵗ − 1)
   }
 }
 
-void mamba_init_A_log(float* A_log, int H, Rng& rng) {
-  for (int h = 0; h < H; h++) A_log[h] = std::log(1.0f + 15.0f * rng.uniform());
+void mamba_init_A_log(float* A_log, size_t n, Rng& rng) {
+  for (size_t h = 0; h < n; h++) A_log[h] = std::log(1.0f + 15.0f * rng.uniform());
 }
 
-void mamba_init_conv(float* conv_w, float* conv_b, int X, int K, Rng& rng) {
+void mamba_init_conv(float* p, size_t n, int K, Rng& rng) {
   const float bound = 1.0f / std::sqrt((float)K);
-  for (int i = 0; i < X * K; i++) conv_w[i] = bound * (2.0f * rng.uniform() - 1.0f);
-  for (int c = 0; c < X; c++) conv_b[c] = bound * (2.0f * rng.uniform() - 1.0f);
+  for (size_t i = 0; i < n; i++) p[i] = bound * (2.0f * rng.uniform() - 1.0f);
 }
 
-void mamba_init_params(const MambaParams& p, const MambaDims& d, Rng& rng) {
-  if (d.has_conv()) mamba_init_conv(p.conv_w, p.conv_b, d.conv_channels(), d.K, rng);
-  mamba_init_dt_bias(p.dt_bias, d.H, rng);
-  mamba_init_A_log(p.A_log, d.H, rng);
-  std::fill(p.D, p.D + d.H, 1.0f);
-  std::fill(p.norm_w, p.norm_w + d.E, 1.0f);
-  if (!d.selective) {
-    const double std_dev = std::pow((double)d.N, -0.25);
-    for (int n = 0; n < d.N; n++) p.B_const[n] = (float)(std_dev * rng.normal());
-    for (int n = 0; n < d.N; n++) p.C_const[n] = (float)(std_dev * rng.normal());
-  }
+void mamba_init_state_const(float* p, size_t N, Rng& rng) {
+  const double std_dev = std::pow((double)N, -0.25);
+  for (size_t n = 0; n < N; n++) p[n] = (float)(std_dev * rng.normal());
 }
 
 // ---- Memory ------------------------------------------------------------------------------------------------------
 
 namespace {
 
-// Carves consecutive blocks out of one float arena; with base == nullptr it only counts.
-struct Carver {
-  float* base;
-  size_t used = 0;
-  float* take(size_t n) {
-    float* p = base ? base + used : nullptr;
-    used += n;
-    return p;
-  }
-};
 
 MambaActivations layout_activations(float* base, const MambaDims& d, int B, int T, size_t* count) {
   const size_t BT = (size_t)B * T;
-  Carver c{base};
+  ArenaCarver c{base};
   MambaActivations a;
   a.proj = c.take(BT * d.in_cols());
   a.xbc_pre = c.take(BT * d.conv_channels());
@@ -106,7 +88,7 @@ size_t scan_scratch(const MambaDims& d, int B, int T) {
 }
 Scratch layout_scratch(float* base, const MambaDims& d, int B, int T, size_t* count) {
   const size_t BT = (size_t)B * T;
-  Carver c{base};
+  ArenaCarver c{base};
   Scratch s;
   s.dn = c.take(BT * d.E);
   s.dy = c.take(BT * d.E);
@@ -116,16 +98,6 @@ Scratch layout_scratch(float* base, const MambaDims& d, int B, int T, size_t* co
   s.scan = c.take(scan_scratch(d, B, T));
   if (count) *count = c.used;
   return s;
-}
-
-// The channels [begin, end) of n that this thread owns inside a parallel region: for sums over rows that each
-// thread keeps to its own columns (no two threads add into the same gradient).
-struct Share {
-  int begin, end;
-};
-Share my_share(int n) {
-  const int threads = omp_get_num_threads(), me = omp_get_thread_num();
-  return {(int)((long)n * me / threads), (int)((long)n * (me + 1) / threads)};
 }
 
 inline float sigmoid(float v) { return 1.0f / (1.0f + fast_exp(-v)); }
@@ -247,10 +219,11 @@ namespace {
 
 // One position of one head: S ← ā·S + Δ·x Bᵀ, then y = S C + D·x.   x, y (P), B, C (N).
 // S is stored transposed, (N × P): row n is state column n for all P channels. The loops then run over p (P = E/H,
-// whole vectors at the usual sizes) and y accumulates across rows without a horizontal sum per channel (measured
-// with a throwaway timing of mamba_scan_forward on one thread, B = 12, T = 64, E = 256, H = 4, N = 16: about twice
-// as fast as S stored P × N).
-// The forward, the backward's re-run and the decoder all step through this (one float arithmetic for all three).
+// whole vectors at the usual sizes) and y accumulates across rows without a horizontal sum per channel (the timing
+// that chose this layout: docs/mamba.md, "The state's layout in memory").
+// The forward and the decoder step through this, so the decoder's one-token step is the forward's float arithmetic;
+// the backward's forward re-run writes the same recurrence inline, because it forms dC_t and r_t from each S_t as
+// it goes.
 inline void scan_step(float* S, float* y, const float* x, const float* Bv, const float* Cv, float delta, float decay,
                       float D, int P, int N) {
   for (int p = 0; p < P; p++) y[p] = D * x[p];

@@ -135,17 +135,18 @@ struct MambaTensorShape {
 };
 std::vector<MambaTensorShape> mamba_tensor_shapes(const MambaDims& d);
 
-// ---- Initialisation as Mamba-2 (in_proj and out_proj are the model's, like its other linear weights).
+// ---- Initialisation as Mamba-2, one function per tensor, each filling its n floats: the mixer
+// (model/mixers/mamba.cpp) hands each to its tensor's row. in_proj and out_proj are the model's linear weights;
+// D and norm.weight start at 1. N(0, σ) names the standard deviation σ, as everywhere in the model (mixer.h).
 // softplus(dt_bias) log-uniform in [1e-3, 1e-1]: dt_bias = Δ₀ + log(1 − e^{−Δ₀}), the inverse of softplus.
-void mamba_init_dt_bias(float* dt_bias, int H, Rng& rng);
+void mamba_init_dt_bias(float* dt_bias, size_t n, Rng& rng);
 // A_log = log U[1, 16], so the decay rate −a = exp(A_log) ∈ [1, 16).
-void mamba_init_A_log(float* A_log, int H, Rng& rng);
-// PyTorch's default for a depthwise Conv1d (fan-in K): weight and bias U(−1/√K, 1/√K).
-void mamba_init_conv(float* conv_w, float* conv_b, int X, int K, Rng& rng);
-// All of a layer's own tensors: dt_bias, A_log, conv (K > 0) as above, D = 1, norm_w = 1, and for the
-// non-selective variant B and C ~ N(0, N^{−1/2}) each (std N^{−1/4}), so that C·B has unit standard deviation, the
-// order of the skip term D·x. Leaves in_proj_w and out_proj_w alone.
-void mamba_init_params(const MambaParams& p, const MambaDims& d, Rng& rng);
+void mamba_init_A_log(float* A_log, size_t n, Rng& rng);
+// PyTorch's default for a depthwise Conv1d of width K (fan-in K), for its weight and its bias: U(−1/√K, 1/√K).
+void mamba_init_conv(float* p, size_t n, int K, Rng& rng);
+// The non-selective variant's constant B or C (N floats): N(0, N^{−1/4}), so that C·B = Σ_n C_n·B_n has variance
+// N·(N^{−1/2})² = 1, the order of the skip term D·x.
+void mamba_init_state_const(float* p, size_t N, Rng& rng);
 
 // ---- What the forward keeps for the backward (and for the lab): one float arena carved by mamba_activations.
 //   proj    (B,T,in_cols)  u·W_in: z | xBC_raw | dt_raw

@@ -15,6 +15,7 @@
 
 #include "model/config.h"
 #include "ops/mamba.h"  // MambaDims, MambaTensors, MambaSettings, kMambaNormEps
+#include "textbook/finite_differences.h"
 #include "textbook/mixer.h"
 
 template <typename F>
@@ -179,15 +180,8 @@ void ref_mamba_backward(F* du, const MambaTensors<F*>& g, const F* dout, const F
     return s;
   };
   auto differentiate = [&](F* v, size_t n, F* grad, bool add) {
-    for (size_t i = 0; i < n; i++) {
-      const F saved = v[i];
-      v[i] = saved + h;
-      const F up = loss();
-      v[i] = saved - h;
-      const F down = loss();
-      v[i] = saved;
-      grad[i] = (add ? grad[i] : F(0)) + (up - down) / (2 * h);
-    }
+    const std::vector<F> d = ref_finite_differences(loss, v, n, h);
+    for (size_t i = 0; i < n; i++) grad[i] = (add ? grad[i] : F(0)) + d[i];
   };
   differentiate(x.data(), x.size(), du, false);
   using W = MambaTensors<const F*>;

@@ -28,7 +28,8 @@ class Mamba final : public Mixer, public MixerLab {
   }
   const char* kind() const override { return "mamba"; }
 
-  // Names, shapes and order from ops/mamba.h (the checkpoint's contract); here each gets its init and optimizer:
+  // Names, shapes and order from ops/mamba.h (the checkpoint's contract); here each gets its init (ops/mamba.h's, one
+  // function per tensor) and optimizer:
   // in_proj and out_proj are the model's linear weights (N(0, 0.02), out_proj scaled as a residual projection;
   // decayed; Muon's), the rest Mamba-2's own init and AdamW without decay.
   std::vector<MixerTensor> tensors() const override {
@@ -45,21 +46,13 @@ class Mamba final : public Mixer, public MixerLab {
       } else if (n == "mamba.D" || n == "mamba.norm.weight") {
         t.init = Init::Ones;
       } else if (n == "mamba.conv1d.weight" || n == "mamba.conv1d.bias") {
-        // PyTorch's depthwise Conv1d default: U(−1/√K, 1/√K) for weight and bias (fan-in K).
-        t.init_fn = [K = d.K](float* p, size_t count, Rng& rng) {
-          const float bound = 1.0f / std::sqrt((float)K);
-          for (size_t i = 0; i < count; i++) p[i] = bound * (2.0f * rng.uniform() - 1.0f);
-        };
+        t.init_fn = [K = d.K](float* p, size_t count, Rng& rng) { mamba_init_conv(p, count, K, rng); };
       } else if (n == "mamba.dt_bias") {
-        t.init_fn = [](float* p, size_t count, Rng& rng) { mamba_init_dt_bias(p, (int)count, rng); };
+        t.init_fn = mamba_init_dt_bias;
       } else if (n == "mamba.A_log") {
-        t.init_fn = [](float* p, size_t count, Rng& rng) { mamba_init_A_log(p, (int)count, rng); };
+        t.init_fn = mamba_init_A_log;
       } else if (n == "mamba.B" || n == "mamba.C") {
-        // N(0, N^{−1/2}) each, so that C·B has unit standard deviation (ops/mamba.h, mamba_init_params).
-        t.init_fn = [N = d.N](float* p, size_t count, Rng& rng) {
-          const double std_dev = std::pow((double)N, -0.25);
-          for (size_t i = 0; i < count; i++) p[i] = (float)(std_dev * rng.normal());
-        };
+        t.init_fn = mamba_init_state_const;
       } else {
         throw std::logic_error("mamba mixer: no init for tensor " + n);
       }

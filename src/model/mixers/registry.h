@@ -1,5 +1,6 @@
-// The mixer kinds a model may use, by the name --attention, --layer-attention and the checkpoint's "attention" key
-// spell them. A kind is its own files (model/mixers/<kind>.cpp, and the op it plugs in, ops/<kind>.{h,cpp}; its
+// The mixer kinds a model may use, by the name --mixer, --layer-mixer and the checkpoint's "attention" key spell
+// them (the key keeps its first name, so every checkpoint reads the same way; the flags were --attention and
+// --layer-attention, which still work: mixer_renamed_flags). A kind is its own files (model/mixers/<kind>.cpp, and the op it plugs in, ops/<kind>.{h,cpp}; its
 // double-precision textbook, textbook/<kind>.h) plus one line in model/mixers/kinds.h. Its file defines
 //   const MixerKind& <id>_kind() { static const MixerKind kind = {name, summary, make, settings, describe}; … }
 // and nothing outside those files names it.
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/renamed_flags.h"
 #include "base/settings.h"
 #include "model/config.h"
 #include "model/mixer.h"
@@ -24,11 +26,16 @@ struct MixerKind {
 };
 const std::vector<const MixerKind*>& mixer_kinds();  // in the order of kinds.h
 std::string mixer_kind_names();  // "softmax, linear, …" for messages
+// --attention → --mixer, --layer-attention → --layer-mixer (base/renamed_flags.h).
+const std::vector<RenamedFlag>& mixer_renamed_flags();
 
 // The kind of every layer from config.attention ("softmax", or "softmax,linear,…" one per layer). Throws naming the
 // unknown kind and the accepted ones, or the count when the list does not match n_layer.
 std::vector<const MixerKind*> layer_kinds(const ModelConfig& config);
 // One mixer per layer, made by each layer's kind.
 std::vector<std::unique_ptr<Mixer>> make_layer_mixers(const ModelConfig& config);
+// validate(config) (config.h), and the mixers it made to check them: a model builds its mixers this once
+// (defined beside validate, in config.cpp).
+std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& config);
 // config.attention written back in its shortest form (one name when every layer agrees).
 std::string canonical_mixers(const ModelConfig& config);

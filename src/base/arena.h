@@ -1,0 +1,15 @@
+// One float arena, carved into consecutive blocks. A layout function written with it serves twice: with base null
+// it only counts (every block is null, `used` ends at the total), with memory it points the blocks into it, so the
+// size allocated and the layout used can never disagree (model.cpp's activations, ops/mamba.cpp's).
+#pragma once
+#include <cstddef>
+
+struct ArenaCarver {
+  float* base;
+  size_t used = 0;
+  float* take(size_t n) {
+    float* p = base ? base + used : nullptr;
+    used += n;
+    return p;
+  }
+};
