@@ -21,9 +21,10 @@ build/trace/libplaingpt.a: $(TRACE_OBJ) $(TRACE_REST)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/trace/train: build/main/train.o build/trace/calls.o build/trace/libplaingpt.a
+build/trace/bin/train: build/main/train.o build/trace/calls.o build/trace/libplaingpt.a
+	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS) -ldl
 
-test: build/trace/train
+test: build/trace/bin/train
 
 -include $(TRACE_OBJ:.o=.d)

@@ -341,7 +341,8 @@ std::string quoted_value(std::string text) {
   return rest == std::string::npos ? word : "";  // one bare word ("auto"), or a default in words
 }
 
-bool same_value(const std::string& quoted, const std::string& actual) {
+bool same_value(const std::string& quoted, std::string actual) {
+  if (actual.size() >= 2 && actual.front() == '\'' && actual.back() == '\'') actual = actual.substr(1, actual.size() - 2);
   char *a = nullptr, *b = nullptr;
   const double x = std::strtod(quoted.c_str(), &a), y = std::strtod(actual.c_str(), &b);
   if (*a == '\0' && *b == '\0' && !quoted.empty() && !actual.empty()) return std::fabs(x - y) <= 1e-6 * std::fabs(y);  // a float default printed in full

@@ -228,12 +228,15 @@ std::string aside_reason(const std::string& file) {
 
 std::string without_extension(const std::string& file) { return file.substr(0, file.rfind('.')); }
 
-// The repository's source files that ran: addr2line's "file:line" lines for the traced functions, cut to the
-// part from src/ on.
+// The repository's source files that ran: addr2line -f's pairs of lines (function, file:line) for the traced
+// functions, the file cut to the part from src/ on. A file's static initialisation (which the compiler runs for
+// every file that has any, before main) is not a call of the run.
 std::set<std::string> files_that_ran(const std::string& addr2line_output) {
   std::set<std::string> files;
   std::stringstream in(addr2line_output);
-  for (std::string line; std::getline(in, line);) {
+  for (std::string function, line; std::getline(in, function) && std::getline(in, line);) {
+    if (function.rfind("_GLOBAL__sub_I_", 0) == 0 || function.find("__static_initialization_and_destruction") != std::string::npos)
+      continue;
     const size_t colon = line.rfind(':');
     std::string file = line.substr(0, colon);
     const size_t src = file.rfind("/src/");
@@ -256,17 +259,17 @@ std::set<std::string> files_that_ran(const std::string& addr2line_output) {
 // generate, explore) are aside by definition, and a function that runs is not told apart from the rest of its
 // file: a file on the path may hold code the default run never calls.
 TEST(Tour, TheCorePathIsWhatTrainRuns) {
-  ASSERT_TRUE(progutil::file_exists("build/trace/train")) << "build it with make build/trace/train (make test does)";
+  ASSERT_TRUE(progutil::file_exists("build/trace/bin/train")) << "build it with make build/trace/bin/train (make test does)";
   if (std::system("addr2line --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "addr2line (binutils) is needed";
   progutil::TempDir dir;
   const std::string trace = dir / "trace.txt";
   progutil::RunResult r = progutil::run_command(
-      "PLAINGPT_TRACE=" + progutil::quote(trace) + " build/trace/train --preset tiny --steps 3 --eval-every 0 "
-      "--eval-iters 1 --threads 2 --out " + progutil::quote(dir / "run"), ".");
+      "PLAINGPT_TRACE=" + progutil::quote(trace) + " build/trace/bin/train --preset tiny --steps 3 --eval-every 0 "
+      "--eval-iters 1 --threads 2 --out " + progutil::quote(dir / "run"), dir.path());
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
   ASSERT_TRUE(progutil::file_exists(trace));
   progutil::RunResult lines =
-      progutil::run_command("addr2line -e build/trace/train < " + progutil::quote(trace) + " | sort -u", dir.path());
+      progutil::run_command("addr2line -f -e build/trace/bin/train $(cat " + progutil::quote(trace) + ")", dir.path());
   ASSERT_TRUE(lines.exited && lines.exit_code == 0) << lines.describe();
   const std::set<std::string> ran = files_that_ran(lines.out);
   ASSERT_GE(ran.size(), 10u) << "the trace names too few files:\n" << lines.out;
