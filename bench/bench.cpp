@@ -1054,7 +1054,7 @@ static json mixers_cost(bool quick) {
     struct Contender {
       std::unique_ptr<GPT> model;
       std::unique_ptr<Replicas> one;  // the model alone (one thread here)
-      AdamW state;
+      AdamW optimizer;
       std::unique_ptr<Learner> learner;
       std::vector<double> train_us, decode_us;
       size_t state = 0;
@@ -1072,7 +1072,7 @@ static json mixers_cost(bool quick) {
       c3[k].model = std::make_unique<GPT>(c);
       c3[k].model->init_weights(3);
       c3[k].one = std::make_unique<Replicas>(*c3[k].model, 1);
-      c3[k].learner.reset(new Learner{*c3[k].one, OptimizerKind::AdamW, c3[k].state});
+      c3[k].learner.reset(new Learner{*c3[k].one, OptimizerKind::AdamW, c3[k].optimizer});
       c3[k].state = c3[k].model->mixer(0).state_floats(c3[k].model->masks()[0]);
     }
     auto step = [&](Contender& ct, int i) {
