@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cxxopts.hpp>
 
+#include "base/program_flags.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "data/dataset.h"
@@ -271,18 +272,18 @@ int main(int argc, char** argv) {
      cxxopts::value<int>()->default_value("8000"))
     ("host", "serve: the address to listen on; anything but loopback exposes the model to the network",
      cxxopts::value<std::string>()->default_value("127.0.0.1"))
-    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
-    ("h,help", "show this help");
+    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"));
   // clang-format on
   options.parse_positional({"command"});
   options.positional_help("attention|heads|prune|serve");
   try {
-    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
-    if (flags.count("help") || !flags.count("command")) {
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& flags = *parsed;
+    if (!flags.count("command")) {
       std::printf("%s\n", options.help().c_str());
-      return flags.count("help") ? 0 : 2;
+      return 2;
     }
-    if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
     check_numbers(flags);
     const int threads = flags["threads"].as<int>();
     set_threads(threads > 0 ? threads : default_threads());

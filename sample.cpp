@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cxxopts.hpp>
 
+#include "base/program_flags.h"
 #include "io/checkpoint.h"
 #include "data/dataset.h"
 #include "train/evaluate.h"
@@ -141,14 +142,10 @@ int main(int argc, char** argv) {
   cxxopts::Options options("sample", "Generate text from a plaingpt checkpoint, or score a text with it.");
   add_flags(options, sample_settings(), SampleConfig{});
   add_flags(options, sampling_settings(), SamplingOptions{});
-  options.add_options()("h,help", "show this help");
   try {
-    cxxopts::ParseResult flags = parse_flags(options, argc, argv);
-    if (flags.count("help")) {
-      std::printf("%s\n", options.help().c_str());
-      return 0;
-    }
-    if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& flags = *parsed;
     SampleConfig config;
     SamplingOptions sampling;
     apply_flags(flags, sample_settings(), config);

@@ -2,12 +2,14 @@
 //   ./train --preset tiny --data data/stories.txt --out out/tiny
 //   ./train --resume out/tiny --steps 4000        (continue a run, with its own settings, to step 4000)
 //   mpirun -np 2 ./train --preset small …         (one run over 2 processes: docs/distributed.md)
-// Every setting's flag, help line, checkpoint key and range is one row of train_settings() (src/train/settings.cpp).
+// Every setting's flag, help line, checkpoint key and range is one row of a table: the run's in run_settings()
+// (src/train/train_config.cpp), the model's in model_settings() (src/model/config.cpp); train_settings() is both.
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cxxopts.hpp>
 
+#include "base/program_flags.h"
 #include "base/threads.h"
 #include "io/checkpoint.h"
 #include "io/run_folder.h"
@@ -96,15 +98,11 @@ static int train_main(int argc, char** argv) {
     ("print-settings", "print the settings these flags give (JSON, as the checkpoint stores them) and exit without "
                        "training");
   add_flags(options, train_settings(), preset("tiny"));
-  options.add_options()("h,help", "show this help");
   try {
     RenamedArgs args(argc, argv, mixer_renamed_flags());  // --attention still works, saying it is now --mixer
-    cxxopts::ParseResult flags = parse_flags(options, args.argc(), args.argv());
-    if (flags.count("help")) {
-      std::printf("%s\n", options.help().c_str());
-      return 0;
-    }
-    if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, args.argc(), args.argv());
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& flags = *parsed;
     if (flags.count("mask") && flags.count("layer-masks")) throw std::runtime_error("give --mask or --layer-masks, not both");
     if (flags.count("mixer") && flags.count("layer-mixer"))
       throw std::runtime_error("give --mixer or --layer-mixer, not both");

@@ -71,6 +71,7 @@
 #include "generate/sampling.h"
 #include "base/threads.h"
 #include "lab/plot.h"
+#include "train/loop.h"
 #include "train/replicas.h"
 #include "train/trainer.h"
 
@@ -229,16 +230,12 @@ static Rate sgemm_gflops(int threads, int M, int N, int K, int reps) {
 struct StepTimes {
   std::vector<double> ms, cpu_ms;  // wall and CPU (all threads) time of each timed step
   double median_ms = 0, median_cpu_ms = 0;
-  // Median wall and CPU ms of each phase of the step: forward, zero_grad, backward, clip, adamw.
-  static constexpr int kPhases = 5;
-  double phase_ms[kPhases] = {}, phase_cpu_ms[kPhases] = {};
   bool batch_split = false;  // the threads took slices of the batch (train/replicas.h)
 };
-static const char* kPhaseNames[StepTimes::kPhases] = {"forward", "zero_grad", "backward", "clip", "adamw"};
 
-// The trainer's step without its data loading and logging: forward, zero_grad, backward, clip, AdamW, with the
-// threads shared as ./train shares them (--threads-split, train/replicas.h). Split by batch, the forward, zero_grad,
-// backward and the gradients' combine run as one phase, timed as "forward" (zero_grad and backward show 0).
+// ./train's step (train_step, train/loop.h) without its data loading and logging: zero_grad, forward, backward,
+// clip, AdamW, with the threads shared as ./train shares them (--threads-split, train/replicas.h). The ops'
+// own times are the per-op breakdown's (below).
 static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, int warmup, int reps,
                                      const std::string& split = "auto") {
   set_threads(threads);
@@ -246,44 +243,24 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
   model.init_weights(1337);
   const bool batch_split = choose_split(split, threads, B, false) == ThreadSplit::Batch;
   Replicas replicas(model, batch_split ? threads : 1);
-  AdamW opt;
-  AdamWConfig cfg;
+  AdamW state;
+  Learner learner{replicas, OptimizerKind::AdamW, state};
+  TrainConfig cfg;  // AdamW at its defaults, on a 2000-step schedule
+  cfg.optimizer = "adamw", cfg.steps = 2000;
   Rng rng(42);
   const int T = c.block_size;
   std::vector<int> x = random_tokens((size_t)B * T, c.vocab_size, rng), y = random_tokens(x.size(), c.vocab_size, rng);
   StepTimes st;
   st.batch_split = batch_split;
-  std::vector<double> phase_wall[StepTimes::kPhases], phase_cpu[StepTimes::kPhases];
   for (int i = 0; i < warmup + reps; i++) {
-    double wall[StepTimes::kPhases + 1], cpu[StepTimes::kPhases + 1];
-    int k = 0;
     const auto t0 = Clock::now();
-    auto mark = [&] { wall[k] = ms_since(t0), cpu[k] = process_cpu_ms(), k++; };
-    mark();
-    float loss = 0;
-    if (batch_split) {
-      loss = (float)replicas.forward_backward(x.data(), y.data(), B, T).mean();
-      mark(), mark(), mark();
-    } else {
-      loss = model.forward(x.data(), y.data(), B, T);
-      mark();
-      model.zero_grad();
-      mark();
-      model.backward();
-      mark();
-    }
-    clip_global_norm(model.grads_memory(), cfg.grad_clip);
-    mark();
-    opt.update(model, cfg, learning_rate(cfg, i, 2000));
-    mark();
-    if (!std::isfinite(loss)) throw std::runtime_error("benchmark step diverged");
+    const double cpu0 = process_cpu_ms();
+    const StepResult step = train_step(learner, cfg, i, {x.data(), y.data(), B, T});
+    const double wall = ms_since(t0), cpu = process_cpu_ms() - cpu0;
+    if (!step.updated) throw std::runtime_error("benchmark step diverged");
     if (i < warmup) continue;
-    st.ms.push_back(wall[k - 1] - wall[0]), st.cpu_ms.push_back(cpu[k - 1] - cpu[0]);
-    for (int p = 0; p < StepTimes::kPhases; p++)
-      phase_wall[p].push_back(wall[p + 1] - wall[p]), phase_cpu[p].push_back(cpu[p + 1] - cpu[p]);
+    st.ms.push_back(wall), st.cpu_ms.push_back(cpu);
   }
-  for (int p = 0; p < StepTimes::kPhases; p++)
-    st.phase_ms[p] = median(phase_wall[p]), st.phase_cpu_ms[p] = median(phase_cpu[p]);
   st.median_ms = median(st.ms);
   st.median_cpu_ms = median(st.cpu_ms);
   return st;
@@ -639,11 +616,7 @@ static json step_report(const std::string& name, int threads, int warmup, int re
   StepTimes st = time_training_steps(p.model, p.batch, threads, warmup, reps, split);
   const double tokens = (double)p.batch * p.model.block_size;
   const double gflop = tokens * flops_per_token(p.model, p.model.block_size) / 1e9;
-  json phases = json::object(), phases_cpu = json::object();
-  for (int k = 0; k < StepTimes::kPhases; k++) phases[kPhaseNames[k]] = st.phase_ms[k], phases_cpu[kPhaseNames[k]] = st.phase_cpu_ms[k];
   return {{"impl", "plaingpt"},
-          {"phases_ms", phases},
-          {"phases_cpu_ms", phases_cpu},
           {"preset", name},
           {"threads", threads},
           {"threads_split", st.batch_split ? "batch" : "ops"},
@@ -1080,7 +1053,9 @@ static json mixers_cost(bool quick) {
   for (int T : Ts) {
     struct Contender {
       std::unique_ptr<GPT> model;
-      AdamW opt;
+      std::unique_ptr<Replicas> one;  // the model alone (one thread here)
+      AdamW optimizer;
+      std::unique_ptr<Learner> learner;
       std::vector<double> train_us, decode_us;
       size_t state = 0;
     };
@@ -1089,28 +1064,26 @@ static json mixers_cost(bool quick) {
     const std::vector<int> x = random_tokens((size_t)B * T, tiny.model.vocab_size, rng),
                            y = random_tokens(x.size(), tiny.model.vocab_size, rng),
                            toks = random_tokens(T, tiny.model.vocab_size, rng);
-    AdamWConfig acfg;
+    TrainConfig acfg;  // AdamW at its defaults, on a 2000-step schedule
+    acfg.optimizer = "adamw", acfg.steps = 2000;
     for (int k = 0; k < 3; k++) {
       ModelConfig c = tiny.model;
       c.block_size = T, c.attention = kinds[k];
       c3[k].model = std::make_unique<GPT>(c);
       c3[k].model->init_weights(3);
+      c3[k].one = std::make_unique<Replicas>(*c3[k].model, 1);
+      c3[k].learner.reset(new Learner{*c3[k].one, OptimizerKind::AdamW, c3[k].optimizer});
       c3[k].state = c3[k].model->mixer(0).state_floats(c3[k].model->masks()[0]);
     }
-    auto train_step = [&](Contender& ct, int i) {
-      GPT& model = *ct.model;
-      const float loss = model.forward(x.data(), y.data(), B, T);
-      model.zero_grad();
-      model.backward();
-      clip_global_norm(model.grads_memory(), acfg.grad_clip);
-      ct.opt.update(model, acfg, learning_rate(acfg, i, 2000));
-      if (!std::isfinite(loss)) throw std::runtime_error("benchmark step diverged");
+    auto step = [&](Contender& ct, int i) {
+      if (!train_step(*ct.learner, acfg, i, {x.data(), y.data(), B, T}).updated)
+        throw std::runtime_error("benchmark step diverged");
     };
-    for (int k = 0; k < 3; k++) train_step(c3[k], 0);  // warm-up: buffers, optimizer state
+    for (int k = 0; k < 3; k++) step(c3[k], 0);  // warm-up: buffers, optimizer state
     for (int r = 0; r < rounds; r++) {
       for (int k = 0; k < 3; k++) {
         const auto t0 = Clock::now();
-        train_step(c3[k], r + 1);
+        step(c3[k], r + 1);
         c3[k].train_us.push_back(1000 * ms_since(t0) / (B * T));
       }
       for (int k = 0; k < 3; k++) {

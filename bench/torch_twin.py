@@ -7,7 +7,7 @@ residual projections N(0, 0.02/sqrt(2L)), zero biases. AdamW betas (0.9, 0.99), 
 weights only (wte and wpe included, as in src/model/params.cpp), global-norm gradient clip 1.0, linear warm-up then
 cosine decay from lr to min_lr (src/optim/adamw.cpp). The numbers (model shape, batch, schedule, optimizer settings,
 evaluation cadence) are not copied here: they are ./train's own, read from `./train --preset P [flags]
---print-settings`, so a preset changed in src/train/settings.cpp changes the twin's recipe too.
+--print-settings`, so a preset changed in src/train/train_config.cpp changes the twin's recipe too.
 
   /usr/bin/python3 bench/torch_twin.py --bench --preset tiny --threads 2      ms/step, tokens/s, peak RSS (one JSON line)
   /usr/bin/python3 bench/torch_twin.py --sample-bench --threads 1            nanoGPT generate(): full recompute per token
@@ -43,7 +43,7 @@ TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def recipe(preset, train_flags=()):
-    """./train's settings for `--preset preset train_flags…`, as its checkpoints store them (src/train/settings.cpp:
+    """./train's settings for `--preset preset train_flags…`, as its checkpoints store them (src/train/train_config.cpp:
     n_layer, block_size, batch, steps, lr, min_lr, warmup_steps, beta1, weight_decay, grad_clip, eval_every, …)."""
     cmd = [TRAIN, "--preset", preset, *train_flags, "--print-settings"]
     try:

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/program_flags.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "data/dataset.h"
@@ -83,8 +84,7 @@ int main(int argc, char** argv) {
   // clang-format off
   options.add_options()
     ("out", "output directory", cxxopts::value<std::string>()->default_value("out/compare"))
-    ("seeds", "training seeds per model (the table shows mean ± sd over seeds)", cxxopts::value<int>()->default_value("1"))
-    ("h,help", "show this help");
+    ("seeds", "training seeds per model (the table shows mean ± sd over seeds)", cxxopts::value<int>()->default_value("1"));
   // clang-format on
   // The settings it shares with ./train come through ./train's table (its flags, help and ranges); the defaults are
   // the recipe docs/masks.md was measured with: the nanogpt preset, 1000 steps per model.
@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
   recipe.steps = 1000;
   add_flags(options, shared, recipe);
   try {
-    auto flags = options.parse(argc, argv);
-    if (flags.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& flags = *parsed;
     const std::string out = flags["out"].as<std::string>();
     std::vector<Contender> runs = {{"GPT (causal, clm)", "clm"},
                                    {"BERT (bidirectional, mlm)", "mlm"},

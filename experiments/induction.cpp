@@ -33,12 +33,14 @@
 #include <cstdlib>
 #include <cxxopts.hpp>
 
+#include "base/program_flags.h"
 #include "optim/adamw.h"
 #include "io/atomic_file.h"
 #include "ops/cross_entropy.h"
 #include "lab/head_scores.h"
 #include "model/model.h"
-#include "train/settings.h"
+#include "train/loop.h"
+#include "train/train_config.h"
 #include "lab/plot.h"
 #include "base/rng.h"
 #include "base/threads.h"
@@ -110,7 +112,7 @@ static std::vector<HeadScores> row_share_scores(GPT& model, int vocab, int B, ui
   return scores;
 }
 
-// The settings this experiment shares with ./train, read through ./train's own table (train/settings.cpp): the same
+// The settings this experiment shares with ./train, read through ./train's own table (train/train_config.cpp): the same
 // flags, help lines and ranges; only the defaults are the experiment's (recipe()).
 static std::vector<Setting<TrainConfig>> shared_settings() {
   return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "attention", "ssm_state", "ssm_expand",
@@ -132,9 +134,13 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
   c.n_layer = n_layer, c.vocab_size = f["vocab"].as<int>(), c.attn_only = !f["mlp"].as<bool>();
   GPT model(c);
   model.init_weights(cfg.seed);
-  AdamW opt;
-  AdamWConfig acfg = cfg.adamw;
-  acfg.min_lr = acfg.lr / 10;
+  // ./train's step (train/loop.h) with AdamW, down to a tenth of the peak rate at the end.
+  TrainConfig training = cfg;
+  training.optimizer = "adamw";
+  training.adamw.min_lr = cfg.adamw.lr / 10;
+  Replicas replicas(model, 1);
+  AdamW state;
+  Learner learner{replicas, OptimizerKind::AdamW, state};
   const std::string task = f["task"].as<std::string>();
   const bool copies_only = f["loss"].as<std::string>() == "copies";
   const int steps = cfg.steps, B = cfg.batch;
@@ -168,13 +174,9 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
     }
     if (step == steps) break;
     Batch b = make_batch(task, B, T, V, n_min, n_max, rng);
-    model.zero_grad();
     // --loss copies trains on the copied tokens only: the others are pure noise (their best prediction is uniform),
     // so leaving them out keeps the gradient on what an induction head can learn.
-    model.forward(b.x.data(), copies_only ? b.y_rep.data() : b.y_all.data(), B, T);
-    model.backward();
-    clip_global_norm(model.grads_memory(), acfg.grad_clip);
-    opt.update(model, acfg, learning_rate(acfg, step, steps));
+    train_step(learner, training, step, {b.x.data(), copies_only ? b.y_rep.data() : b.y_all.data(), B, T});
   }
   return rows;
 }
@@ -191,13 +193,13 @@ int main(int argc, char** argv) {
     ("vocab", "distinct tokens", cxxopts::value<int>()->default_value("64"))
     ("n-min", "shortest period or copied segment", cxxopts::value<int>()->default_value("4"))
     ("n-max", "longest period or copied segment (0 = block / 2)", cxxopts::value<int>()->default_value("0"))
-    ("mlp", "give every block its MLP (default: attention-only; Mamba-2 blocks in the paper have none)", cxxopts::value<bool>()->default_value("false"))
-    ("h,help", "show this help");
+    ("mlp", "give every block its MLP (default: attention-only; Mamba-2 blocks in the paper have none)", cxxopts::value<bool>()->default_value("false"));
   // clang-format on
   add_flags(options, shared_settings(), recipe());
   try {
-    auto f = options.parse(argc, argv);
-    if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& f = *parsed;
     const std::string task = f["task"].as<std::string>();
     if (task != "periodic" && task != "shifted" && task != "segment")
       throw std::runtime_error("--task must be periodic, shifted or segment");

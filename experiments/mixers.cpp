@@ -1,7 +1,7 @@
 // ./mixers — softmax, linear, Mamba and a hybrid on the same corpus: validation loss at equal steps and at equal
 // wall-clock time, several seeds each (docs/mamba.md, "Measurements").
 //
-// 1. Timing. Every kind's training step (the trainer's: forward, zero_grad, backward, clip, the optimizer; random
+// 1. Timing. Every kind's training step (./train's, train_step in train/loop.h: zero_grad, forward, backward, clip, the optimizer; random
 //    tokens, no data loading) is timed in one process, the kinds alternated round by round, so that whatever else
 //    the (shared) machine does falls on all of them alike. Per kind: the median ms/step over all rounds.
 // 2. Step budgets. Equal steps: --steps for every kind. Equal time: the time softmax needs for --steps steps,
@@ -21,6 +21,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/program_flags.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "data/dataset.h"
@@ -31,7 +32,8 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "train/evaluate.h"
-#include "train/settings.h"
+#include "train/loop.h"
+#include "train/train_config.h"
 #include "train/trainer.h"
 
 namespace {
@@ -69,13 +71,14 @@ ModelConfig with_attention(ModelConfig c, const std::string& attention) {
   return c;
 }
 
-// The trainer's step (train/trainer.cpp, TrainingRun::train_step) on fixed random tokens: ms per step of each
+// ./train's step (train_step, train/loop.h) on fixed random tokens: ms per step of each
 // `reps` steps after one warm-up step, for each kind in turn, `rounds` times.
 std::vector<std::vector<double>> time_steps(std::vector<Kind>& kinds, const TrainConfig& cfg, int rounds, int reps) {
   struct Timed {
     std::unique_ptr<GPT> model;
+    std::unique_ptr<Replicas> one;  // the model alone, its ops sharing the threads
     AdamW state;
-    std::unique_ptr<Optimizer> optimizer;
+    std::unique_ptr<Learner> learner;
   };
   std::vector<Timed> timed(kinds.size());
   const int B = cfg.batch, T = cfg.model.block_size;
@@ -86,17 +89,10 @@ std::vector<std::vector<double>> time_steps(std::vector<Kind>& kinds, const Trai
     ModelConfig c = with_attention(cfg.model, kinds[k].attention);
     timed[k].model = std::make_unique<GPT>(c);
     timed[k].model->init_weights(1);
-    timed[k].state.m.assign(timed[k].model->num_params(), 0.0f), timed[k].state.v.assign(timed[k].model->num_params(), 0.0f);
-    timed[k].optimizer = std::make_unique<Optimizer>(cfg.optimizer);
+    timed[k].one = std::make_unique<Replicas>(*timed[k].model, 1);
+    timed[k].learner.reset(new Learner{*timed[k].one, optimizer_row(cfg.optimizer).kind, timed[k].state});
   }
-  auto step = [&](Timed& t, int i) {
-    GPT& model = *t.model;
-    model.forward(x.data(), y.data(), B, T);
-    model.zero_grad();
-    model.backward();
-    clip_global_norm(model.grads_memory(), cfg.adamw.grad_clip);
-    t.optimizer->step(model, t.state, cfg.adamw, cfg.muon, (float)learning_rate(cfg.adamw, i, cfg.steps));
-  };
+  auto step = [&](Timed& t, int i) { train_step(*t.learner, cfg, i, {x.data(), y.data(), B, T}); };
   std::vector<std::vector<double>> ms(kinds.size());
   for (int r = 0; r < rounds; r++)
     for (size_t k = 0; k < kinds.size(); k++) {
@@ -150,8 +146,7 @@ int main(int argc, char** argv) {
     ("equal-time", "also train at equal wall-clock time (budgets from the timing)", cxxopts::value<bool>()->default_value("true"))
     ("first-seed", "train seeds first-seed … first-seed + seeds − 1 (0 = the preset's own seed)", cxxopts::value<int>()->default_value("0"))
     ("ms-per-step", "skip the timing and use these, e.g. softmax=126.3,linear=165.9 (another run's timing, so that "
-                    "seeds split over processes share one budget)", cxxopts::value<std::string>()->default_value(""))
-    ("h,help", "show this help");
+                    "seeds split over processes share one budget)", cxxopts::value<std::string>()->default_value(""));
   // clang-format on
   const std::vector<Setting<TrainConfig>> shared = select_settings(train_settings(), {"data", "steps", "threads"});
   TrainConfig defaults = preset("tiny");
@@ -159,9 +154,9 @@ int main(int argc, char** argv) {
   defaults.steps = 1000;  // the budget docs/mamba.md was measured with (the tiny preset itself is 700 steps now)
   add_flags(options, shared, defaults);
   try {
-    auto f = options.parse(argc, argv);
-    if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
-    if (!f.unmatched().empty()) throw std::runtime_error("unexpected argument '" + f.unmatched()[0] + "'");
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& f = *parsed;
     TrainConfig recipe = preset(f["preset"].as<std::string>());
     recipe.threads = 1, recipe.steps = defaults.steps;
     apply_flags(f, shared, recipe);

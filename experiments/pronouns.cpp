@@ -11,6 +11,7 @@
 #include <map>
 #include <numeric>
 
+#include "base/program_flags.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "data/dataset.h"
@@ -142,12 +143,12 @@ int main(int argc, char** argv) {
     ("resamples", "bootstrap resamples", cxxopts::value<int>()->default_value("1000"))
     ("out", "markdown tables", cxxopts::value<std::string>()->default_value("docs/pronouns_tables.md"))
     ("plot", "SVG plot", cxxopts::value<std::string>()->default_value("docs/pronouns_accuracy.svg"))
-    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))
-    ("h,help", "show this help");
+    ("threads", "threads (0 = all cores)", cxxopts::value<int>()->default_value("0"));
   // clang-format on
   try {
-    auto flags = options.parse(argc, argv);
-    if (flags.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& flags = *parsed;
     if (!flags.count("group")) throw std::runtime_error("give at least one --group NAME=ckpt[,ckpt…]");
     const int threads = flags["threads"].as<int>();
     set_threads(threads > 0 ? threads : default_threads());

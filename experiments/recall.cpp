@@ -39,6 +39,7 @@
 #include <cxxopts.hpp>
 #include <sstream>
 
+#include "base/program_flags.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "io/atomic_file.h"
@@ -46,7 +47,8 @@
 #include "optim/adamw.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
-#include "train/settings.h"
+#include "train/loop.h"
+#include "train/train_config.h"
 #include "ops/cross_entropy.h"
 #include "ops/mamba.h"
 
@@ -149,9 +151,16 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
                       : matched_ssm_state(width, c.n_head, ssm.ssm_expand, ssm.ssm_conv, ssm.ssm_selective);
   GPT model(c);
   model.init_weights(cfg.seed);
-  AdamW opt;
-  AdamWConfig a;
-  a.lr = cfg.adamw.lr, a.min_lr = a.lr / 10, a.warmup_steps = 50, a.weight_decay = 0.0f;
+  // ./train's step (train/loop.h) with AdamW from its defaults, a tenth of the peak rate at the end, 50 warm-up
+  // steps and no weight decay.
+  TrainConfig training = cfg;
+  training.optimizer = "adamw";
+  training.adamw = AdamWConfig();
+  training.adamw.lr = cfg.adamw.lr, training.adamw.min_lr = cfg.adamw.lr / 10, training.adamw.warmup_steps = 50;
+  training.adamw.weight_decay = 0.0f;
+  Replicas replicas(model, 1);
+  AdamW state;
+  Learner learner{replicas, OptimizerKind::AdamW, state};
   const int steps = cfg.steps, B = cfg.batch, T = task.length();
   const int report_every = f["report-every"].as<int>();
   Rng rng(cfg.seed + 1), eval_rng(12345);
@@ -161,11 +170,7 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < steps; step++) {
     make_batch(task, B, rng, x, y);
-    model.zero_grad();
-    model.forward(x.data(), y.data(), B, T);
-    model.backward();
-    clip_global_norm(model.grads_memory(), a.grad_clip);
-    opt.update(model, a, learning_rate(a, step, steps));
+    train_step(learner, training, step, {x.data(), y.data(), B, T});
     if (report_every > 0 && (step + 1) % report_every == 0 && step + 1 < steps)
       std::printf("  %-8s pairs %3d width %4d  step %5d  recall %5.1f%%\n", name.c_str(), task.pairs, width, step + 1,
                   100 * accuracy(model, ex, ey, eval_B, T)), std::fflush(stdout);
@@ -226,14 +231,13 @@ int main(int argc, char** argv) {
     ("ssm-state", "Mamba's N; 0 = per width, the N whose state is nearest a linear layer's HS² + HS", cxxopts::value<int>()->default_value("0"))
     ("ssm-expand", "Mamba's inner width E = ssm_expand × width", cxxopts::value<int>()->default_value("2"))
     ("ssm-conv", "Mamba's conv width K (mamba-noconv: 0)", cxxopts::value<int>()->default_value("4"))
-    ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"))
-    ("h,help", "show this help");
+    ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"));
   // clang-format on
   add_flags(options, shared_settings(), recipe());
   try {
-    auto f = options.parse(argc, argv);
-    if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
-    if (!f.unmatched().empty()) throw std::runtime_error("unexpected argument '" + f.unmatched()[0] + "'");
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& f = *parsed;
     TrainConfig cfg = recipe();
     apply_flags(f, shared_settings(), cfg);
     check_ranges(shared_settings(), cfg);

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/program_flags.h"
 #include "io/atomic_file.h"
 #include "lab/attention_stats.h"
 #include "train/trainer.h"
@@ -95,8 +96,7 @@ int main(int argc, char** argv) {
     ("scales", "attention scales, comma-separated", cxxopts::value<std::string>()->default_value("sqrt,none,inv"))
     ("lrs", "peak learning rates, comma-separated", cxxopts::value<std::string>()->default_value("3e-4,1e-3,3e-3"))
     ("heads", "heads per layer, comma-separated (head size = n_embd / heads)",
-     cxxopts::value<std::string>()->default_value("2,8"))
-    ("h,help", "show this help");
+     cxxopts::value<std::string>()->default_value("2,8"));
   // clang-format on
   // The settings it shares with ./train come through ./train's table (flags, help, ranges); the defaults are the
   // sweep's recipe: AdamW (the scale acts through it), 2 layers × 64 wide, block 64, 600 steps, one thread.
@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
   recipe.ckpt_every = 0, recipe.log_every = 100000, recipe.seed = 1337, recipe.threads = 1;
   add_flags(options, shared, recipe);
   try {
-    auto f = options.parse(argc, argv);
-    if (f.count("help")) return std::printf("%s\n", options.help().c_str()), 0;
+    const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
+    if (!parsed) return 0;  // --help
+    const cxxopts::ParseResult& f = *parsed;
     apply_flags(f, shared, recipe);
     check_ranges(shared, recipe);
     const std::string out = f["out"].as<std::string>();

@@ -30,6 +30,7 @@
 #include "model/params.h"
 #include "textbook/muon.h"
 #include "textbook/reference.h"
+#include "train/loop.h"
 
 namespace {
 
@@ -89,20 +90,26 @@ std::unique_ptr<GPT> small_gpt() {
 TEST(OptimizerSchedule, WarmupThenCosineAtEveryStep) {
   struct Case { float lr, min_lr; int warmup, total; };
   for (const Case& k : {Case{1e-3f, 1e-4f, 100, 2000}, Case{3e-2f, 0.0f, 0, 10}, Case{1.0f, 0.5f, 7, 8}}) {
-    AdamWConfig c;
-    c.lr = k.lr, c.min_lr = k.min_lr, c.warmup_steps = k.warmup;
-    for (int s = 0; s <= k.total + 3; s++)
-      ASSERT_NEAR(learning_rate(c, s, k.total), reference_lr(k.lr, k.min_lr, k.warmup, s, k.total), 1e-6 * k.lr)
-          << "step " << s << " of " << k.total << ", warm-up " << k.warmup;
+    TrainConfig c;
+    c.adamw.lr = k.lr, c.adamw.min_lr = k.min_lr, c.adamw.warmup_steps = k.warmup, c.steps = k.total;
+    c.muon.lr = 0.02f;
+    for (int s = 0; s <= k.total + 3; s++) {
+      const double expected = reference_lr(k.lr, k.min_lr, k.warmup, s, k.total);
+      const LearningRates lr = learning_rates(c, s);
+      ASSERT_NEAR(lr.adamw, expected, 1e-6 * k.lr) << "step " << s << " of " << k.total << ", warm-up " << k.warmup;
+      // Muon's η: its own peak on the same schedule, η = muon_lr · lr(step)/lr.
+      ASSERT_NEAR(lr.muon, 0.02 * expected / k.lr, 1e-6 * 0.02) << "step " << s << " of " << k.total;
+    }
   }
   // Closed-form points of nanoGPT's schedule: the peak right after warm-up, the midpoint of the cosine halfway
   // between lr and min_lr, min_lr at the end.
-  AdamWConfig c;
-  c.lr = 1e-3f, c.min_lr = 1e-4f, c.warmup_steps = 100;
-  EXPECT_FLOAT_EQ(learning_rate(c, 0, 2000), 1e-3f / 101);
-  EXPECT_FLOAT_EQ(learning_rate(c, 100, 2000), 1e-3f);
-  EXPECT_FLOAT_EQ(learning_rate(c, 1050, 2000), 5.5e-4f);
-  EXPECT_FLOAT_EQ(learning_rate(c, 2000, 2000), 1e-4f);
+  TrainConfig c;
+  c.adamw.lr = 1e-3f, c.adamw.min_lr = 1e-4f, c.adamw.warmup_steps = 100, c.steps = 2000;
+  EXPECT_FLOAT_EQ(learning_rates(c, 0).adamw, 1e-3f / 101);
+  EXPECT_FLOAT_EQ(learning_rates(c, 100).adamw, 1e-3f);
+  EXPECT_FLOAT_EQ(learning_rates(c, 1050).adamw, 5.5e-4f);
+  EXPECT_FLOAT_EQ(learning_rates(c, 2000).adamw, 1e-4f);
+  EXPECT_FLOAT_EQ(learning_rates(c, 1050).muon, 0.02f * 0.55f);  // the default Muon peak, at the cosine's middle
 }
 
 TEST(OptimizerClip, ScalesToTheLimitWhenItBinds) {
@@ -168,8 +175,9 @@ TEST(OptimizerAdamW, StepsMatchTheFormulaOnEveryKindOfTensor) {
       std::copy(g.begin(), g.end(), model->grads_memory().begin());
 
       const double norm = clip_global_norm(model->grads_memory(), c.grad_clip);
-      const float lr = learning_rate(c, step, total);
-      adamw.update(*model, c, lr);
+      TrainConfig schedule;
+      schedule.adamw = c, schedule.steps = total;
+      adamw.update(*model, c, learning_rates(schedule, step).adamw);
       const double ref_norm = ref.step(g, c, reference_lr(c.lr, c.min_lr, c.warmup_steps, step, total));
 
       ASSERT_NEAR(norm, ref_norm, 1e-9 * ref_norm) << "step " << step;
@@ -383,8 +391,11 @@ TEST(OptimizerMuon, StepsMatchTheFormulaOnEveryKindOfTensor) {
         ref.skip[t.offset + i] = muon_updates(t);
       }
 
-    Muon muon;
+    TrainConfig schedule;
+    schedule.adamw = c, schedule.muon = mc, schedule.steps = total;
+    Replicas one(*model, 1);
     AdamW state;
+    Learner learner{one, OptimizerKind::Muon, state};
     Rng rng(42);
     const double n = double(model->params_memory().size());
     for (int step = 0; step < total; step++) {
@@ -393,7 +404,7 @@ TEST(OptimizerMuon, StepsMatchTheFormulaOnEveryKindOfTensor) {
       for (float& x : g) x = float(rng.normal() * target_norm / std::sqrt(n));
       std::copy(g.begin(), g.end(), model->grads_memory().begin());
       clip_global_norm(model->grads_memory(), c.grad_clip);
-      muon.update(*model, state, c, mc, learning_rate(c, step, total));
+      update_weights(learner, schedule, learning_rates(schedule, step));  // AdamW's tensors and Muon's
 
       const double lr = reference_lr(c.lr, c.min_lr, c.warmup_steps, step, total), muon_lr = lr * mc.lr / c.lr;
       const double norm = ref.step(g, c, lr);  // the AdamW tensors; returns the norm before clipping
@@ -434,8 +445,8 @@ TEST(OptimizerMuon, TheStepDoesNotDependOnTheThreadCount) {
     Rng rng(9);
     for (float& x : model->grads_memory()) x = float(0.01 * rng.normal());
     Muon muon;
-    AdamW state;
-    for (int step = 0; step < 3; step++) muon.update(*model, state, AdamWConfig{}, MuonConfig{}, 1e-3f);
+    std::vector<float> momentum(model->num_params(), 0.0f);
+    for (int step = 0; step < 3; step++) muon.update(*model, momentum, 0.95f, 0.1f, 1e-3f);
     results.push_back(model->params_memory().to_vector());
   }
   set_threads(1);

@@ -23,7 +23,7 @@
 #include "textbook/reference.h"
 #include "data/dataset.h"
 #include "train/evaluate.h"
-#include "train/settings.h"
+#include "train/train_config.h"
 #include "program_util.h"
 #include "base/threads.h"
 

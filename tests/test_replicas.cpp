@@ -14,6 +14,7 @@
 #include "ops/cross_entropy.h"
 #include "program_util.h"
 #include "train/evaluate.h"
+#include "train/loop.h"
 #include "train/replicas.h"
 #include "train/trainer.h"
 
@@ -76,8 +77,8 @@ TEST_P(ReplicasOfEveryKind, SplitGradientAndLossAreTheWholeBatchs) {
     GPT split_model(config);
     split_model.init_weights(3);
     Replicas replicas(split_model, R);
-    replicas.forward_backward(x0.data(), y0.data(), B, T);  // another batch first: each step starts from zero
-    const LossSum loss = replicas.forward_backward(x.data(), y.data(), B, T);
+    forward_backward(replicas, x0.data(), y0.data(), B, T);  // another batch first: each step starts from zero
+    const LossSum loss = forward_backward(replicas, x.data(), y.data(), B, T);
     EXPECT_EQ(loss.count, whole.last_targets()) << R << " replicas";
     EXPECT_NEAR(loss.mean(), whole_loss, 1e-5) << R << " replicas";
     EXPECT_LT(max_abs_diff(split_model.grads_memory(), whole.grads_memory()), 1e-5 * scale)
@@ -105,7 +106,7 @@ TEST(Replicas, SameBitsEveryRun) {
     GPT model(config);
     model.init_weights(5);
     Replicas replicas(model, 2);
-    replicas.forward_backward(x.data(), y.data(), B, T);
+    forward_backward(replicas, x.data(), y.data(), B, T);
     if (run == 0) first = model.grads_memory().to_vector();
     else EXPECT_EQ(0, std::memcmp(first.data(), model.grads_memory().data(), first.size() * sizeof(float))) << run;
   }

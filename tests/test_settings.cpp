@@ -1,10 +1,15 @@
-// The settings tables (src/base/settings.h, src/train/settings.cpp): one row per setting drives the flags, --help,
+// The settings tables (src/base/settings.h, src/train/train_config.cpp): one row per setting drives the flags, --help,
 // the checkpoint's JSON, reading it back and the range checks. These tests walk the table itself, so a new row is
 // checked without a new test: every flag reaches its field, every stored field survives the JSON round trip,
 // every range is enforced, and a checkpoint written before a setting existed still resumes with its default.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -18,7 +23,8 @@
 #include "io/safetensors.h"
 #include "model/mixers/registry.h"
 #include "program_util.h"
-#include "train/settings.h"
+#include "train/metrics_file.h"
+#include "train/train_config.h"
 
 
 namespace {
@@ -326,3 +332,104 @@ TEST(Settings, RenamedFlagsAreRewrittenToTheirNewNames) {
   EXPECT_TRUE(mixer && layer_mixer && !old);
 }
 
+// ---- the defaults docs/usage.md quotes ---------------------------------------------------------------------------
+
+namespace {
+
+// The cells of a Markdown table row, split at the '|' that are not escaped as "\|".
+std::vector<std::string> table_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (size_t i = 1; i < line.size(); i++) {
+    if (line[i] == '|' && line[i - 1] != '\\') {
+      cells.push_back(cell);
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  return cells;
+}
+
+// A quoted default as a value to compare: "`muon` (the tiny preset's…)" → "muon", "0 (off)" → "0", "off" → "false";
+// empty for a default given in words ("all cores", "the objective's").
+std::string quoted_value(std::string text) {
+  while (!text.empty() && text.front() == ' ') text.erase(0, 1);
+  if (text.rfind("`", 0) == 0) return text.substr(1, text.find('`', 1) - 1);
+  const std::string word = text.substr(0, text.find_first_of(" (,"));
+  if (word == "off") return "false";
+  if (word == "on") return "true";
+  char* end = nullptr;
+  std::strtod(word.c_str(), &end);
+  if (!word.empty() && *end == '\0') return word;
+  const size_t rest = text.find_first_not_of(' ', word.size());
+  return rest == std::string::npos ? word : "";  // one bare word ("auto"), or a default in words
+}
+
+bool same_value(const std::string& quoted, std::string actual) {
+  if (actual.size() >= 2 && actual.front() == '\'' && actual.back() == '\'') actual = actual.substr(1, actual.size() - 2);
+  char *a = nullptr, *b = nullptr;
+  const double x = std::strtod(quoted.c_str(), &a), y = std::strtod(actual.c_str(), &b);
+  if (*a == '\0' && *b == '\0' && !quoted.empty() && !actual.empty()) return std::fabs(x - y) <= 1e-6 * std::fabs(y);  // a float default printed in full
+  return quoted == actual;
+}
+
+}  // namespace
+
+// docs/usage.md's table of ./train's flags quotes each default; a quoted default that is not the code's misleads
+// whoever reads it instead of --help. Rows with several flags quote one value per flag, comma-separated.
+TEST(Docs, UsageQuotesTrainsDefaults) {
+  std::ifstream in("docs/usage.md");
+  ASSERT_TRUE(in) << "run from the repository root";
+  const TrainConfig defaults;
+  int compared = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `--", 0) != 0) continue;
+    const std::vector<std::string> cells = table_cells(line);
+    if (cells.size() < 3) continue;
+    std::vector<std::string> flags;
+    const std::regex flag(R"(--([a-z0-9-]+))");
+    for (auto it = std::sregex_iterator(cells[0].begin(), cells[0].end(), flag); it != std::sregex_iterator(); ++it)
+      flags.push_back((*it)[1]);
+    std::vector<std::string> values;
+    std::stringstream split(cells[1]);
+    for (std::string v; std::getline(split, v, ',');) values.push_back(quoted_value(v));
+    if (values.size() != flags.size()) values.resize(1), flags.resize(1);  // one value for a flag and its list form
+    for (size_t i = 0; i < flags.size(); i++) {
+      if (values[i].empty()) continue;
+      for (const Setting<TrainConfig>& s : train_settings()) {
+        if (!s.flag || flags[i] != s.flag) continue;
+        EXPECT_TRUE(same_value(values[i], setting_text(s, defaults)))
+            << "docs/usage.md quotes --" << flags[i] << "'s default as " << values[i] << "; the code's is "
+            << setting_text(s, defaults) << "\n  " << line;
+        compared++;
+      }
+    }
+  }
+  EXPECT_GE(compared, 20) << "the scan found too few quoted defaults: is it reading the table?";
+}
+
+// The paragraph that lists metrics.csv's columns names every column the file has (the lab's per-layer statistics
+// as their range, L0_… ).
+TEST(Docs, UsageNamesEveryMetricsColumn) {
+  std::ifstream in("docs/usage.md");
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  const size_t begin = text.find("Every step is a row of");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string paragraph = text.substr(begin, text.find("\n\n", begin) - begin);
+  progutil::TempDir dir;
+  { MetricsFile file(dir / "metrics.csv", 0); }
+  std::ifstream csv(dir / "metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  std::stringstream columns(header);
+  int named = 0;
+  for (std::string column; std::getline(columns, column, ',');) {
+    EXPECT_NE(paragraph.find(column), std::string::npos) << "docs/usage.md's list of metrics.csv columns leaves out "
+                                                          << column << ":\n" << paragraph;
+    named++;
+  }
+  EXPECT_GE(named, 10);
+}

@@ -5,14 +5,6 @@
 #include "model/model.h"
 #include "base/threads.h"
 
-float learning_rate(const AdamWConfig& cfg, int step, int total_steps) {
-  if (step < cfg.warmup_steps) return cfg.lr * (step + 1) / (cfg.warmup_steps + 1);
-  if (step >= total_steps) return cfg.min_lr;
-  double progress = (double)(step - cfg.warmup_steps) / std::max(1, total_steps - cfg.warmup_steps);
-  double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));  // 1 → 0
-  return (float)(cfg.min_lr + cosine * (cfg.lr - cfg.min_lr));
-}
-
 double global_norm(Span<const float> grads) {
   double sum = 0;
   const size_t n = grads.size();

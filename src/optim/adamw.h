@@ -1,4 +1,5 @@
-// AdamW with decoupled weight decay, the learning-rate schedule and gradient clipping.
+// AdamW with decoupled weight decay, and gradient clipping. The learning rate of each step comes from the schedule in
+// train/loop.h (learning_rates).
 //   m ← β1·m + (1−β1)·g          v ← β2·v + (1−β2)·g²          m̂ = m/(1−β1ᵗ)      v̂ = v/(1−β2ᵗ)
 //   θ ← θ − lr·( m̂/(√v̂ + ε) + λ·θ )      with λ = weight_decay only for tensors the table marks for decay
 #pragma once
@@ -10,8 +11,8 @@
 class GPT;
 struct TensorSpec;
 
-struct AdamWConfig {  // the tiny preset's values (train/settings.cpp says how they were chosen)
-  float lr = 6e-3f;         // peak learning rate
+struct AdamWConfig {  // the tiny preset's values (train/train_config.cpp says how they were chosen)
+  float lr = 6e-3f;         // peak learning rate (the schedule: train/loop.h)
   float min_lr = 6e-4f;     // floor of the cosine decay
   int warmup_steps = 50;    // linear warm-up from ~0 to lr
   float beta1 = 0.9f;
@@ -20,9 +21,6 @@ struct AdamWConfig {  // the tiny preset's values (train/settings.cpp says how t
   float weight_decay = 0.1f;
   float grad_clip = 1.0f;   // clip the global gradient norm to this; 0 = off
 };
-
-// Linear warm-up to cfg.lr, then cosine decay to cfg.min_lr at `total_steps` (nanoGPT's get_lr).
-float learning_rate(const AdamWConfig& cfg, int step, int total_steps);
 
 // √(Σ g²) over every gradient, accumulated in double so the order of terms hardly matters.
 double global_norm(Span<const float> grads);

@@ -11,10 +11,6 @@
 
 bool muon_updates(const TensorSpec& tensor) { return tensor.matrix; }
 
-float muon_learning_rate(const MuonConfig& muon, const AdamWConfig& adamw, float adamw_lr) {
-  return muon.lr * (adamw_lr / adamw.lr);
-}
-
 // ---- NS5 ---------------------------------------------------------------------------------------------------------
 // X is n × m with n ≤ m (U, or Uᵀ when U is tall); the scratch holds X, the next X, A and b·A + c·A² (n × n each).
 
@@ -61,8 +57,7 @@ void newton_schulz5(float* out, const float* u, int rows, int cols, float* scrat
 
 // ---- the step ----------------------------------------------------------------------------------------------------
 
-void Muon::update(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float adamw_lr) {
-  state.update(model, adamw, adamw_lr, muon_updates);  // every other tensor; also sizes m and v and counts t
+void Muon::update(GPT& model, std::vector<float>& momentum, float mu, float weight_decay, float lr) {
   const std::vector<TensorSpec>& table = model.table();
   size_t scratch = 0;  // per thread: U and O (rows × cols each), then NS5's own
   for (const TensorSpec& t : table)
@@ -72,15 +67,14 @@ void Muon::update(GPT& model, AdamW& state, const AdamWConfig& adamw, const Muon
   if ((int)scratch_.size() < threads || scratch_[0].size() < scratch)
     scratch_.assign(threads, std::vector<float>(scratch));
 
-  const float lr = muon_learning_rate(muon, adamw, adamw_lr), mu = muon.momentum;
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t k = 0; k < table.size(); k++) {
     const TensorSpec& t = table[k];
-    if (!muon_updates(t)) continue;  // AdamW's, done above
+    if (!muon_updates(t)) continue;  // AdamW's
     const int rows = (int)t.shape[0], cols = (int)t.shape[1];
     float* theta = model.params_memory().data() + t.offset;
     const float* g = model.grads_memory().data() + t.offset;
-    float* buf = state.m.data() + t.offset;
+    float* buf = momentum.data() + t.offset;
     float* U = scratch_[omp_get_thread_num()].data();
     float* O = U + t.numel;
     for (size_t i = 0; i < t.numel; i++) {
@@ -88,7 +82,7 @@ void Muon::update(GPT& model, AdamW& state, const AdamWConfig& adamw, const Muon
       U[i] = g[i] + mu * buf[i];
     }
     newton_schulz5(O, U, rows, cols, O + t.numel);
-    const float decay = t.weight_decay ? adamw.weight_decay : 0.0f;
+    const float decay = t.weight_decay ? weight_decay : 0.0f;
     const float scale = std::sqrt(std::max(1.0f, (float)cols / rows));  // √max(1, fan_out/fan_in)
     for (size_t i = 0; i < t.numel; i++) theta[i] -= lr * (decay * theta[i] + scale * O[i]);
   }

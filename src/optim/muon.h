@@ -2,7 +2,7 @@
 // step along their momentum *orthogonalised* — U·Vᵀ of the momentum's SVD U·S·Vᵀ — so that every direction the
 // momentum moves along gets the same step, however small its singular value. Everything else (the embeddings,
 // which are lookups rather than linear maps, and with wte the LM head tied to it; the biases; LayerNorm) keeps
-// AdamW with its own settings. `./train --optimizer muon` (train/settings.cpp).
+// AdamW with its own settings. `./train --optimizer muon` (train/train_config.cpp).
 //
 // Per Muon tensor W, stored [fan_in, fan_out] = rows × cols (GPT-2's Conv1D layout, params.h), with gradient G
 // after clipping:
@@ -10,7 +10,8 @@
 //   U = G + μ·B                                   Nesterov: the gradient plus the momentum it is about to add to
 //   O = NS5(U) ≈ U·Vᵀ                             below
 //   W ← W − η·λ·W − η·√max(1, fan_out/fan_in)·O   decoupled weight decay λ (--weight-decay), then the step
-// η follows AdamW's schedule: η = muon_lr · lr(step)/lr, the same warm-up and cosine shape.
+// η follows AdamW's schedule: η = muon_lr · lr(step)/lr, the same warm-up and cosine shape (learning_rates in
+// train/loop.h computes both).
 // The scale: O's singular values are ≈ 1, so an input of RMS 1 (norm √fan_in) comes out of O with RMS at most
 // √(fan_in/fan_out); √(fan_out/fan_in) makes a widening layer's (c_fc: fan_out = 4·fan_in) update move its outputs
 // as much as a square layer's. modded-nanogpt writes it on PyTorch's [out, in] weights as √max(1, rows/cols); on
@@ -57,13 +58,13 @@ bool muon_updates(const TensorSpec& tensor);
 size_t newton_schulz5_scratch(int rows, int cols);
 void newton_schulz5(float* out, const float* u, int rows, int cols, float* scratch);
 
-// η of the step whose AdamW learning rate is `adamw_lr`: muon.lr scaled as the schedule scales --lr.
-float muon_learning_rate(const MuonConfig& muon, const AdamWConfig& adamw, float adamw_lr);
-
 class Muon {
  public:
-  // One step: AdamW (state, with `adamw_lr`) on every tensor but Muon's, Muon on those (momentum in state.m).
-  void update(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float adamw_lr);
+  // One step of every tensor muon_updates() takes, at η = `lr`, with weight decay λ = `weight_decay` on those the
+  // table marks for decay; `momentum` (one float per parameter: AdamW's m arena, the state above) holds B at each
+  // tensor's offset. The
+  // other tensors are AdamW's (train/loop.cpp updates them with AdamW::update, skipping these).
+  void update(GPT& model, std::vector<float>& momentum, float mu, float weight_decay, float lr);
 
  private:
   std::vector<std::vector<float>> scratch_;  // one per thread, sized for the largest matrix; allocated once

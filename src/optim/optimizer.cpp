@@ -22,16 +22,7 @@ std::string optimizer_names() {
   return names;
 }
 
-static const OptimizerRow& known(const std::string& name) {
+const OptimizerRow& optimizer_row(const std::string& name) {
   if (const OptimizerRow* r = find_optimizer(name)) return *r;
   throw std::runtime_error("unknown optimizer (expected " + optimizer_names() + ")");
-}
-
-Optimizer::Optimizer(const std::string& name) : row(known(name)) {}
-
-void Optimizer::step(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float lr) {
-  switch (row.kind) {
-    case OptimizerKind::AdamW: state.update(model, adamw, lr); break;
-    case OptimizerKind::Muon: muon_.update(model, state, adamw, muon, lr); break;
-  }
 }

@@ -1,11 +1,8 @@
 // The optimizers ./train can use, one row each, by the name --optimizer and the checkpoint's "optimizer" key spell.
-// Optimizer is what the training loop holds: it takes one step with the chosen rule, so the loop never asks which.
+// The step that uses them is train_step (train/loop.cpp).
 #pragma once
 #include <string>
 #include <vector>
-
-#include "optim/adamw.h"
-#include "optim/muon.h"
 
 enum class OptimizerKind { AdamW, Muon };
 
@@ -19,14 +16,5 @@ const std::vector<OptimizerRow>& optimizers();
 const OptimizerRow* find_optimizer(const std::string& name);  // null for a name no row has
 std::string optimizer_names();                                  // "adamw or muon", for messages
 
-class Optimizer {
- public:
-  explicit Optimizer(const std::string& name);  // throws on an unknown name (train/settings.cpp validates first)
-  // One step at the schedule's AdamW learning rate `lr` (Muon scales its own from it: optim/muon.h). The state
-  // (AdamW's m, v, t; Muon's momentum lives in m) is what a checkpoint stores.
-  void step(GPT& model, AdamW& state, const AdamWConfig& adamw, const MuonConfig& muon, float lr);
-  const OptimizerRow& row;
-
- private:
-  Muon muon_;  // its scratch
-};
+// The row of `name`; throws on an unknown one (train/train_config.cpp validates first, naming the flag).
+const OptimizerRow& optimizer_row(const std::string& name);

@@ -29,7 +29,7 @@
 #include "base/span.h"
 #include "data/dataset.h"
 #include "train/reducer.h"
-#include "train/settings.h"
+#include "train/train_config.h"
 
 namespace dist {
 

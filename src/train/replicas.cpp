@@ -54,36 +54,6 @@ LossSum Replicas::forward(const int* x, const int* y, int B, int T) {
   return in_order(parts);
 }
 
-LossSum Replicas::forward_backward(const int* x, const int* y, int B, int T) {
-  const int R = count();
-  std::vector<LossSum> parts(R);  // each slice's Σ loss and targets
-  split(B, [&](int r, Rows rows) {
-    GPT& m = *all_[r];
-    m.zero_grad();
-    if (rows.count() == 0) return;  // fewer rows than threads: this replica's gradient stays 0
-    const float mean = m.forward(x + (size_t)rows.begin * T, y + (size_t)rows.begin * T, rows.count(), T);
-    m.backward();
-    parts[r] = {(double)mean * m.last_targets(), m.last_targets()};
-  });
-  const LossSum sum = in_order(parts);
-  if (R == 1) return sum;  // op-split: the model's gradient is the batch's already
-  // g = Σ_r (n_r/n) g_r, each element summed in replica order: the same bits however the threads are scheduled.
-  std::vector<float> weight(R, 0.0f);
-  std::vector<float*> g(R);
-  for (int r = 0; r < R; r++) {
-    if (sum.count) weight[r] = (float)((double)parts[r].count / sum.count);
-    g[r] = all_[r]->grads_memory().data();
-  }
-  const size_t P = all_[0]->num_params();
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < P; i++) {
-    float s = weight[0] * g[0][i];
-    for (int r = 1; r < R; r++) s += weight[r] * g[r][i];
-    g[0][i] = s;
-  }
-  return sum;
-}
-
 void Replicas::set_prefix_length(int N) {
   for (GPT* m : all_) m->set_prefix_length(N);
 }

@@ -3,7 +3,7 @@
 // slice of the batch on a replica of the model: the parameters are the model's own memory (only read while the
 // slices run), the activations and gradients are the replica's, and every op and product inside runs on that one
 // thread, so no op waits for another thread until the slice is done. Then the gradients are combined into the
-// model's, element by element, in replica order:
+// model's, element by element, in replica order (forward_backward in train/loop.cpp, the training step's):
 //     g = Σ_r (n_r / n) · g_r      g_r: the gradient of slice r's mean loss, n_r its targets, n = Σ_r n_r
 // which is the gradient of the whole batch's mean loss, and the same bits every run for a given R.
 //
@@ -29,10 +29,9 @@ class Replicas {
   GPT& model() { return *all_[0]; }
   GPT& operator[](int r) { return *all_[r]; }
 
-  // The forward and backward of (B, T) rows, slice r = rows [r·B/R, (r+1)·B/R) on replica r. The model's gradient
-  // is replaced by the whole batch's (of the mean loss over its targets); returns that loss and its target count.
-  LossSum forward_backward(const int* x, const int* y, int B, int T);
-  // The forward alone, the loss summed over the slices in order (evaluation).
+  // The forward of (B, T) rows, slice r = rows [r·B/R, (r+1)·B/R) on replica r, the loss summed over the slices
+  // in order (evaluation). The training step's forward and backward, and the combine, are forward_backward in
+  // train/loop.cpp.
   LossSum forward(const int* x, const int* y, int B, int T);
   // Runs job(r, rows of slice r) for every slice of B rows, each on a thread of its own with one-threaded ops
   // (for R = 1: job(0, all rows) on the calling thread, with every thread for its ops). An exception thrown by a
@@ -45,11 +44,12 @@ class Replicas {
   std::vector<std::unique_ptr<GPT>> owned_;  // all_[1..]
 };
 
-// --threads-split: "batch", "ops" or "auto" for a batch of `sequences` rows. Batch needs every thread to get at least
-// one sequence and a model without head gates; auto chooses it whenever it can. Measured (make bench-split,
+// --threads-split: "batch", "ops" or "auto" for a batch of `rows` sequences. Batch needs every thread to get at least
+// one row and a model without head gates; auto chooses it whenever it can. Measured (make bench-split,
 // docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads: 1.1–2.0× on every
 // shape from the tiny widths at batch 2 to the small preset at batch 64, so no shape was found where ops should win.
-// Throws on any other text, naming the flag.
+// Throws on any other text, naming the flag: the one check of the flag's text (validate() in train/train_config.cpp
+// asks it too).
 enum class ThreadSplit { Batch, Ops };
-ThreadSplit choose_split(const std::string& setting, int threads, int sequences, bool gated);
+ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated);
 const char* to_string(ThreadSplit split);

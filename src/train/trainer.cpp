@@ -15,6 +15,7 @@
 #include "data/utf8.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "train/loop.h"
 #include "train/divergence_guard.h"
 #include "train/evaluate.h"
 #include "io/run_folder.h"
@@ -36,23 +37,26 @@ bool all_finite(Span<const float> values) {
 }
 
 // ---- the run: what one invocation of run_training works on -----------------------------------------------------
-// Each method does one job of the loop; the state they share is named here, once.
-class TrainingRun {
+// The production shell around the loop (train/loop.h): it starts or resumes the model, draws the batches, and
+// after every step checks it, logs it and takes the requests to stop. The state its methods share is named here.
+class TrainingRun : public LoopShell {
  public:
   TrainingRun(const TrainConfig& config, Checkpoint* resume, const TrainHooks& hooks);
   TrainResult run();
 
+  // The loop's calls (train/loop.h).
+  void evaluate(int step) override;  // fills the row's losses, scores and extra cells; writes the last row
+  BatchView batch(int step) override;
+  bool stepped(int step, const StepResult& result) override;  // throws if it diverged
+  void save(int step) override;
+
  private:
   void start_model(Checkpoint* resume);  // a new model from the corpus, or the resumed checkpoint's
   void print_header() const;
-  void evaluate(int step, MetricsRow& row);  // fills the row's losses, scores and extra cells
-  // One optimizer step: batch, forward, backward, the whole batch's gradient, clip, update. Returns the loss;
-  // throws if it diverged.
-  float train_step(int step, double& lr, double& norm);
+  MetricsRow empty_row(int step) const;  // a metrics.csv row for `step` with every cell empty
   double seconds() const {  // since the run started (a resumed run continues its metrics.csv's clock)
     return earlier_seconds_ + std::chrono::duration<double>(Clock::now() - started_).count();
   }
-  void save(int step);
   std::runtime_error diverged(int step, const std::string& what) const;
   std::string last_good() const;
 
@@ -64,13 +68,15 @@ class TrainingRun {
   // This process computes rows [rows_.begin, rows_.end) of every batch (all of them with one process). Every
   // process still draws the whole batch, so all see the same windows.
   const Rows rows_;
+  const OptimizerRow& optimizer_;  // AdamW or Muon (optim/optimizer.h); its state is state_.optimizer
   Checkpoint ckpt_;           // the model, its tokenizer and objective
   Corpus corpus_;
   ResumeState state_;         // step, optimizer, batch sampler: what a checkpoint stores to continue exactly
-  Optimizer optimizer_;       // AdamW or Muon (optim/optimizer.h); its state is state_.optimizer
   ThreadSplit split_ = ThreadSplit::Ops;  // how the threads share a step (replicas.h)
   std::unique_ptr<Replicas> replicas_;    // the model, and with batch-split its replicas, one per thread
+  std::unique_ptr<Learner> learner_;      // what the loop's step trains: the replicas and the optimizer's state
   bool leaks_ = false;        // the mask lets a position see its answer (allowed by --allow-leak)
+  bool report_honest_ = false;  // print the honest next-character loss beside the training loss (run())
   int mask_token_ = -1;
   std::unique_ptr<BatchMaker> batches_;
   Rng batch_rng_;
@@ -81,10 +87,15 @@ class TrainingRun {
   std::vector<int> x_, y_;    // the step's batch
   std::vector<int> stats_x_, stats_y_;  // one fixed validation batch for the extra columns (TrainHooks)
   int stats_prefix_ = -1;
+  std::string no_extra_cells_;  // the extra columns of a row without an evaluation
+  MetricsRow row_;              // the current step's row of metrics.csv
+  TrainResult result_;
+  std::unique_ptr<Progress> progress_;
   std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
   std::unique_ptr<MetricsFile> metrics_;
   std::unique_ptr<DivergenceGuard> guard_;  // a save only of weights whose loss is sane (divergence_guard.h)
   Clock::time_point started_ = Clock::now();  // this invocation: loading the corpus and the model count too
+  Clock::time_point step_started_;            // the current step's, from drawing its batch
   double earlier_seconds_ = 0;                // the resumed run's wall_s before this invocation
 };
 
@@ -94,7 +105,7 @@ const Reducer& reducer_of(const TrainHooks& hooks) { return hooks.reducer ? *hoo
 TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
     : cfg_(cfg), columns_(hooks.columns), reducer_(reducer_of(hooks)),
       objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr), rows_(reducer_.rows(cfg.batch)),
-      optimizer_(cfg.optimizer) {
+      optimizer_(optimizer_row(cfg.optimizer)) {
   start_model(resume);
   GPT& model = *ckpt_.model;
   const int B = cfg.batch, T = model.config.block_size;
@@ -128,6 +139,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   const int threads = omp_get_max_threads();
   split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
   replicas_ = std::make_unique<Replicas>(model, split_ == ThreadSplit::Batch ? threads : 1);
+  learner_.reset(new Learner{*replicas_, optimizer_.kind, state_.optimizer, reducer_});
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
 }
@@ -168,7 +180,7 @@ void TrainingRun::print_header() const {
                             : split_ == ThreadSplit::Batch ? ", each its own slice of the batch (--threads-split batch)"
                                                            : ", sharing every op (--threads-split ops)";
   std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s%s (idle threads wait: %s)\n", cfg_.steps,
-              cfg_.batch, model.config.block_size, optimizer_.row.title,
+              cfg_.batch, model.config.block_size, optimizer_.title,
               state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", threads,
               threads == 1 ? "" : "s",
               processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(), split.c_str(),
@@ -179,9 +191,10 @@ void TrainingRun::print_header() const {
 // The same evaluation batches every time (a fixed seed), so successive evaluations compare like with like, and
 // the training batches never depend on how often we evaluate. Also measures the next-character score and the
 // extra columns (TrainHooks: the lab's attention statistics under ./train) on one fixed validation batch.
-void TrainingRun::evaluate(int step, MetricsRow& row) {
+void TrainingRun::evaluate(int step) {
   GPT& model = *ckpt_.model;
   const int B = cfg_.batch, T = model.config.block_size;
+  MetricsRow& row = row_;
   Rng eval_rng(cfg_.seed + 1);
   row.train_loss = estimate_loss(*replicas_, *batches_, corpus_.train, B, T, cfg_.eval_iters, eval_rng, reducer_);
   row.val_loss = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, cfg_.eval_iters, eval_rng, reducer_);
@@ -194,30 +207,59 @@ void TrainingRun::evaluate(int step, MetricsRow& row) {
   }
   row.honest_bits =
       next_char_score(*replicas_, corpus_.val, cfg_.eval_iters * B, cfg_.seed + 2, mask_token_, reducer_).bits;
-  if (!reducer_.writes() || !columns_.measure) return;  // only the process that writes metrics.csv measures them
-  if (stats_prefix_ >= 0) model.set_prefix_length(stats_prefix_);
-  row.extra = columns_.measure(model, stats_x_.data(), stats_y_.data(), B, T);
+  if (reducer_.writes() && columns_.measure) {  // only the process that writes metrics.csv measures them
+    if (stats_prefix_ >= 0) model.set_prefix_length(stats_prefix_);
+    row.extra = columns_.measure(model, stats_x_.data(), stats_y_.data(), B, T);
+  }
+  result_.val_loss = row.val_loss, result_.honest_bits = row.honest_bits;
+  if (reducer_.writes()) progress_->evaluation(step, row.train_loss, row.val_loss, report_honest_ ? row.honest_bits : -1);
+  if (step == cfg_.steps) {  // the last row has no step after its evaluation
+    row.wall_s = seconds();
+    if (metrics_) metrics_->row(row);
+  }
 }
 
-float TrainingRun::train_step(int step, double& lr, double& norm) {
-  GPT& model = *ckpt_.model;
-  const int B = cfg_.batch, T = model.config.block_size;
+MetricsRow TrainingRun::empty_row(int step) const {
+  MetricsRow row;
+  row.step = step, row.extra = no_extra_cells_;
+  return row;
+}
+
+BatchView TrainingRun::batch(int) {
+  step_started_ = Clock::now();
+  const int B = cfg_.batch, T = ckpt_.model->config.block_size;
   const int prefix = batches_->next(corpus_.train, B, T, batch_rng_, x_.data(), y_.data());
   if (prefix >= 0) replicas_->set_prefix_length(prefix);
   const size_t first = (size_t)rows_.begin * T;  // this process's rows of the batch
-  // This process's rows: forward, backward, and (batch-split) the threads' gradients combined.
-  const LossSum mine = replicas_->forward_backward(x_.data() + first, y_.data() + first, rows_.count(), T);
-  const float loss = reducer_.gradients(model, (float)mine.mean(), mine.count);  // the whole batch's gradient and loss
-  norm = clip_global_norm(model.grads_memory(), cfg_.adamw.grad_clip);
-  if (!std::isfinite(loss) || !std::isfinite(norm))
-    throw diverged(step, "loss " + std::to_string(loss) + ", gradient norm " + std::to_string(norm) +
+  return {x_.data() + first, y_.data() + first, rows_.count(), T};
+}
+
+bool TrainingRun::stepped(int step, const StepResult& r) {
+  GPT& model = *ckpt_.model;
+  if (!r.updated)
+    throw diverged(step, "loss " + std::to_string(r.loss) + ", gradient norm " + std::to_string(r.grad_norm) +
                              "; the weights were not updated");
-  guard_->observe(loss);
-  lr = learning_rate(cfg_.adamw, step, cfg_.steps);
-  optimizer_.step(model, state_.optimizer, cfg_.adamw, cfg_.muon, (float)lr);
   if (!all_finite(model.params_memory()))  // an absurd step can overflow the weights even from finite gradients
     throw diverged(step, "the update made some weights infinite or NaN");
-  return loss;
+  guard_->observe(r.loss);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - step_started_).count();
+  const double muon_lr = optimizer_.kind == OptimizerKind::Muon ? r.lr.muon : std::nan("");  // empty under AdamW
+  row_.batch_loss = r.loss, row_.lr = r.lr.adamw, row_.grad_norm = r.grad_norm, row_.step_ms = ms;
+  row_.wall_s = seconds(), row_.muon_lr = muon_lr;
+  if (metrics_) metrics_->row(row_);
+  row_ = empty_row(step + 1);
+  result_.step = step + 1;
+  const bool out = reducer_.writes();  // false on every process of a data-parallel run but one
+  if (out) progress_->step(step, step == first_step_, r.loss, r.lr.adamw, muon_lr, ms);
+  // Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
+  if ((step + 1) % kCheckEvery == 0) reducer_.check_same(model.params_memory(), step + 1);
+  // A stop request reaches the processes at different moments: all stop when one has it.
+  const bool stop = reducer_.any(stop_requested());
+  if (!stop && step + 1 != cfg_.stop_at) return true;
+  save(step + 1);
+  if (out) progress_->stopped(stop, step + 1, ckpt_file_);
+  result_.interrupted = true;
+  return false;
 }
 
 void TrainingRun::save(int step) {
@@ -256,22 +298,21 @@ std::string TrainingRun::last_good() const {
 // A diverged step stops the run before anything is saved, naming the step and where the good weights are.
 std::runtime_error TrainingRun::diverged(int step, const std::string& what) const {
   return std::runtime_error("training diverged at step " + std::to_string(step) + " (" + what + "); nothing was saved" +
-                            last_good() + ". Try a lower " + optimizer_.row.lr_flags + " (or check --attn-scale).");
+                            last_good() + ". Try a lower " + optimizer_.lr_flags + " (or check --attn-scale).");
 }
 
-// ---- the loop ----------------------------------------------------------------------------------------------------
-// Steps first_step … steps−1, each preceded by an evaluation when one is due, and a last evaluation at `steps`.
+// ---- the run -----------------------------------------------------------------------------------------------------
 TrainResult TrainingRun::run() {
   GPT& model = *ckpt_.model;
   const int B = cfg_.batch, T = model.config.block_size;
   // The training loss of MLM, prefix-LM or a leaking mask is not next-character loss; the honest next-character
   // number (left context only, the same for every kind of model) is printed beside it in those cases, and logged
   // to metrics.csv always, so that runs of any objective compare on one curve.
-  const bool report_honest = objective_ != Objective::CLM || leaks_;
+  report_honest_ = objective_ != Objective::CLM || leaks_;
   const bool out = reducer_.writes();  // false on every process of a data-parallel run but one
   if (out) print_header();
   install_stop_handlers();
-  Progress progress(cfg_.steps, B * T, cfg_.log_every, reducer_.processes() == 1);
+  progress_ = std::make_unique<Progress>(cfg_.steps, B * T, cfg_.log_every, reducer_.processes() == 1);
   // The extra columns (TrainHooks), after step_ms, filled at evaluations. --overwrite starts the file afresh, also
   // for a run resumed into another run's folder (train.cpp).
   const int L = model.config.n_layer;
@@ -282,53 +323,17 @@ TrainResult TrainingRun::run() {
   }
   Rng stats_rng(cfg_.seed + 3);
   stats_prefix_ = batches_->next(corpus_.val, B, T, stats_rng, stats_x_.data(), stats_y_.data());
-  const double nan = std::nan("");
-  const std::string no_extra_cells = columns_.empty ? columns_.empty(L) : "";
-  TrainResult result;
-  result.step = first_step_;
+  no_extra_cells_ = columns_.empty ? columns_.empty(L) : "";
+  row_ = empty_row(first_step_);
+  result_.step = first_step_;
   const auto start = Clock::now();  // for the closing line: this invocation's own time
 
-  for (int step = state_.step; step <= cfg_.steps; step++) {
-    MetricsRow row;
-    row.step = step, row.extra = no_extra_cells;
-    const bool last = step == cfg_.steps;
-    if (last || step == first_step_ || (cfg_.eval_every && step % cfg_.eval_every == 0)) {
-      evaluate(step, row);
-      result.val_loss = row.val_loss, result.honest_bits = row.honest_bits;
-      if (out) progress.evaluation(step, row.train_loss, row.val_loss, report_honest ? row.honest_bits : -1);
-    }
-    if (last) {
-      row.wall_s = seconds();
-      if (metrics_) metrics_->row(row);
-      break;
-    }
-    const auto t0 = Clock::now();
-    double lr = 0, norm = 0;
-    const float loss = train_step(step, lr, norm);
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    const bool muon = optimizer_.row.kind == OptimizerKind::Muon;
-    row.batch_loss = loss, row.lr = lr, row.grad_norm = norm, row.step_ms = ms, row.wall_s = seconds();
-    row.muon_lr = muon ? muon_learning_rate(cfg_.muon, cfg_.adamw, (float)lr) : nan;
-    if (metrics_) metrics_->row(row);
-    result.step = step + 1;
-    if (out) progress.step(step, step == first_step_, loss, lr, row.muon_lr, ms);
-    // Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
-    if ((step + 1) % kCheckEvery == 0) reducer_.check_same(model.params_memory(), step + 1);
-    // A stop request reaches the processes at different moments: all stop when one has it.
-    const bool stop = reducer_.any(stop_requested());
-    if (stop || step + 1 == cfg_.stop_at) {
-      save(step + 1);
-      if (out) progress.stopped(stop, step + 1, ckpt_file_);
-      result.interrupted = true;
-      return result;
-    }
-    if (cfg_.ckpt_every && (step + 1) % cfg_.ckpt_every == 0 && step + 1 < cfg_.steps) save(step + 1);
-  }
-  save(cfg_.steps);
+  if (!train_loop(*learner_, cfg_, first_step_, *this)) return result_;  // stopped early, saved
+
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(),
                        escape_for_message(ckpt_file_).c_str());
-  return result;
+  return result_;
 }
 
 }  // namespace

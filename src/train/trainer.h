@@ -1,12 +1,14 @@
-// The training loop behind ./train: batches, forward, backward, clip, the optimizer, evaluation, metrics.csv,
-// progress, checkpoints (periodic, final and on Ctrl-C) and exact resume. Its pieces, one job each:
-//   train/settings.h     TrainConfig, its table of settings, presets, validation
+// ./train's run: the training loop (train/loop.h: the step, evaluations, checkpoints) inside the production shell
+// that batches, logs metrics.csv and progress, guards against divergence, takes Ctrl-C, keeps processes in step
+// and resumes exactly. Its pieces, one job each:
+//   train/loop.h         the step and the loop, as a learner reads them
+//   train/train_config.h TrainConfig, its table of settings, presets, validation
 //   train/output.h       the --out folder and metrics.csv
 //   train/progress.h     what is printed while training
 //   train/stop_signal.h  Ctrl-C: finish the step, save, stop
 //   train/evaluate.h     losses and scores of a model
 //   train/reducer.h      data parallelism's seam (one process: every call is the identity)
-//   train/trainer.cpp    TrainingRun: one method per job of the loop (start, evaluate, step, save)
+//   train/trainer.cpp    TrainingRun: the shell, one method per job (start, evaluate, batch, after a step, save)
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -14,7 +16,7 @@
 
 #include "io/checkpoint.h"
 #include "train/reducer.h"
-#include "train/settings.h"
+#include "train/train_config.h"
 
 struct TrainResult {
   int step = 0;             // steps completed

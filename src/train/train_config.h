@@ -1,6 +1,6 @@
 // The settings of a training run (TrainConfig) and their table: one row per setting gives its checkpoint key,
 // its flag, its help line, its range and whether --resume may change it (base/settings.h explains the table).
-// To add a setting: a field with its default here, a row in train_settings() (settings.cpp), the code that uses
+// To add a setting: a field with its default here, a row in run_settings() (train_config.cpp), the code that uses
 // it, and its test. The flags, --help, the checkpoint's JSON, --resume and the range checks follow from the row.
 #pragma once
 #include <cstdint>
@@ -43,7 +43,8 @@ struct TrainConfig {
                              // replace the checkpoint and metrics.csv in `out`; otherwise refused (io/run_folder.h)
 };
 
-// Every setting of ./train, in --help order.
+// Every setting of ./train, in --help order: run_settings()'s rows (train_config.cpp) with the model's
+// (model_settings(), model/config.cpp) after --out.
 const std::vector<Setting<TrainConfig>>& train_settings();
 
 // Every setting as JSON (--print-settings).

@@ -1,4 +1,4 @@
-#include "train/settings.h"
+#include "train/train_config.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -6,6 +6,7 @@
 #include "data/objective.h"
 #include "data/utf8.h"
 #include "optim/optimizer.h"
+#include "train/replicas.h"
 
 #define FIELD(member) SETTING_FIELD(TrainConfig, member)
 
@@ -36,7 +37,7 @@ static const std::vector<Setting<TrainConfig>>& run_settings() {
     {"beta1",        "beta1",        "AdamW β1",                                           FIELD(adamw.beta1),        between(0, 1, false, true), S::Run},
     {"beta2",        "beta2",        "AdamW β2",                                           FIELD(adamw.beta2),        between(0, 1, false, true), S::Run},
     {"eps",          "eps",          "AdamW ε",                                            FIELD(adamw.eps),          positive(),   S::Run},
-    {"weight_decay", "weight-decay", "AdamW decoupled weight decay (2-D weights only)",    FIELD(adamw.weight_decay), at_least(0),  S::Run},
+    {"weight_decay", "weight-decay", "AdamW decoupled weight decay (the tensors the parameter table marks: the embeddings and the linear maps' weights)",FIELD(adamw.weight_decay), at_least(0),  S::Run},
     {"grad_clip",    "grad-clip",    "clip the global gradient norm to this (0 = off)",    FIELD(adamw.grad_clip),
                                                                                 at_least(0, " (0 turns clipping off)"), S::Run},
     {"optimizer",    "optimizer",    "adamw, or muon: orthogonalised momentum for the blocks' 2-D weights, AdamW for the rest",
@@ -113,20 +114,9 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
 
 // ---- presets and checks ----------------------------------------------------------------------------------------
 
-// The recipes are measured, not guessed (docs/performance.md#time-to-quality has the runs; Tiny Shakespeare, 2 cores):
-// - tiny: on two cores a step's tokens/s hardly depend on the batch (8 to 16 sequences: 9.1–9.4k tokens/s), so the
-//   batch that learns most per token wins (12 beat 24 and 32 at equal tokens). With AdamW, lr 6e-3 beat 3e-3 and
-//   1e-2. Muon (optim/muon.h) learns far more per step: val 1.716 after 1000 steps against AdamW's 1.916, for
-//   ~35% more time per step, so 1000 Muon steps beat 1500 AdamW steps (1.798) in less time. Then 700 steps instead
-//   of 1000 (issue 22: val ≤ 1.88 in ≤ 15 s): a shorter cosine reaches 1.88 sooner — first evaluated at or below it
-//   at step 600 (1.831) against step 700 for 1000 steps (1.849; 600: 1.888) and ends at 1.793 instead of 1.716.
-//   600 steps missed at step 500 (1.881); a higher Muon rate (0.03, 0.04) or batch 16 did not cross sooner in time.
-// - frontier: for a 10-minute budget, block 128 at the tiny widths (8.7k tokens/s) beat 6 layers (5.9k tokens/s)
-//   at equal time on the Zen 1 machine, where 1700 Muon steps filled 10 minutes (val 1.531). On the Zen 4 machine of
-//   issue 22 a step takes ~52 ms at 2 threads, and the same recipe run longer ends at val 1.482 after 6000 steps and
-//   1.481 after 10000: past ~6000 steps (12 passes over the text) the train/val gap grows as fast as train falls
-//   (train 1.19 → 1.14, gap 0.29 → 0.34), so 6000 steps (~5 minutes there) is where this model without dropout stops
-//   improving, not where the budget ends. nanoGPT's 1.47 needs regularisation (dropout 0.2 there).
+// The recipes are measured, not guessed: docs/performance.md has the runs that chose each one and what it costs
+// (#how-the-tiny-presets-recipe-was-chosen, #time-to-quality-on-zen-4 for its 700 steps,
+// #the-10-minute-point-how-the-frontier-preset-was-chosen and #the-10-minute-point-on-zen-4-148-not-147).
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
       {"tiny", "4 layers, 128 wide, block 64, batch 12, Muon (AdamW lr 6e-3 for the rest), 700 steps: the defaults, "
@@ -174,9 +164,7 @@ void validate(const TrainConfig& c) {
   check_ranges(train_settings(), c);
   if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
   parse_objective(c.objective);
-  if (c.threads_split != "batch" && c.threads_split != "ops" && c.threads_split != "auto")
-    throw std::runtime_error("--threads-split: unknown value '" + escape_for_message(c.threads_split) +
-                             "' (expected batch, ops or auto)");
+  choose_split(c.threads_split, 1, c.batch, false);  // throws on a text that is none of batch, ops or auto
   if (!find_optimizer(c.optimizer))
     throw std::runtime_error("--optimizer: unknown optimizer '" + escape_for_message(c.optimizer) + "' (expected " +
                              optimizer_names() + ")");
