@@ -1,5 +1,5 @@
 # plaingpt — one Makefile, no CMake.
-#   make          build ./train and ./sample
+#   make          build ./train, ./sample and ./inspect
 #   make train    train the tiny preset on data/stories.txt, then print a sample
 #   make test     build and run the GoogleTest suite
 # Dependencies are checked (and installed where possible) by tools/deps.sh.

@@ -8,7 +8,9 @@
 //             dP = dO·Vᵀ                    dP_ij = dO_i·v_j
 //             dS = P ⊙ (dP − rowsum(dP ⊙ P)),  and rowsum(dP ⊙ P)_i = Σ_j P_ij dO_i·v_j = dO_i·O_i
 //             dQ = dS·K·scale,   dK = dSᵀ·Q·scale      (dqkv is written: src/ops/README.md)
-// Masked pairs are never visited, so they contribute exactly zero, and a narrow mask costs proportionally less.
+// The work goes in blocks of 16 queries over the union of their rows' key ranges (attention.cpp): a masked pair
+// inside that union is computed, then its P set to exactly 0, so it contributes exactly zero; the keys outside the
+// union are never visited, so a narrow mask costs less.
 //
 // P is B·NH·T² floats, more than everything else a layer keeps at long T (≈ 600 MB for the small preset). So the
 // forward keeps only each row's log-normaliser, lse_i = log Σ_{j ∈ K(i)} exp(S_ij), and the backward rebuilds
