@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "base/rng.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "data/objective.h"
@@ -173,6 +174,7 @@ void TrainingRun::print_header() const {
               threads == 1 ? "" : "s",
               processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(), split.c_str(),
               wait_policy().c_str());
+  std::printf("blas: %s\n", blas_kernel().c_str());
   std::fflush(stdout);
 }
 
