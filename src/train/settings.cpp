@@ -113,23 +113,15 @@ TrainConfig train_config_from_json(const std::string& text, const std::string& s
 
 // ---- presets and checks ----------------------------------------------------------------------------------------
 
-// The recipes are measured, not guessed (docs/performance.md#time-to-quality has the runs; Tiny Shakespeare, 2 cores):
-// - tiny: on two cores a step's tokens/s hardly depend on the batch (8 to 16 sequences: 9.1–9.4k tokens/s), so the
-//   batch that learns most per token wins (12 beat 24 and 32 at equal tokens). With AdamW, lr 6e-3 beat 3e-3 and
-//   1e-2. Muon (optim/muon.h) learns far more per step: val 1.716 after 1000 steps against AdamW's 1.916, for
-//   ~35% more time per step, so 1000 Muon steps beat 1500 AdamW steps (1.798) in less time. Then 700 steps instead
-//   of 1000 (issue 22: val ≤ 1.88 in ≤ 15 s): a shorter cosine reaches 1.88 sooner — first evaluated at or below it
-//   at step 600 (1.831) against step 700 for 1000 steps (1.849; 600: 1.888) and ends at 1.793 instead of 1.716.
-//   600 steps missed at step 500 (1.881); a higher Muon rate (0.03, 0.04) or batch 16 did not cross sooner in time.
-// - frontier: for a 10-minute budget, block 128 at the tiny widths (8.7k tokens/s) beat 6 layers (5.9k tokens/s)
-//   at equal time on the Zen 1 machine, where 1700 Muon steps filled 10 minutes (val 1.531). On the Zen 4 machine of
-//   issue 22 a step takes ~52 ms at 2 threads, and the same recipe run longer ends at val 1.482 after 6000 steps and
-//   1.481 after 10000: past ~6000 steps (12 passes over the text) the train/val gap grows as fast as train falls
-//   (train 1.19 → 1.14, gap 0.29 → 0.34), so 6000 steps (~5 minutes there) is where this model without dropout stops
-//   improving, not where the budget ends. nanoGPT's 1.47 needs regularisation (dropout 0.2 there).
+// The recipes are measured, not guessed: docs/performance.md ("How the tiny preset's recipe was chosen", "The
+// 10-minute point on Zen 4") has the runs and the alternatives they beat.
+// - tiny: batch 12 (on two cores a bigger batch buys no tokens/s and learns less per token), Muon for the blocks'
+//   linear weights, 1000 steps: val ≤ 1.72 on Tiny Shakespeare by nanoGPT's estimator.
+// - frontier: block 128 at the tiny widths, 6000 steps: past ~6000 steps the train/val gap of this model without
+//   dropout grows as fast as the train loss falls.
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
-      {"tiny", "4 layers, 128 wide, block 64, batch 12, Muon (AdamW lr 6e-3 for the rest), 700 steps: the defaults, "
+      {"tiny", "4 layers, 128 wide, block 64, batch 12, Muon (AdamW lr 6e-3 for the rest), 1000 steps: the defaults, "
                "tuned for time to quality",
        [](TrainConfig&) {}},
       {"nanogpt", "the tiny model with nanoGPT's CPU recipe: AdamW, lr 1e-3 to 1e-4, 100 warm-up steps, 2000 steps",
