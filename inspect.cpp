@@ -29,6 +29,7 @@
 #include "lab/plot.h"
 #include "lab/pruning.h"
 #include "base/settings.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "data/utf8.h"
 #include "explore/server.h"
@@ -244,7 +245,7 @@ static void check_numbers(const cxxopts::ParseResult& flags) {
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("inspect", "Look inside a plaingpt model: inspect attention|heads|prune|serve");
   // clang-format off
   options.add_options()

@@ -16,6 +16,7 @@
 #include "lab/pruning.h"
 #include "base/rng.h"
 #include "generate/sampling.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "data/utf8.h"
 
@@ -138,7 +139,7 @@ static const std::vector<Setting<SampleConfig>>& sample_settings() {
 #undef FIELD
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("sample", "Generate text from a plaingpt checkpoint, or score a text with it.");
   add_flags(options, sample_settings(), SampleConfig{});
   add_flags(options, sampling_settings(), SamplingOptions{});

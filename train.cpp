@@ -10,6 +10,7 @@
 #include <cxxopts.hpp>
 
 #include "base/program_flags.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "io/checkpoint.h"
 #include "io/run_folder.h"
@@ -125,7 +126,7 @@ static int train_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   dist::init(&argc, &argv);      // [dist] joins the MPI job when mpirun started us (train/distributed.h)
   // [dist] Rank 0 alone prints progress; the other processes' standard output goes nowhere (errors still show).
   if (!dist::is_root() && !std::freopen("/dev/null", "w", stdout)) dist::abort_job(1);

@@ -69,6 +69,7 @@
 #include "base/rng.h"
 #include "generate/generate.h"
 #include "generate/sampling.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "lab/plot.h"
 #include "train/loop.h"
@@ -617,6 +618,7 @@ static json step_report(const std::string& name, int threads, int warmup, int re
   const double tokens = (double)p.batch * p.model.block_size;
   const double gflop = tokens * flops_per_token(p.model, p.model.block_size) / 1e9;
   return {{"impl", "plaingpt"},
+          {"blas_core", blas_core()},
           {"preset", name},
           {"threads", threads},
           {"threads_split", st.batch_split ? "batch" : "ops"},
@@ -727,21 +729,22 @@ static int run_full(const Options& o) {
   char date[64];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  std::string corename = "?", blasconfig = "?";
+  std::string corename = blas_core(), blasconfig = "?";
 #ifndef PLAINGPT_ACCELERATE
-  corename = openblas_get_corename();
   blasconfig = openblas_get_config();
 #endif
   std::printf("plaingpt benchmark%s — %s, commit %s\n", o.quick ? " (quick)" : "", date, commit.c_str());
-  std::printf("machine: %s, %d cores; OpenBLAS %s, kernel %s\n", machine_description().c_str(), default_threads(),
-              blasconfig.c_str(), corename.c_str());
+  std::printf("machine: %s, %d cores; %s\n", machine_description().c_str(), default_threads(),
+              blas_kernel().c_str());
   std::printf("load average at start: %.2f (above ~2 the machine is shared and times are inflated)\n", load_average());
+  // OPENBLAS_CORETYPE set by this program's own start-up (base/runtime.h) is what a user gets; one set outside is not.
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
-    if (std::getenv(var))
+    if (std::getenv(var) && !(std::string(var) == "OPENBLAS_CORETYPE" && !openblas_own_choice().empty()))
       std::printf("WARNING: %s is set (%s): benchmark numbers will not be representative; run through `make bench`\n",
                   var, std::getenv(var));
   results["meta"] = {{"date", date}, {"commit", commit}, {"cpu", machine_description()}, {"cores", default_threads()},
-                     {"openblas_config", blasconfig}, {"openblas_core", corename}, {"quick", o.quick},
+                     {"openblas_config", blasconfig}, {"openblas_core", corename},
+                     {"openblas_own_choice", openblas_own_choice()}, {"quick", o.quick},
                      {"load_average_start", load_average()}};
   results["flops_formula"] =
       "per token: 6*N + 12*L*C*T, N = parameters except wpe (tied wte counted once), full TxT attention counted";
@@ -1142,6 +1145,7 @@ static void usage() {
       "                                                  one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
       "       bench --sample-bound [--rounds R] [-n TOKENS] [--repeats R]      sampling against the sgemv bound\n"
+      "       bench --blas                               the OpenBLAS kernels this program runs, one JSON line\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
       "       bench --mixers [--quick] [--json PATH]     softmax vs linear vs Mamba, alternated, cost per token against T\n"
@@ -1150,7 +1154,7 @@ static void usage() {
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   try {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
@@ -1174,6 +1178,15 @@ int main(int argc, char** argv) {
       else if (a == "--step") step_preset = value();
       else if (a == "--sample") sample = true;
       else if (a == "--sample-bound") sample_bound = true;
+      else if (a == "--blas") {
+        // The kernels this program runs and who chose them, for bench/compare.py to give the twin the same.
+        const std::string own = openblas_own_choice();
+        const json r = {{"blas", blas_kernel()}, {"core", blas_core()}, {"openblas_own_choice", own},
+                        {"chosen_by", own.empty() ? (std::getenv("OPENBLAS_CORETYPE") ? "environment" : "OpenBLAS")
+                                                  : "plaingpt"}};
+        std::printf("%s\n", r.dump().c_str());
+        return 0;
+      }
       else if (a == "--rounds") rounds = std::stoi(value());
       else if (a == "--linear") linear_only = true;
       else if (a == "--split") split_only = true;
@@ -1212,15 +1225,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (sample_bound) {
-      std::printf("machine load average %.1f; sampling %d tokens, tiny model\n", load_average(), n);
+      std::printf("machine load average %.1f; sampling %d tokens, tiny model; %s\n", load_average(), n,
+                  blas_kernel().c_str());
       json r = sampling_against_bound(rounds, n, repeats > 0 ? repeats : 5);
+      r["blas_core"] = blas_core();
       r["load_average_end"] = load_average();
       std::printf("%s\n", r.dump().c_str());
       return 0;
     }
     if (sample) {
       const double tps = sampling_tokens_per_s(threads, n, repeats > 0 ? repeats : 5);
-      json r = {{"impl", "plaingpt"}, {"threads", threads}, {"tokens", n}, {"tokens_per_s", tps},
+      json r = {{"impl", "plaingpt"}, {"blas_core", blas_core()}, {"threads", threads}, {"tokens", n}, {"tokens_per_s", tps},
                 {"method", "KV cache (Decoder)"}, {"peak_rss_mb", peak_rss_mb()}};
       std::printf("%s\n", r.dump().c_str());
       return 0;

@@ -17,7 +17,9 @@
 
 Without torch (for /usr/bin/python3) only our side runs, with the command that installs it. Results also go to
 bench/compare.json. Run from the repository root with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target
-does both).
+does both). Our programs then choose their OpenBLAS kernels as a user's would (src/base/runtime.h: on a CPU that
+OpenBLAS does not know, a better core than OpenBLAS's own); the twin is given the same core (OPENBLAS_CORETYPE), so
+both sides run the same kernels, and every table names them.
 """
 import argparse
 import json
@@ -46,6 +48,32 @@ def clean_env(extra=None):
         env.pop(var, None)
     env.update(extra or {})
     return env
+
+
+_kernel = None
+
+
+def kernel_choice():
+    """What our programs run, as `build/bench/bench --blas` reports it from a clean environment: {"core": "SkylakeX",
+    "chosen_by": "plaingpt" | "OpenBLAS", "openblas_own_choice": "Prescott", ...}. Asked once."""
+    global _kernel
+    if _kernel is None:
+        _kernel = run_json([OURS, "--blas"])
+    return _kernel
+
+
+def twin_env(extra=None):
+    """The twin's environment: clean, plus the OpenBLAS kernels our programs chose for themselves at start-up
+    (src/base/runtime.h), so that both sides run the same kernels. Our programs get clean_env() and choose alone."""
+    env = clean_env(extra)
+    if kernel_choice().get("chosen_by") == "plaingpt":
+        env["OPENBLAS_CORETYPE"] = kernel_choice()["core"]
+    return env
+
+
+def kernels_line(ours_core, twin_core):
+    return (f"OpenBLAS kernels: ours {ours_core or '?'}, PyTorch {twin_core or '?'}"
+            + ("" if ours_core == twin_core else "   WARNING: not the same kernels"))
 
 
 def run_json(cmd, env=None, timeout=1800):
@@ -77,7 +105,7 @@ def ours_step(preset, threads, warmup, repeats, env=None, split="auto"):
 
 
 def twin_step(preset, variant, warmup, repeats):
-    env = clean_env(variant["env"])
+    env = twin_env(variant["env"])
     return run_json(TWIN + ["--bench", "--preset", preset, "--threads", str(variant["torch_threads"]), "--bench-warmup",
                             str(warmup), "--repeats", str(repeats)], env=env)
 
@@ -111,7 +139,7 @@ def pick_best_variant(budget, quick, log):
 
 def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_torch, log, ours_spin=False):
     """Rounds of ours / PyTorch (/ ours with OMP_WAIT_POLICY=ACTIVE, a diagnostic), the order rotating per round.
-    Our programs wait passively unless told otherwise (src/base/threads.h), so "ours" is what a user runs."""
+    Our programs wait passively unless told otherwise (src/base/runtime.h), so "ours" is what a user runs."""
     runs = {"ours": [], "pytorch": [], "ours_spin": [], "ours_ops": []}
     contenders = (["ours"] + (["pytorch"] if have_torch else []) + (["ours_spin"] if ours_spin else [])
                   + (["ours_ops"] if ours_spin else []))
@@ -140,6 +168,7 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
                 "median_cpu_ms": statistics.median(x["median_cpu_ms"] for x in runs),
                 "tokens_per_s": runs[0]["batch"] * runs[0]["block_size"] / (med / 1000),
                 "peak_rss_mb": max(x["peak_rss_mb"] for x in runs),
+                "blas_core": runs[0].get("blas_core", ""),
                 "estimate_mb": runs[0].get("estimate_mb")}
 
     res = {"target": label, "preset": preset, "threads": threads, "rounds": rounds, "warmup": warmup,
@@ -154,20 +183,24 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
 
 
 def sampling_rounds(threads, rounds, variant, have_torch, log):
-    ours, twin = [], []
+    ours, twin, cores = [], [], {"ours": "", "twin": ""}
     for r in range(rounds):
         order = ["ours", "twin"] if r % 2 == 0 else ["twin", "ours"]
         for who in order:
             if who == "ours":
-                ours.append(run_json([OURS, "--sample", "--threads", str(threads), "--repeats", "3"])["tokens_per_s"])
+                o = run_json([OURS, "--sample", "--threads", str(threads), "--repeats", "3"])
+                ours.append(o["tokens_per_s"])
+                cores["ours"] = o.get("blas_core", "")
             elif have_torch:
-                env = clean_env(variant["env"])
-                twin.append(run_json(TWIN + ["--sample-bench", "--threads", str(variant["torch_threads"]),
-                                             "--repeats", "2"], env=env)["tokens_per_s"])
-    res = {"threads": threads, "ours_tokens_per_s": statistics.median(ours), "ours_runs": ours}
+                t = run_json(TWIN + ["--sample-bench", "--threads", str(variant["torch_threads"]), "--repeats", "2"],
+                             env=twin_env(variant["env"]))
+                twin.append(t["tokens_per_s"])
+                cores["twin"] = t.get("blas_core", "")
+    res = {"threads": threads, "ours_tokens_per_s": statistics.median(ours), "ours_runs": ours,
+           "ours_blas_core": cores["ours"]}
     if twin:
         res.update(pytorch_tokens_per_s=statistics.median(twin), pytorch_runs=twin,
-                   speedup=statistics.median(ours) / statistics.median(twin))
+                   speedup=statistics.median(ours) / statistics.median(twin), pytorch_blas_core=cores["twin"])
     log(f"    sampling {threads} thread(s): ours {res['ours_tokens_per_s']:8.0f} tok/s"
         + (f", pytorch {res['pytorch_tokens_per_s']:8.0f} tok/s" if twin else ""))
     return res
@@ -194,7 +227,7 @@ def score_check(data, steps, log):
             if not m:
                 raise RuntimeError(f"./sample --score printed no nats/char line:\n{s}")
             ours = float(m.group(1))
-            twin = run_json(TWIN + ["--score", out, score_file], env=clean_env({"OPENBLAS_NUM_THREADS": "2"}))
+            twin = run_json(TWIN + ["--score", out, score_file], env=twin_env({"OPENBLAS_NUM_THREADS": "2"}))
             diff = abs(ours - twin["nats_per_char"])
             good = diff <= TOLERANCE
             ok &= good
@@ -230,7 +263,11 @@ def main():
     if not have_torch:
         log("compare: PyTorch is not installed for /usr/bin/python3 — showing plaingpt only. To compare, install it:\n"
             "           apt-get install -y python3-torch python3-numpy")
-    results = {"load_average_start": load_average(), "have_torch": have_torch, "targets": [], "sampling": []}
+    results = {"load_average_start": load_average(), "have_torch": have_torch, "targets": [], "sampling": [],
+               "kernel_choice": kernel_choice()}
+    log(f"our programs run {kernel_choice()['blas']}; the twin gets "
+        + (f"OPENBLAS_CORETYPE={twin_env()['OPENBLAS_CORETYPE']}, the same" if "OPENBLAS_CORETYPE" in twin_env()
+           else "OpenBLAS's own choice, as ours"))
 
     log("1. training speed, A/B alternated (each run a fresh process; ms/step = median of its timed steps)")
     best = {}
@@ -287,6 +324,7 @@ def main():
                 f"{s['median_cpu_ms']:9.1f} {s['tokens_per_s']:10.0f} {s['peak_rss_mb']:12.1f} {est}{extra}")
         if t["pytorch_variant"]:
             log(f"{'':<18} (PyTorch: {t['pytorch_variant']})")
+            log(f"{'':<18} ({kernels_line(t['ours']['blas_core'], t['pytorch']['blas_core'])})")
     by_target = {t["target"]: t for t in results["targets"]}
     if "tiny, 2 threads" in by_target and "tiny, 1 thread" in by_target:
         two, one = by_target["tiny, 2 threads"]["ours"]["median_ms"], by_target["tiny, 1 thread"]["ours"]["median_ms"]
@@ -296,7 +334,7 @@ def main():
         line = f"sampling, {s['threads']} thr    ours {s['ours_tokens_per_s']:8.0f} tok/s (KV cache)"
         if "pytorch_tokens_per_s" in s:
             line += (f"   pytorch {s['pytorch_tokens_per_s']:8.0f} tok/s (full recompute)   "
-                     f"{s['speedup']:.1f}x")
+                     f"{s['speedup']:.1f}x   ({kernels_line(s['ours_blas_core'], s['pytorch_blas_core'])})")
         log(line)
     for r in results.get("score_check", []):
         log(f"score ({r['mask']:<9})  ours {r['ours_nats']:.4f}  pytorch {r['pytorch_nats']:.6f} nats/char  "

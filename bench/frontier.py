@@ -20,7 +20,8 @@ estimator, rounded up to whole batches), logged in metrics.csv's val_windows bes
 the crossings by that estimator (its cost is inside every time of ours: a conservative handicap).
 Results: bench/frontier.json; the chart: docs/frontier.svg (drawn by `build/bench/bench --plot`).
 
-Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target does). Needs python3-torch for
+Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target does): ./train chooses its OpenBLAS kernels as
+a user's would, and the twin is given the same (bench/compare.py, twin_env). Needs python3-torch for
 /usr/bin/python3 for the twin's runs (without it: ours only). A long run: about 35 minutes on two cores.
 """
 import argparse
@@ -33,7 +34,8 @@ import sys
 import tempfile
 import time
 
-from compare import HERE, ROOT, TWIN_PY, clean_env, load_average, torch_available  # bench/compare.py
+from compare import (HERE, ROOT, TWIN_PY, clean_env, kernel_choice, kernels_line, load_average, torch_available,
+                     twin_env)  # bench/compare.py
 
 THRESHOLDS = (2.0, 1.88, 1.7, 1.6, 1.5, 1.47)
 WINDOWS = 200  # nanoGPT's estimator: ours also scores this many random validation windows at every evaluation
@@ -49,13 +51,17 @@ RECIPES = {
 
 
 def run_timed(cmd, env, log):
-    """Runs cmd; returns (evaluations as (seconds since start, step, val loss), wall seconds, last output line)."""
-    evals = []
+    """Runs cmd; returns (evaluations as (seconds since start, step, val loss), wall seconds, last output line,
+    the OpenBLAS kernels of ./train's "blas:" header line or "")."""
+    evals, core = [], ""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail = []
     for line in p.stdout:
         tail = (tail + [line])[-20:]
+        k = re.match(r"blas: OpenBLAS \S+ with its (\S+) kernels", line)
+        if k:
+            core = k.group(1)
         m = re.match(r"step (\d+): train loss [0-9.]+, val loss ([0-9.]+)", line)
         if m:
             evals.append((time.perf_counter() - t0, int(m.group(1)), float(m.group(2))))
@@ -64,7 +70,7 @@ def run_timed(cmd, env, log):
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         sys.exit(f"frontier: {' '.join(cmd)} failed ({p.returncode}):\n{''.join(tail)}")
-    return evals, wall, tail[-1].strip() if tail else ""
+    return evals, wall, tail[-1].strip() if tail else "", core
 
 
 def windows_evals(metrics_csv):
@@ -123,19 +129,22 @@ def main():
             flags = RECIPES[name][0] + ["--threads", str(args.threads)]
             cmd = [os.path.join(ROOT, "train"), "--data", args.data, "--out", os.path.join(tmp, name)] + flags
             log(f"{name}, ours: {' '.join(cmd)}")
-            evals, wall, _ = run_timed(cmd + ["--eval-windows", str(WINDOWS)], clean_env(), log)
+            evals, wall, _, core = run_timed(cmd + ["--eval-windows", str(WINDOWS)], clean_env(), log)
             results["runs"].append({"recipe": name, "impl": "plaingpt", "flags": flags, "wall_s": wall, "evals": evals,
+                                    "blas_core": core,
                                     "windows_evals": windows_evals(os.path.join(tmp, name, "metrics.csv"))})
             if not have_torch:
                 continue
             limit = RECIPES[name][1] * wall
             tcmd = [TWIN_PY, os.path.join(HERE, "torch_twin.py"), "--train", args.data, "--time-limit", f"{limit:.1f}"]
             tcmd += flags
-            env = clean_env({"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": str(args.threads)})
-            log(f"{name}, PyTorch twin: OMP_WAIT_POLICY=PASSIVE {' '.join(tcmd)}")
-            tevals, twall, last = run_timed(tcmd, env, log)
+            env = twin_env({"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": str(args.threads)})
+            coretype = f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} " if "OPENBLAS_CORETYPE" in env else ""
+            log(f"{name}, PyTorch twin: {coretype}OMP_WAIT_POLICY=PASSIVE {' '.join(tcmd)}")
+            tevals, twall, last, _ = run_timed(tcmd, env, log)
             info = json.loads(last) if last.startswith("{") else {}
             results["runs"].append({"recipe": name, "impl": "pytorch", "flags": flags, "wall_s": twall,
+                                    "blas_core": info.get("blas_core", ""),
                                     "evals": tevals, "stopped_by_time_limit": info.get("steps_run", 0) <
                                     info.get("recipe", {}).get("steps", 0), "torch": info.get("torch", "")})
     results["load_average_end"] = load_average()
@@ -145,6 +154,10 @@ def main():
     print(f"validation loss against wall-clock time: {args.data}, {args.threads} threads "
           f"(load average {results['load_average_start']:.1f} at start, {results['load_average_end']:.1f} at end)")
     header = "".join(f"{'t(≤' + str(x) + ')':>11}" for x in THRESHOLDS)
+    ours_cores = {r["blas_core"] for r in results["runs"] if r["impl"] == "plaingpt"}
+    twin_cores = {r["blas_core"] for r in results["runs"] if r["impl"] == "pytorch"}
+    print(f"  {kernels_line(','.join(sorted(ours_cores)), ','.join(sorted(twin_cores)) if twin_cores else '(no twin)')}")
+    results["kernel_choice"] = kernel_choice()
     print(f"  {'recipe':<9} {'impl':<9} {'steps':>6} {'wall s':>8} {'val loss':>9}{header}")
     for r in results["runs"]:
         last = r["evals"][-1] if r["evals"] else (float("nan"), 0, float("nan"))

@@ -17,7 +17,8 @@ evaluation cadence) are not copied here: they are ./train's own, read from `./tr
 Any flag the twin does not know is one of ./train's (--lr, --steps, --block, …) and goes to ./train --print-settings.
 
 Needs Debian's python3-torch and python3-numpy (apt-get install -y python3-torch) for /usr/bin/python3. Benchmarks
-should run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (mk/bench.mk does that).
+should run with OPENBLAS_L2_SIZE unset and OPENBLAS_CORETYPE set as plaingpt's programs choose it (bench/compare.py
+and bench/frontier.py do both: docs/performance.md, "Kernel choice"); every JSON line names the kernels that ran.
 """
 import argparse
 import json
@@ -266,8 +267,23 @@ def median(xs):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def blas_core():
+    """The OpenBLAS kernels this process runs, or "" when no OpenBLAS is loaded. Debian's torch calls sgemm through
+    libblas.so.3, which is OpenBLAS's when OpenBLAS is the chosen BLAS; it then reads OPENBLAS_CORETYPE as ours do."""
+    import ctypes
+    for name in ("libopenblas.so.0", "libopenblas.so", "libopenblas.dylib"):
+        try:
+            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD if hasattr(os, "RTLD_NOLOAD") else 0)
+        except OSError:
+            continue
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode()
+    return ""
+
+
 def runtime_info(threads):
     return {"torch": torch.__version__, "torch_threads": torch.get_num_threads(), "threads": threads,
+            "blas_core": blas_core(), "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", ""),
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", ""),
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "")}
 

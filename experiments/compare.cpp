@@ -23,6 +23,7 @@
 #include "base/rng.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 
 struct Contender {
@@ -79,7 +80,7 @@ static std::string example(Checkpoint& ckpt) {
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("compare", "Train GPT-, BERT- and prefix-LM-style models alike and compare them.");
   // clang-format off
   options.add_options()

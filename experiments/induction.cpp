@@ -43,6 +43,7 @@
 #include "train/train_config.h"
 #include "lab/plot.h"
 #include "base/rng.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 
 struct Batch {
@@ -182,7 +183,7 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("induction", "Induction heads: 2-layer attention-only model vs a 1-layer control.");
   // clang-format off
   options.add_options()

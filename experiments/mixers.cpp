@@ -23,6 +23,7 @@
 
 #include "base/program_flags.h"
 #include "base/rng.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "io/atomic_file.h"
@@ -132,7 +133,7 @@ std::vector<std::string> split(const std::string& text, char sep) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("mixers", "Softmax, linear, Mamba and a hybrid: validation loss at equal steps and equal time.");
   // clang-format off
   options.add_options()
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
   const std::vector<Setting<TrainConfig>> shared = select_settings(train_settings(), {"data", "steps", "threads"});
   TrainConfig defaults = preset("tiny");
   defaults.threads = 1;
-  defaults.steps = 1000;  // the budget docs/mamba.md was measured with (the tiny preset itself is 700 steps now)
+  defaults.steps = 1000;  // the budget docs/mamba.md was measured with (the tiny preset's own)
   add_flags(options, shared, defaults);
   try {
     const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);

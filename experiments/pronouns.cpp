@@ -13,6 +13,7 @@
 
 #include "base/program_flags.h"
 #include "base/rng.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "data/utf8.h"
@@ -123,7 +124,7 @@ Interval delta(const std::vector<float>& after, const std::vector<float>& before
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("pronouns", "Pronoun heads tested against a nearest-name baseline, with ablations.");
   // clang-format off
   options.add_options()

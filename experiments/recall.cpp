@@ -41,6 +41,7 @@
 
 #include "base/program_flags.h"
 #include "base/rng.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "io/atomic_file.h"
 #include "lab/plot.h"
@@ -213,7 +214,7 @@ std::vector<int> int_list(const std::string& text, const char* flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("recall", "Multi-query associative recall: softmax vs linear vs hybrid attention.");
   // clang-format off
   options.add_options()

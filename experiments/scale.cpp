@@ -25,6 +25,7 @@
 #include "io/atomic_file.h"
 #include "lab/attention_stats.h"
 #include "train/trainer.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 
 static std::vector<std::string> split(const std::string& list) {
@@ -87,7 +88,7 @@ static void read_stats(const std::string& path, int n_layer, RunStats& r) {
 }
 
 int main(int argc, char** argv) {
-  prefer_passive_waiting(argv);  // see threads.h: restarts once with OMP_WAIT_POLICY=passive unless it is set
+  choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
   cxxopts::Options options("scale", "The 1/√d_k sweep: attention scale × learning rate × head size.");
   // clang-format off
   options.add_options()

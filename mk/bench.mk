@@ -9,7 +9,8 @@
 #                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
 #                           bench/frontier.json and docs/frontier.svg (~35 min)
 # Every benchmark command runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the environment pins them for
-# the tests); tests and CI keep them.
+# the tests); tests and CI keep them. Our programs then choose their OpenBLAS kernels themselves (src/base/runtime.h),
+# and compare.py and frontier.py give the twin the same core.
 
 BENCH_ENV    ?= env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 BENCH_PY     ?= /usr/bin/python3

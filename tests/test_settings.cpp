@@ -218,11 +218,11 @@ TEST(SettingsPresets, EveryPresetIsValidListedAndUnknownNamesAreRefused) {
     EXPECT_CONTAINS(help.out, std::string(p.name) + ": ");
   }
   // The tiny preset is the documented recipe (docs/usage.md) and TrainConfig's own defaults are exactly it: Muon,
-  // 700 steps, an evaluation every 200. A checkpoint without the optimizer key was written by AdamW, and reads so.
+  // 1000 steps, an evaluation every 200. A checkpoint without the optimizer key was written by AdamW, and reads so.
   const TrainConfig tiny = preset("tiny");
   EXPECT_EQ(to_json(tiny), to_json(TrainConfig()));
   EXPECT_EQ(tiny.optimizer, "muon");
-  EXPECT_EQ(tiny.steps, 700);
+  EXPECT_EQ(tiny.steps, 1000);
   EXPECT_EQ(tiny.eval_every, 200);
   nlohmann::json old = nlohmann::json::parse(to_json(tiny));
   old.erase("optimizer");

@@ -55,6 +55,32 @@ openblas_flags() {  # prints "cflags|libs" of a working OpenBLAS, or fails
   return 1
 }
 
+# A note when OpenBLAS, left to itself, would run kernels older than the CPU's vector units (an OpenBLAS older than
+# the CPU: src/base/blas_kernel.h). The programs then choose better kernels themselves when they start; the note
+# says so at build time (only a DYNAMIC_ARCH OpenBLAS reads OPENBLAS_CORETYPE). The rule is the programs' own, compiled with a main that prints its verdict.
+openblas_kernel_note() {  # $1 = cflags, $2 = libs
+  [ "$(uname -s)" = Linux ] && [ -f src/base/blas_kernel.cpp ] || return 0
+  probe=$(mktemp "${TMPDIR:-/tmp}/plaingpt_kernel_XXXXXX") || return 0
+  verdict=""
+  printf '%s\n' '#include <cblas.h>' '#include <cstdio>' '#include <cstring>' '#include "base/blas_kernel.h"' \
+    'int main() {' '  const CpuFeatures cpu = this_cpu();' \
+    '  const std::string chosen = openblas_get_corename(), better = better_blas_core(cpu, chosen, false);' \
+    '  if (!better.empty() && std::strstr(openblas_get_config(), "DYNAMIC_ARCH"))' '    std::printf("%s|%s|%s", describe_cpu(cpu).c_str(), chosen.c_str(), better.c_str());' \
+    '}' | $CXX -std=c++17 $1 -Isrc -x c++ - -x none src/base/blas_kernel.cpp -o "$probe" $2 2>/dev/null &&
+    verdict=$(env -u OPENBLAS_CORETYPE "$probe" 2>/dev/null)
+  rm -f "$probe"
+  [ -n "$verdict" ] || return 0
+  cpu=${verdict%%|*} rest=${verdict#*|}
+  if [ -n "${OPENBLAS_CORETYPE+set}" ]; then
+    then_what="your OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE is kept (without it the programs would choose ${rest#*|})"
+  else
+    then_what="the programs restart themselves with OPENBLAS_CORETYPE=${rest#*|} and say so"
+  fi
+  say "note: this OpenBLAS does not know this CPU ($cpu) and chooses its ${rest%%|*} kernels, older than the" \
+      "CPU's vector units; $then_what (docs/performance.md, \"Kernel choice\"; OpenBLAS 0.3.25 and later know" \
+      "more CPUs)"
+}
+
 install_missing() {  # $1 = Debian package names (leading space); installs them or exits with the command to run
   cmd="apt-get install -y$1"
   if command -v apt-get >/dev/null 2>&1; then
@@ -170,6 +196,7 @@ if [ "$BLAS" = openblas ]; then
   echo "BLAS_NAME := OpenBLAS"
   echo "BLAS_CFLAGS := ${flags%%|*} -DPLAINGPT_OPENBLAS"
   echo "BLAS_LIBS := ${flags#*|}"
+  openblas_kernel_note "${flags%%|*}" "${flags#*|}"
 else
   say "building with BLAS=$BLAS ($(pkg-config --modversion "$BLAS")), not OpenBLAS, as asked"
   echo "BLAS_NAME := $BLAS $(pkg-config --modversion "$BLAS") (not OpenBLAS, as asked with BLAS=$BLAS)"

@@ -1,7 +1,6 @@
 #include "base/threads.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -54,17 +53,6 @@ AtMostThreads::AtMostThreads(int n) : previous_(omp_get_max_threads()) {
   omp_set_num_threads(n < previous_ ? (n < 1 ? 1 : n) : previous_);
 }
 AtMostThreads::~AtMostThreads() { omp_set_num_threads(previous_); }
-
-void prefer_passive_waiting(char** argv) {
-#ifdef __linux__
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then run on as we are
-  unsetenv("OMP_WAIT_POLICY");
-#else
-  (void)argv;
-#endif
-}
 
 std::string wait_policy() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");

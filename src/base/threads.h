@@ -55,14 +55,5 @@ class AtMostThreads {
   int previous_;
 };
 
-// How idle OpenMP threads wait between parallel regions. libgomp reads OMP_WAIT_POLICY once, when it is loaded,
-// before main() runs, and by default lets idle threads spin. On a 2-core machine that runs anything else, a
-// spinning thread holds a core that the thread doing the work needs, and every one of the ~150 parallel regions of
-// a training step then waits for the scheduler (measured: a tiny-preset step 4× slower than with passive waiting
-// while a compiler ran beside it; about 13% faster than passive on an idle machine).
-// So, when the user has not chosen, the programs choose passive: this sets OMP_WAIT_POLICY=passive and restarts
-// the program once with the same arguments (execv of /proc/self/exe). Call it first thing in main(). An explicit
-// OMP_WAIT_POLICY (e.g. active, for a dedicated machine) is kept; off Linux, or if the restart fails, nothing
-// changes.
-void prefer_passive_waiting(char** argv);
-std::string wait_policy();  // OMP_WAIT_POLICY as this process runs with it, or "spin (libgomp default)"
+// OMP_WAIT_POLICY as this process runs with it (base/runtime.h sets it), or "spin (libgomp default)".
+std::string wait_policy();

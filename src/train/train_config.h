@@ -24,7 +24,7 @@ struct TrainConfig {
   float mlm_rate = 0.15f;    // MLM: fraction of positions chosen per sequence
   bool allow_leak = false;   // train even when the mask lets a position see its answer (a demonstration)
   int batch = 12;
-  int steps = 700;           // total optimizer steps of the run (the cosine schedule ends here)
+  int steps = 1000;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
   std::string optimizer = "muon";  // adamw | muon (optim/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
   MuonConfig muon;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "base/rng.h"
+#include "base/runtime.h"
 #include "base/threads.h"
 #include "data/dataset.h"
 #include "data/objective.h"
@@ -179,12 +180,13 @@ void TrainingRun::print_header() const {
   const std::string split = threads == 1 ? ""
                             : split_ == ThreadSplit::Batch ? ", each its own slice of the batch (--threads-split batch)"
                                                            : ", sharing every op (--threads-split ops)";
-  std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s%s (idle threads wait: %s)\n", cfg_.steps,
+  std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s%s (idle threads wait: %s)\nblas: %s\n",
+              cfg_.steps,
               cfg_.batch, model.config.block_size, optimizer_.title,
               state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", threads,
               threads == 1 ? "" : "s",
               processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(), split.c_str(),
-              wait_policy().c_str());
+              wait_policy().c_str(), blas_kernel().c_str());
   std::fflush(stdout);
 }
 
