@@ -305,6 +305,9 @@ TEST(OpsRwkv, StepEqualsTheFullForwardRowByRow) {
       }
       const size_t last = ((size_t)b * c.T + c.T - 1) * c.C;
       for (int ch = 0; ch < c.C; ch++) EXPECT_EQ(state[ch], f.u_f[last + ch]) << "u_{T−1}";
+      std::vector<float> refilled(state.size(), NAN);  // the same state from the batched forward
+      rwkv_state_from_forward(refilled.data(), f.a, d, b);
+      EXPECT_TRUE(close_to_reference(refilled, to_double(state.data(), state.size()), kTol, "state_from_forward"));
     }
     EXPECT_TRUE(close_to_reference(out, ref, kTol, "step out"));
   }

@@ -138,6 +138,7 @@ RwkvActivations layout_activations(float* base, const RwkvDims& d, int B, int T,
   a.rstd = c.take(BT * H);
   a.oin = c.take(BT * C);
   a.state = c.take(states_floats(d, B, T));
+  a.last_u = c.take((size_t)B * C);
   a.T = T;
   if (count) *count = c.used;
   return a;
@@ -349,6 +350,8 @@ void rwkv_forward(float* out, const RwkvActivations& a, const float* u, const Rw
                   int T) {
   const int BT = B * T, C = d.C, D = d.D, H = d.H, N = d.N;
   auto X = [&](int m) { return a.xs + (size_t)m * BT * C; };  // x^r, x^w, x^k, x^v, x^a, x^g
+  for (int b = 0; b < B; b++)
+    std::copy(u + ((size_t)b * T + T - 1) * C, u + ((size_t)b * T + T) * C, a.last_u + (size_t)b * C);
   parallel_for(BT, (size_t)BT * C * 6, [&](size_t row) {
     float* xs[6];
     for (int m = 0; m < 6; m++) xs[m] = X(m) + row * C;
@@ -491,6 +494,14 @@ void rwkv_backward(float* du, const RwkvGrads& g, const float* dout, const float
 // ---- Decoding ----------------------------------------------------------------------------------------------------------
 
 size_t rwkv_state_floats(const RwkvDims& d) { return (size_t)d.C + (size_t)d.H * d.N * d.N; }
+
+void rwkv_state_from_forward(float* state, const RwkvActivations& a, const RwkvDims& d, int b) {
+  std::copy(a.last_u + (size_t)b * d.C, a.last_u + (size_t)(b + 1) * d.C, state);
+  for (int h = 0; h < d.H; h++) {
+    const float* S = rwkv_final_state(a, d, b, h);
+    std::copy(S, S + (size_t)d.N * d.N, state + d.C + (size_t)h * d.N * d.N);
+  }
+}
 
 size_t rwkv_step_scratch_floats(const RwkvDims& d) { return 17 * (size_t)d.C + 3 * (size_t)d.D + 3 * (size_t)d.H; }
 

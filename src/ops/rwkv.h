@@ -60,11 +60,20 @@ constexpr float kRwkvKappaEps = 1e-12f;   // κ's normalisation divides by max(�
 constexpr int kRwkvChunk = 16;            // positions between the states the forward keeps for the backward
 constexpr double kRwkvDecayScale = 0.60653065971263342;  // e^{−1/2}: d = exp(−e^{−1/2}·σ(·))
 
+// The RWKV kind's own model setting (model/mixers/rwkv.cpp gives its row; the checkpoint's metadata stores it
+// under this name). D = 32: RWKV-LM's width for the decay and rate LoRAs of a language model,
+// max(32, round(2.5·√C / 32)·32), is 32 at every C up to 256 (its gate's formula, 5·√C, would give 64 at C = 128;
+// one width serves all three here). docs/rwkv.md.
+struct RwkvSettings {
+  int rwkv_lora = 32;
+};
+
 // The sizes of one RWKV-7 layer. Build it with make(), which checks the settings.
 struct RwkvDims {
   int C = 0, H = 0, N = 0, D = 0;
   // Throws std::runtime_error naming the setting: rwkv_lora (--rwkv-lora) ≥ 1, n_embd divisible by n_head.
   static RwkvDims make(int n_embd, int n_head, int lora);
+  static RwkvDims make(int n_embd, int n_head, const RwkvSettings& s) { return make(n_embd, n_head, s.rwkv_lora); }
   int chunks(int T) const { return (T + kRwkvChunk - 1) / kRwkvChunk; }
 };
 
@@ -132,10 +141,11 @@ void rwkv_init_tensor(const std::string& name, float* p, size_t n, const RwkvDim
 //   y     (B·T, C)     S_t r_t, before the norm;  mean, rstd (B·T, H) the GroupNorm's
 //   oin   (B·T, C)     z ⊙ g, W_o's input
 //   state (B, H, ⌈T/16⌉ + 1, N, N)  S before each chunk, then S_{T−1}
+//   last_u (B, C)      u_{T−1} of each sequence (with S_{T−1}, the decoder's state after the forward)
 // Per position 17C + 3D + 3H floats (C = 128, D = 16, H = 4: 2236, against attention's 4C + NH = 516) plus the
 // states, B·H·(⌈T/16⌉ + 1)·N² (C = 128, H = 4, T = 64: 5·4·32² = 20480 per sequence, 320 per position).
 struct RwkvActivations {
-  float *xs, *r, *k, *v, *wh, *ah, *gh, *sw, *dec, *a, *g, *kap, *knorm, *kt, *y, *mean, *rstd, *oin, *state;
+  float *xs, *r, *k, *v, *wh, *ah, *gh, *sw, *dec, *a, *g, *kap, *knorm, *kt, *y, *mean, *rstd, *oin, *state, *last_u;
   int T = 0;  // the T the arena was carved for (the states' chunk count)
 };
 // Carve once for the largest (B, T) a run uses; a backward must be called with the forward's B and T.
@@ -176,6 +186,9 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
 // ---- Decoding, O(1) per token: u_{t−1} (C) and S for every head (H, N, N). rwkv_state_floats = C + H·N² per
 // layer. A zeroed state is the start of a sequence.
 size_t rwkv_state_floats(const RwkvDims& d);
+// The state after a forward of sequence b (u_{T−1} and every head's S_{T−1}), as rwkv_step keeps it: what the
+// decoder refills after its window slides, from one batched forward instead of T steps.
+void rwkv_state_from_forward(float* state, const RwkvActivations& a, const RwkvDims& d, int b);
 // One token: out (C) written, the state advanced by one position; the same float arithmetic as rwkv_forward's row
 // for the recurrence (the projections are matrix-vector products here). scratch: rwkv_step_scratch_floats(d).
 size_t rwkv_step_scratch_floats(const RwkvDims& d);
