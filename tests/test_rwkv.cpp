@@ -35,18 +35,21 @@ enum class Rate { Free, Zero, One };  // a = σ(a0 + …) as drawn, or forced to
 struct Case {
   int C, H, D, B, T;
   Rate rate = Rate::Free;
-  RwkvDims dims() const { return RwkvDims::make(C, H, D); }
+  bool erase = true;  // false: rwkv_erase 0, A_t = diag(d_t)
+  RwkvDims dims() const { return RwkvDims::make(C, H, D, erase ? 1 : 0); }
   std::string describe() const {
     return "C=" + std::to_string(C) + " H=" + std::to_string(H) + " D=" + std::to_string(D) + " B=" +
            std::to_string(B) + " T=" + std::to_string(T) +
-           (rate == Rate::Zero ? " a=0" : rate == Rate::One ? " a=1" : "");
+           (rate == Rate::Zero ? " a=0" : rate == Rate::One ? " a=1" : "") + (erase ? "" : " erase off");
   }
 };
 
-// N = 3, 1, 5 and 2; T = 7 (inside a chunk), 16 (exactly one), 37 and 20 (across chunks, the last partial).
+// N = 3, 1, 5 and 2; T = 7 (inside a chunk), 16 (exactly one), 37 and 20 (across chunks, the last partial); the
+// erase off (A_t = diag(d_t)) with a free and with a = 1.
 const Case kCases[] = {
     {6, 2, 3, 2, 7},  {3, 3, 2, 1, 37}, {6, 2, 2, 2, 16},           {5, 1, 2, 1, 20},
     {4, 2, 2, 2, 19, Rate::Zero},       {4, 2, 2, 1, 21, Rate::One}, {1, 1, 1, 2, 5},
+    {6, 2, 2, 2, 18, Rate::Free, false}, {4, 2, 1, 1, 9, Rate::One, false},
 };
 
 struct Tensor {
@@ -299,7 +302,8 @@ TEST(OpsRwkv, StepEqualsTheFullForwardRowByRow) {
       }
       const size_t NN = (size_t)d.N * d.N;
       for (int h = 0; h < d.H; h++) {
-        const std::vector<double> S(S_ref.begin() + ((size_t)b * d.H + h) * NN, S_ref.begin() + ((size_t)b * d.H + h + 1) * NN);
+        const auto first = S_ref.begin() + ((size_t)b * d.H + h) * NN;
+        const std::vector<double> S(first, first + NN);
         EXPECT_TRUE(close_to_reference(state.data() + d.C + h * NN, S.data(), NN, kTol, "step's S"));
         EXPECT_TRUE(close_to_reference(rwkv_final_state(f.a, d, b, h), S.data(), NN, kTol, "forward's S_{T-1}"));
       }
@@ -370,6 +374,7 @@ TEST(OpsRwkv, SettingsAreCheckedAndTensorsNamed) {
   };
   EXPECT_NE(message([] { RwkvDims::make(8, 2, 0); }).find("--rwkv-lora"), std::string::npos);
   EXPECT_NE(message([] { RwkvDims::make(9, 2, 4); }).find("divisible"), std::string::npos);
+  EXPECT_NE(message([] { RwkvDims::make(8, 2, 4, 2); }).find("--rwkv-erase"), std::string::npos);
   const auto slots = rwkv_tensor_slots<const float*>(RwkvDims::make(8, 2, 4));
   ASSERT_EQ(slots.size(), 18u);
   EXPECT_EQ(slots[0].name, "rwkv.mix");

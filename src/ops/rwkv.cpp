@@ -11,15 +11,18 @@
 
 // ---- Sizes -----------------------------------------------------------------------------------------------------
 
-RwkvDims RwkvDims::make(int n_embd, int n_head, int lora) {
+RwkvDims RwkvDims::make(int n_embd, int n_head, int lora, int erase) {
   if (n_embd < 1 || n_head < 1) throw std::runtime_error("rwkv needs n_embd ≥ 1 and n_head ≥ 1");
   if (lora < 1 || lora > 4096)
     throw std::runtime_error("rwkv_lora (--rwkv-lora) must be between 1 and 4096, got " + std::to_string(lora));
+  if (erase != 0 && erase != 1)
+    throw std::runtime_error("rwkv_erase (--rwkv-erase) must be 1 (the delta rule's erase) or 0 (decay and add "
+                             "only), got " + std::to_string(erase));
   if (n_embd % n_head != 0)
     throw std::runtime_error("rwkv: n_embd " + std::to_string(n_embd) + " is not divisible by n_head " +
                              std::to_string(n_head));
   RwkvDims d;
-  d.C = n_embd, d.H = n_head, d.N = n_embd / n_head, d.D = lora;
+  d.C = n_embd, d.H = n_head, d.N = n_embd / n_head, d.D = lora, d.erase = erase == 1;
   return d;
 }
 
@@ -242,18 +245,19 @@ inline void norm_bonus_gate_row(float* oin, float* mean, float* rstd, const floa
   }
 }
 
-// One position of one head: S ← S·A + v k̃ᵀ with A = diag(d) − κ(a⊙κ)ᵀ, row by row (row i = value channel i):
-//   S[i, j] ← S[i, j]·d_j − (S[i, :]·κ)·a_j κ_j + v_i k̃_j;   then y_i = S[i, :]·r (when y is not null).
-// The forward, the backward's recomputation and the decoder all step through this.
+// One position of one head: S ← S·A + v k̃ᵀ with A = diag(d) − e·κ(a⊙κ)ᵀ, row by row (row i = value channel i):
+//   S[i, j] ← S[i, j]·d_j − (S[i, :]·κ)·e·a_j κ_j + v_i k̃_j;   then y_i = S[i, :]·r (when y is not null).
+// e = 1, or 0 with the erase off (RwkvDims::erase; × 0 gives exact zeros). The forward, the backward's
+// recomputation and the decoder all step through this.
 inline void recurrence_step(float* S, float* y, const float* r, const float* kt, const float* v, const float* dec,
-                            const float* kap, const float* a, int N) {
+                            const float* kap, const float* a, float e, int N) {
   for (int i = 0; i < N; i++) {
     float* s = S + (size_t)i * N;
     float sk = 0.0f;
     for (int j = 0; j < N; j++) sk += s[j] * kap[j];
     float acc = 0.0f;
     for (int j = 0; j < N; j++) {
-      s[j] = s[j] * dec[j] - sk * (a[j] * kap[j]) + v[i] * kt[j];
+      s[j] = s[j] * dec[j] - sk * (e * a[j] * kap[j]) + v[i] * kt[j];
       acc += s[j] * r[j];
     }
     if (y) y[i] = acc;
@@ -268,6 +272,7 @@ void rwkv_recurrence_forward(float* y, float* state, const float* r, const float
                              const float* kap, const float* a, const RwkvDims& d, int B, int T) {
   const int H = d.H, N = d.N, C = d.C, chunks = d.chunks(T);
   const size_t NN = (size_t)N * N;
+  const float e = d.erase ? 1.0f : 0.0f;
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * C * N))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
@@ -277,7 +282,7 @@ void rwkv_recurrence_forward(float* y, float* state, const float* r, const float
       for (int t = 0; t < T; t++) {
         if (t % kRwkvChunk == 0) std::copy(S, S + NN, kept + (size_t)(t / kRwkvChunk) * NN);
         const size_t o = ((size_t)b * T + t) * C + (size_t)h * N;
-        recurrence_step(S, y + o, r + o, kt + o, v + o, dec + o, kap + o, a + o, N);
+        recurrence_step(S, y + o, r + o, kt + o, v + o, dec + o, kap + o, a + o, e, N);
       }
     }
 }
@@ -287,6 +292,7 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
                               const float* kap, const float* a, const RwkvDims& d, int B, int T, float* scratch) {
   const int H = d.H, N = d.N, C = d.C, chunks = d.chunks(T);
   const size_t NN = (size_t)N * N;
+  const float e = d.erase ? 1.0f : 0.0f;
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * C * N))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
@@ -302,7 +308,7 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
           const size_t o = ((size_t)b * T + t) * C + (size_t)h * N;
           float* S = slot + (size_t)(t - t0 + 1) * NN;
           std::copy(S - NN, S, S);
-          recurrence_step(S, nullptr, r + o, kt + o, v + o, dec + o, kap + o, a + o, N);
+          recurrence_step(S, nullptr, r + o, kt + o, v + o, dec + o, kap + o, a + o, e, N);
           float* drt = dr + o;
           for (int j = 0; j < N; j++) drt[j] = 0.0f;
           for (int i = 0; i < N; i++)
@@ -322,7 +328,7 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
             for (int j = 0; j < N; j++) ds[j] += dyt[i] * rt[j];  // dS_t = dy_t r_tᵀ + dS_{t+1} A_{t+1}ᵀ
             float q = 0.0f, p = 0.0f, dvi = 0.0f;                 // (dS_t b_t)_i, (S_{t−1} κ_t)_i, (dS_t k̃_t)_i
             for (int j = 0; j < N; j++) {
-              q += ds[j] * (at[j] * kapt[j]);
+              q += ds[j] * (e * at[j] * kapt[j]);
               p += sp[j] * kapt[j];
               dvi += ds[j] * ktt[j];
             }
@@ -335,9 +341,9 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
               ds[j] = ds[j] * dect[j] - q * kapt[j];  // dS_t A_tᵀ, the part of dS_{t−1} that flows through A_t
             }
           }
-          for (int j = 0; j < N; j++) {  // b = a ⊙ κ
-            dkapt[j] += db[j] * at[j];
-            db[j] *= kapt[j];
+          for (int j = 0; j < N; j++) {  // b = e·a ⊙ κ
+            dkapt[j] += e * db[j] * at[j];
+            db[j] *= e * kapt[j];
           }
         }
       }
@@ -532,7 +538,8 @@ void rwkv_step(float* out, float* state, const float* u, const RwkvWeights& w, c
   kappa_row(kap, knorm, kt, k, a, w.k_k, w.k_a, H, N);
   for (int h = 0; h < H; h++) {
     const int o = h * N;
-    recurrence_step(S + (size_t)h * N * N, y + o, r + o, kt + o, v + o, dec + o, kap + o, a + o, N);
+    recurrence_step(S + (size_t)h * N * N, y + o, r + o, kt + o, v + o, dec + o, kap + o, a + o, d.erase ? 1.0f : 0.0f,
+                    N);
   }
   norm_bonus_gate_row(oin, mean, rstd, y, r, kt, v, g, w, H, N);
   matvec(out, oin, w.Wo, nullptr, C, C);
@@ -542,6 +549,7 @@ void rwkv_step(float* out, float* state, const float* u, const RwkvWeights& w, c
 
 void rwkv_implied_attention(float* M, const RwkvActivations& a, const RwkvDims& d, int B, int T) {
   const int H = d.H, N = d.N, C = d.C;
+  const double e = d.erase ? 1.0 : 0.0;
   std::vector<double> q(N);  // A_{s+1} ⋯ A_t r_t, built from s = t down: A_s q = d_s⊙q − κ_s (a_s⊙κ_s · q)
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
@@ -555,7 +563,7 @@ void rwkv_implied_attention(float* M, const RwkvActivations& a, const RwkvDims& 
           double m = 0, bq = 0;
           for (int j = 0; j < N; j++) m += (double)a.kt[os + j] * q[j];
           Mh[(size_t)t * T + s] = (float)m;
-          for (int j = 0; j < N; j++) bq += (double)a.a[os + j] * a.kap[os + j] * q[j];
+          for (int j = 0; j < N; j++) bq += e * a.a[os + j] * a.kap[os + j] * q[j];
           for (int j = 0; j < N; j++) q[j] = a.dec[os + j] * q[j] - a.kap[os + j] * bq;
         }
       }

@@ -66,14 +66,21 @@ constexpr double kRwkvDecayScale = 0.60653065971263342;  // e^{−1/2}: d = exp(
 // one width serves all three here). docs/rwkv.md.
 struct RwkvSettings {
   int rwkv_lora = 32;
+  // 1: the delta rule's erase (A_t as above); 0: the erase term left out, A_t = diag(d_t): a state that only decays
+  // and adds, with everything else (a in k̃ too) as before. An ablation (docs/rwkv.md, make recall-rwkv).
+  int rwkv_erase = 1;
 };
 
 // The sizes of one RWKV-7 layer. Build it with make(), which checks the settings.
 struct RwkvDims {
   int C = 0, H = 0, N = 0, D = 0;
-  // Throws std::runtime_error naming the setting: rwkv_lora (--rwkv-lora) ≥ 1, n_embd divisible by n_head.
-  static RwkvDims make(int n_embd, int n_head, int lora);
-  static RwkvDims make(int n_embd, int n_head, const RwkvSettings& s) { return make(n_embd, n_head, s.rwkv_lora); }
+  bool erase = true;  // false: A_t = diag(d_t) (rwkv_erase 0)
+  // Throws std::runtime_error naming the setting: rwkv_lora (--rwkv-lora) in [1, 4096], rwkv_erase (--rwkv-erase)
+  // 0 or 1, n_embd divisible by n_head.
+  static RwkvDims make(int n_embd, int n_head, int lora, int erase = 1);
+  static RwkvDims make(int n_embd, int n_head, const RwkvSettings& s) {
+    return make(n_embd, n_head, s.rwkv_lora, s.rwkv_erase);
+  }
   int chunks(int T) const { return (T + kRwkvChunk - 1) / kRwkvChunk; }
 };
 

@@ -70,14 +70,16 @@ RefRwkvInputs<F> ref_rwkv_inputs(const F* u, const RwkvTensors<const F*>& w, con
   return in;
 }
 
-// A_t of head h at row `row` (N × N, row-major): A[i][j] = d_j δ_ij − κ_i a_j κ_j.
+// A_t of head h at row `row` (N × N, row-major): A[i][j] = d_j δ_ij − κ_i a_j κ_j (the last term only with the erase).
 template <typename F>
 std::vector<F> ref_rwkv_A(const RefRwkvInputs<F>& in, size_t row, int h, const RwkvDims& d) {
   const int N = d.N;
   const size_t o = row * d.C + (size_t)h * N;
   std::vector<F> A((size_t)N * N);
+  const F erase = d.erase ? F(1) : F(0);  // rwkv_erase 0: A_t = diag(d_t)
   for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++) A[i * N + j] = (i == j ? in.dec[o + j] : F(0)) - in.kap[o + i] * in.a[o + j] * in.kap[o + j];
+    for (int j = 0; j < N; j++)
+      A[i * N + j] = (i == j ? in.dec[o + j] : F(0)) - erase * in.kap[o + i] * in.a[o + j] * in.kap[o + j];
   return A;
 }
 
