@@ -254,8 +254,10 @@ inline void recurrence_step(float* S, float* y, const float* r, const float* kt,
   for (int i = 0; i < N; i++) {
     float* s = S + (size_t)i * N;
     float sk = 0.0f;
+#pragma omp simd reduction(+ : sk)
     for (int j = 0; j < N; j++) sk += s[j] * kap[j];
     float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
     for (int j = 0; j < N; j++) {
       s[j] = s[j] * dec[j] - sk * (e * a[j] * kap[j]) + v[i] * kt[j];
       acc += s[j] * r[j];
@@ -311,8 +313,11 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
           recurrence_step(S, nullptr, r + o, kt + o, v + o, dec + o, kap + o, a + o, e, N);
           float* drt = dr + o;
           for (int j = 0; j < N; j++) drt[j] = 0.0f;
-          for (int i = 0; i < N; i++)
-            for (int j = 0; j < N; j++) drt[j] += S[(size_t)i * N + j] * dy[o + i];
+          for (int i = 0; i < N; i++) {
+            const float dyi = dy[o + i], *si = S + (size_t)i * N;
+#pragma omp simd
+            for (int j = 0; j < N; j++) drt[j] += si[j] * dyi;
+          }
         }
         // The reverse pass through the chunk.
         for (int t = t1 - 1; t >= t0; t--) {
@@ -325,16 +330,20 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
           for (int i = 0; i < N; i++) {
             float* ds = dS + (size_t)i * N;
             const float* sp = Sp + (size_t)i * N;
-            for (int j = 0; j < N; j++) ds[j] += dyt[i] * rt[j];  // dS_t = dy_t r_tᵀ + dS_{t+1} A_{t+1}ᵀ
-            float q = 0.0f, p = 0.0f, dvi = 0.0f;                 // (dS_t b_t)_i, (S_{t−1} κ_t)_i, (dS_t k̃_t)_i
+            const float dyi = dyt[i], vi = vt[i];
+#pragma omp simd
+            for (int j = 0; j < N; j++) ds[j] += dyi * rt[j];  // dS_t = dy_t r_tᵀ + dS_{t+1} A_{t+1}ᵀ
+            float q = 0.0f, p = 0.0f, dvi = 0.0f;              // (dS_t b_t)_i, (S_{t−1} κ_t)_i, (dS_t k̃_t)_i
+#pragma omp simd reduction(+ : q, p, dvi)
             for (int j = 0; j < N; j++) {
               q += ds[j] * (e * at[j] * kapt[j]);
               p += sp[j] * kapt[j];
               dvi += ds[j] * ktt[j];
             }
             dvt[i] = dvi;
+#pragma omp simd
             for (int j = 0; j < N; j++) {
-              dktt[j] += ds[j] * vt[i];   // dS_tᵀ v_t
+              dktt[j] += ds[j] * vi;      // dS_tᵀ v_t
               ddect[j] += sp[j] * ds[j];  // diag(S_{t−1}ᵀ dS_t)
               dkapt[j] -= sp[j] * q;      // −S_{t−1}ᵀ (dS_t b_t)
               db[j] -= ds[j] * p;         // −dS_tᵀ (S_{t−1} κ_t)
