@@ -9,23 +9,6 @@
 #include "base/threads.h"
 #include "ops/linear.h"
 
-// ---- Sizes -----------------------------------------------------------------------------------------------------
-
-RwkvDims RwkvDims::make(int n_embd, int n_head, int lora, int erase) {
-  if (n_embd < 1 || n_head < 1) throw std::runtime_error("rwkv needs n_embd ≥ 1 and n_head ≥ 1");
-  if (lora < 1 || lora > 4096)
-    throw std::runtime_error("rwkv_lora (--rwkv-lora) must be between 1 and 4096, got " + std::to_string(lora));
-  if (erase != 0 && erase != 1)
-    throw std::runtime_error("rwkv_erase (--rwkv-erase) must be 1 (the delta rule's erase) or 0 (decay and add "
-                             "only), got " + std::to_string(erase));
-  if (n_embd % n_head != 0)
-    throw std::runtime_error("rwkv: n_embd " + std::to_string(n_embd) + " is not divisible by n_head " +
-                             std::to_string(n_head));
-  RwkvDims d;
-  d.C = n_embd, d.H = n_head, d.N = n_embd / n_head, d.D = lora, d.erase = erase == 1;
-  return d;
-}
-
 // ---- Initialisation ----------------------------------------------------------------------------------------------
 
 namespace {

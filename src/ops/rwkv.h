@@ -50,6 +50,7 @@
 // matrix; rwkv_implied_attention forms M for the lab, on request.
 #pragma once
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,22 @@ struct RwkvDims {
   }
   int chunks(int T) const { return (T + kRwkvChunk - 1) / kRwkvChunk; }
 };
+
+// Inline, so that the textbook (textbook/rwkv.h) builds without the fast op.
+inline RwkvDims RwkvDims::make(int n_embd, int n_head, int lora, int erase) {
+  if (n_embd < 1 || n_head < 1) throw std::runtime_error("rwkv needs n_embd ≥ 1 and n_head ≥ 1");
+  if (lora < 1 || lora > 4096)
+    throw std::runtime_error("rwkv_lora (--rwkv-lora) must be between 1 and 4096, got " + std::to_string(lora));
+  if (erase != 0 && erase != 1)
+    throw std::runtime_error("rwkv_erase (--rwkv-erase) must be 1 (the delta rule's erase) or 0 (decay and add "
+                             "only), got " + std::to_string(erase));
+  if (n_embd % n_head != 0)
+    throw std::runtime_error("rwkv: n_embd " + std::to_string(n_embd) + " is not divisible by n_head " +
+                             std::to_string(n_head));
+  RwkvDims d;
+  d.C = n_embd, d.H = n_head, d.N = n_embd / n_head, d.D = lora, d.erase = erase == 1;
+  return d;
+}
 
 // A layer's tensors, one pointer each, in the order of the checkpoint's table (rwkv_tensor_shapes). RwkvWeights
 // reads them, RwkvGrads writes them; the textbook uses RwkvTensors<const double*>.

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/rwkv.h"  // RwkvDims, RwkvTensors, the constants
+#include "model/config.h"
+#include "ops/rwkv.h"  // RwkvDims, RwkvTensors, RwkvSettings, the constants
+#include "textbook/mixer.h"
 
 // Steps 1–4 of the layer, for rows (B·T, C): r, k̃, v, the decay d, κ, the rate a and the gate g.
 template <typename F>
@@ -235,3 +237,34 @@ void ref_rwkv_backward(F* du, const RwkvTensors<F*>& g, const F* dout, const F* 
     at.*wslots[i].member = w.*wslots[i].member;
   }
 }
+
+// A layer's tensors "rwkv.*" through w(name) (parameters or gradients).
+template <typename Ptr, typename W>
+RwkvTensors<Ptr> ref_rwkv_tensors(W w, const RwkvDims& d) {
+  RwkvTensors<Ptr> t;
+  for (const auto& s : rwkv_tensor_slots<Ptr>(d)) t.*s.member = w(s.name);
+  return t;
+}
+
+// The textbook mixer "rwkv": the layer above; the weights it reports are M (B, H = NH, T, T), and its backward is
+// the finite differences of ref_rwkv_backward.
+class RefRwkv final : public RefMixer {
+ public:
+  explicit RefRwkv(const ModelConfig& c) : d_(RwkvDims::make(c.n_embd, c.n_head, c.mixer_settings.get<RwkvSettings>())) {}
+  void forward(double* out, double* A, const double* u, const RefTensor& w, const RefMixerPass& x) const override {
+    const RwkvTensors<const double*> t = ref_rwkv_tensors<const double*>(w, d_);
+    ref_rwkv_forward(out, u, t, d_, x.B, x.T);
+    const std::vector<double> M = ref_rwkv_implied_attention(u, t, d_, x.B, x.T);
+    std::copy(M.begin(), M.end(), A);
+  }
+  void backward(double* du, const RefGrad& g, double*, const double* dout, const double* u, const RefTensor& w,
+                const RefMixerPass& x) const override {
+    ref_rwkv_backward(du, ref_rwkv_tensors<double*>(g, d_), dout, u, ref_rwkv_tensors<const double*>(w, d_), d_, x.B,
+                      x.T);
+  }
+
+ private:
+  const RwkvDims d_;
+};
+inline const bool ref_rwkv_registered = register_ref_mixer(
+    {"rwkv", [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefRwkv>(c); }});
