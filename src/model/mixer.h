@@ -45,7 +45,7 @@ struct MixerTensor {
 };
 
 // Pointers to a layer's mixer tensors (or their gradients), in the order of Mixer::tensors(). A kind declares at most
-// kMaxMixerTensors of them (gpt_tensor_table refuses more; RWKV-7 has 18).
+// kMaxMixerTensors of them (gpt_tensor_table refuses more).
 constexpr int kMaxMixerTensors = 24;
 struct MixerParams {
   float* t[kMaxMixerTensors] = {};
