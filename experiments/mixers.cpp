@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   options.add_options()
     ("out", "output directory", cxxopts::value<std::string>()->default_value("build/mixers"))
     ("preset", "the ./train preset every run starts from", cxxopts::value<std::string>()->default_value("tiny"))
-    ("models", "which to train, by name: softmax, linear, mamba, hybrid", cxxopts::value<std::string>()->default_value("softmax,linear,mamba,hybrid"))
+    ("models", "which to train, by name: softmax, linear, mamba, rwkv, hybrid", cxxopts::value<std::string>()->default_value("softmax,linear,mamba,hybrid"))
     ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,mamba,softmax,mamba"))
     ("seeds", "training seeds per model and budget", cxxopts::value<int>()->default_value("3"))
     ("rounds", "timing: rounds of the kinds alternated", cxxopts::value<int>()->default_value("7"))
@@ -169,8 +169,9 @@ int main(int argc, char** argv) {
     std::vector<Kind> kinds;
     for (const std::string& name : split(f["models"].as<std::string>(), ',')) {
       if (name == "hybrid") kinds.emplace_back(name, f["hybrid"].as<std::string>());
-      else if (name == "softmax" || name == "linear" || name == "mamba") kinds.emplace_back(name, name);
-      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, mamba or hybrid");
+      else if (name == "softmax" || name == "linear" || name == "mamba" || name == "rwkv")
+        kinds.emplace_back(name, name);
+      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, mamba, rwkv or hybrid");
     }
     if (kinds.empty() || kinds[0].name != "softmax")
       throw std::runtime_error("--models must start with softmax: the equal-time budget is softmax's time");

@@ -29,6 +29,9 @@
 // that this is as close as it gets to a linear layer's HS² + HS at the same width: the two fixed-size states
 // are compared at (nearly) equal size. mamba-lti is the same layer with --ssm-selective 0 (Δ, B, C constants),
 // mamba-noconv without its short convolution (K = 0), hybrid-mamba has the layers of --hybrid-mamba.
+// RWKV-7 rows (--models rwkv,rwkv-noerase; docs/rwkv.md): an RWKV-7 layer carries C + H·N² floats (u_{t−1} and
+// its state), with one head exactly a linear layer's C² + C, so the two are compared at equal size with nothing
+// to choose. rwkv-noerase is the same layer with --rwkv-erase 0 (A_t = diag(d_t): decay and add only).
 // The state column of the tables is what each layer carries while decoding (Mixer::state_floats: softmax's
 // key/value cache for the whole sequence, 2·C·T).
 //   make recall                          (RECALL_FLAGS="--steps 4000" etc. to change the budget)
@@ -51,6 +54,7 @@
 #include "train/loop.h"
 #include "train/train_config.h"
 #include "ops/cross_entropy.h"
+#include "ops/rwkv.h"
 #include "ops/mamba.h"
 
 namespace {
@@ -115,6 +119,7 @@ struct Result {
 struct Model {
   std::string name, attention;
   int ssm_conv = 4, ssm_selective = 1;
+  int rwkv_erase = 1;
 };
 
 // The N whose Mamba state, H·P·N + (K−1)·(E + 2N) (E + 2N → E when not selective; ops/mamba.h), is nearest to a
@@ -150,6 +155,7 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
   ssm.ssm_state = f["ssm-state"].as<int>() > 0
                       ? f["ssm-state"].as<int>()
                       : matched_ssm_state(width, c.n_head, ssm.ssm_expand, ssm.ssm_conv, ssm.ssm_selective);
+  c.mixer_settings.get<RwkvSettings>().rwkv_erase = m.rwkv_erase;
   GPT model(c);
   model.init_weights(cfg.seed);
   // ./train's step (train/loop.h) with AdamW from its defaults, a tenth of the peak rate at the end, 50 warm-up
@@ -226,7 +232,7 @@ int main(int argc, char** argv) {
     ("queries", "queries per sequence", cxxopts::value<int>()->default_value("8"))
     ("vocab", "tokens: keys are the first half, values the second", cxxopts::value<int>()->default_value("64"))
     ("bound", "each key-value pair is one token (the binding a short convolution gives Zoology's models), so only the lookup is learned", cxxopts::value<bool>()->default_value("true"))
-    ("models", "which models to train: softmax, linear, hybrid, mamba, mamba-lti (--ssm-selective 0), mamba-noconv (--ssm-conv 0), hybrid-mamba", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
+    ("models", "which models to train: softmax, linear, hybrid, mamba, mamba-lti (--ssm-selective 0), mamba-noconv (--ssm-conv 0), hybrid-mamba, rwkv, rwkv-noerase (--rwkv-erase 0)", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
     ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,linear"))
     ("hybrid-mamba", "the Mamba hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,mamba"))
     ("ssm-state", "Mamba's N; 0 = per width, the N whose state is nearest a linear layer's HS² + HS", cxxopts::value<int>()->default_value("0"))
@@ -275,7 +281,9 @@ int main(int argc, char** argv) {
       else if (name == "hybrid-mamba") models.push_back({name, hybrid_mamba, K, 1});
       else if (name == "mamba-lti") models.push_back({name, "mamba", K, 0});
       else if (name == "mamba-noconv") models.push_back({name, "mamba", 0, 1});
-      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, hybrid, mamba, mamba-lti, mamba-noconv or hybrid-mamba");
+      else if (name == "rwkv") models.push_back({name, "rwkv", K, 1, 1});
+      else if (name == "rwkv-noerase") models.push_back({name, "rwkv", K, 1, 0});
+      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, hybrid, mamba, mamba-lti, mamba-noconv, hybrid-mamba, rwkv or rwkv-noerase");
     }
     if (models.empty()) throw std::runtime_error("--models: name at least one model");
     const std::string out = f["out"].as<std::string>();

@@ -62,6 +62,10 @@ induction: build/bin/induction
 .PHONY: induction-mamba
 induction-mamba: build/bin/induction
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/induction --mixer mamba --threads 1 --out build/induction-mamba $(INDUCTION_FLAGS)
+# make induction-rwkv: the same two models with RWKV-7 layers (docs/rwkv.md; one thread).
+.PHONY: induction-rwkv
+induction-rwkv: build/bin/induction
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/induction --mixer rwkv --threads 1 --out build/induction-rwkv $(INDUCTION_FLAGS)
 
 # About 10–15 minutes on two cores: 3 scales × 3 learning rates × 2 head sizes, 600 steps each.
 SCALE_FLAGS ?=
@@ -88,4 +92,10 @@ recall-mamba: build/bin/recall
 recall-binding: build/bin/recall
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --bound=false --models softmax,mamba,mamba-noconv \
 	  --pairs 8 --widths '' --out build/recall-binding $(RECALL_FLAGS)
+# make recall-rwkv: the RWKV-7 rows of docs/rwkv.md (same recipe: 2000 steps, one seed); one head, so an rwkv
+# layer's state C + C² equals a linear layer's; rwkv-noerase is the ablation --rwkv-erase 0 (decay and add only).
+.PHONY: recall-rwkv
+recall-rwkv: build/bin/recall
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models rwkv,rwkv-noerase \
+	  --pairs 4,8,12 --widths '' --out build/recall-rwkv $(RECALL_FLAGS)
 -include build/experiments/recall.d

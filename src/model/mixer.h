@@ -45,8 +45,9 @@ struct MixerTensor {
   std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;
 };
 
-// Pointers to a layer's mixer tensors (or their gradients), in the order of Mixer::tensors().
-constexpr int kMaxMixerTensors = 12;
+// Pointers to a layer's mixer tensors (or their gradients), in the order of Mixer::tensors(). A kind declares at most
+// kMaxMixerTensors of them (gpt_tensor_table refuses more).
+constexpr int kMaxMixerTensors = 24;
 struct MixerParams {
   float* t[kMaxMixerTensors] = {};
 };

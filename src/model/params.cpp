@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "base/rng.h"
 #include "model/mixers/registry.h"
@@ -28,6 +29,9 @@ std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c, const std::vector
     t.layer = l, t.block_slot = slot;
   };
   auto mixer = [&](int l, const std::vector<MixerTensor>& rows) {  // the rows its mixer declares
+    if (rows.size() > (size_t)kMaxMixerTensors)
+      throw std::logic_error("layer " + std::to_string(l) + "'s mixer declares " + std::to_string(rows.size()) +
+                             " tensors, more than kMaxMixerTensors = " + std::to_string(kMaxMixerTensors));
     for (size_t i = 0; i < rows.size(); i++) {
       const MixerTensor& r = rows[i];
       TensorSpec& t = add("h." + std::to_string(l) + "." + r.name, r.shape, r.init, r.weight_decay, r.matrix);

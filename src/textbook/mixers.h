@@ -4,3 +4,4 @@
 #pragma once
 #include "textbook/linear_attention.h"
 #include "textbook/mamba.h"
+#include "textbook/rwkv.h"

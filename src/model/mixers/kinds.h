@@ -5,3 +5,4 @@
 MIXER_KIND(softmax_attention)
 MIXER_KIND(linear_attention)
 MIXER_KIND(mamba)
+MIXER_KIND(rwkv)
