@@ -170,9 +170,10 @@ Checkpoint load_checkpoint(const std::string& path) {
     throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
                              std::to_string(ckpt.tokenizer.size()) + " tokens");
   std::vector<AttentionMask> masks;
+  const std::string& mask = meta.text("mask");  // its message names the file already
   try {
     validate(config);
-    masks = parse_layer_masks(meta.text("mask"), config.n_layer);
+    masks = parse_layer_masks(mask, config.n_layer);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + escape_for_message(e.what()));
   }

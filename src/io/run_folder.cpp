@@ -33,6 +33,14 @@ RunFolderLock::RunFolderLock(const std::string& dir) {
     fd_ = -1;
     throw std::runtime_error("--out " + dir + ": " + path + " is not a regular file; remove it");
   }
+  // O_NOFOLLOW does not stop a hard link: a lock with a second name is some other file too, never written.
+  if (st.st_nlink > 1) {
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error("--out " + dir + ": " + path + " has " + std::to_string(st.st_nlink) +
+                             " names (a hard link to another file); remove it (the lock is never written when it is "
+                             "also another file)");
+  }
   // flock, not fcntl's F_SETLK: an flock belongs to the open file, not to the process, so it cannot be dropped by
   // some other part of the program closing another descriptor of the same file. LOCK_NB: refuse, never wait.
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
