@@ -19,6 +19,7 @@
 #include <cxxopts.hpp>
 
 #include "base/program_flags.h"
+#include "base/read_file.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "data/dataset.h"
@@ -78,11 +79,32 @@ static int attention(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   return 0;
 }
 
+// A table of NaN helps no one: refuse, as `attention` does, when the model's forward overflowed.
+static std::runtime_error not_finite(const cxxopts::ParseResult& flags) {
+  return std::runtime_error(flags["ckpt"].as<std::string>() + ": the model's predictions are not finite numbers: "
+                            "its weights are too large or broken");
+}
+
+static void check_finite(const std::vector<HeadScores>& scores, const cxxopts::ParseResult& flags) {
+  for (const HeadScores& s : scores) {
+    for (const Mean* m : {&s.previous_token, &s.duplicate_token, &s.induction, &s.sink, &s.distance, &s.entropy,
+                          &s.entropy_norm, &s.confidence, &s.pronoun, &s.pronoun_baseline})
+      if (!std::isfinite(m->value())) throw not_finite(flags);
+    if (!std::isfinite(s.ov_copying)) throw not_finite(flags);
+  }
+}
+
 static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   GPT& model = *ckpt.model;
-  const int NH = model.config.n_head;
+  const int NH = model.config.n_head, sequences = flags["sequences"].as<int>();
+  // Before the work: score_heads runs all the sequences in one forward, and keeps per-sequence values per head.
+  const int T = std::min(model.config.block_size, 2 * ckpt.tokenizer.num_chars()) / 2 * 2;
+  check_forward_fits_in_memory(model.config, sequences, T,
+                               (long double)sequences * (4.0L * T + 512.0L * model.config.n_layer * NH),
+                               "--sequences " + std::to_string(sequences));
   std::vector<HeadScores> scores =
-      score_heads(model, ckpt.tokenizer.num_chars(), flags["sequences"].as<int>(), flags["seed"].as<uint64_t>());
+      score_heads(model, ckpt.tokenizer.num_chars(), sequences, flags["seed"].as<uint64_t>());
+  check_finite(scores, flags);
   const int resamples = flags["resamples"].as<int>();
   std::string accuracy;
   std::string notes_path = flags["antecedents"].as<std::string>();
@@ -98,12 +120,12 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
     }
     if (good.size() < notes.size() / 2)
       std::fprintf(stderr, "inspect: %s does not describe %s (%zu of %zu notes match); no pronoun scores\n",
-                   notes_path.c_str(), data.c_str(), good.size(), notes.size());
+                   escape_for_message(notes_path).c_str(), escape_for_message(data).c_str(), good.size(), notes.size());
     else {
       std::vector<int> tokens = ckpt.tokenizer.encode(text, data);
       const int used = score_pronouns(model, tokens, good, scores, flags["pronouns"].as<int>());
       std::printf("pronoun → antecedent: %d pronouns of %s (baseline: mean mass on another name in the window)\n",
-                  used, data.c_str());
+                  used, escape_for_message(data).c_str());
       const std::string names = flags["mentions"].as<std::string>();
       if (file_exists(names) && resamples > 0) {  // antecedent accuracy against the nearest-name baseline
         std::vector<PronounCase> cases = build_cases(good, read_name_mentions(names), story_starts(text),
@@ -116,7 +138,8 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
       }
     }
   } else {
-    std::printf("no pronoun scores: %s not found (make pronouns writes it for data/stories.txt)\n", notes_path.c_str());
+    std::printf("no pronoun scores: %s not found (make pronouns writes it for data/stories.txt)\n",
+                escape_for_message(notes_path).c_str());
   }
   std::printf("scores on %d sequences of %d random distinct characters repeated twice\n\n%s",
               flags["sequences"].as<int>(), std::min(model.config.block_size, 2 * ckpt.tokenizer.num_chars()) / 2,
@@ -126,6 +149,7 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
                                                    flags["seed"].as<uint64_t>(), scores, resamples);
     std::printf("\n%s", head_intervals_table(iv, NH).c_str());
   }
+  check_finite(scores, flags);  // the pronoun scores too
   if (!accuracy.empty()) std::printf("\n%s", accuracy.c_str());
   const std::string csv = flags.count("csv") ? flags["csv"].as<std::string>() : "";
   if (!csv.empty()) {
@@ -138,17 +162,26 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
 static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   GPT& model = *ckpt.model;
   const int NH = model.config.n_head, T = model.config.block_size;
+  const int batches = flags["batches"].as<int>(), batch = flags["batch"].as<int>();
+  check_forward_fits_in_memory(model.config, batch, T, 8.0L * batches * batch * T,
+                               "--batch " + std::to_string(batch) + " (with --batches " + std::to_string(batches) + ")");
   Corpus corpus = load_corpus(flags["data"].as<std::string>(), ckpt.tokenizer);
-  EvalBatches val = make_eval_batches(corpus.val, flags["batches"].as<int>(), flags["batch"].as<int>(), T, 1234);
+  EvalBatches val = make_eval_batches(corpus.val, batches, batch, T, 1234);
   const std::string out = flags["out"].as<std::string>();
   ::mkdir(out.c_str(), 0777);
   struct stat st;  // before the work, not after it
+  const std::string dangling = dangling_link(out);
+  if (!dangling.empty()) throw std::runtime_error("--out " + out + ": " + dangling);
   if (::stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw std::runtime_error("--out " + out + ": not a directory (prune writes three files into a directory)");
   model.enable_head_gates();
   const double base = gated_loss(model, val);
   std::vector<double> I = head_importance(model, val, true), raw = head_importance(model, val, false);
   std::vector<double> dL = ablation_increase(model, val);
+  bool finite = std::isfinite(base);
+  for (const std::vector<double>* v : {&I, &raw, &dL})
+    for (double x : *v) finite = finite && std::isfinite(x);
+  if (!finite) throw not_finite(flags);
   std::printf("validation loss %.4f on %d batches of %d × %d\n\nhead   importance (raw |dL/dξ|)  loss increase alone\n",
               base, val.n, val.B, val.T);
   std::string heads_csv = "layer,head,importance,raw_importance,loss_increase\n";
@@ -203,7 +236,7 @@ static int serve(const cxxopts::ParseResult& flags) {
   options.host = flags["host"].as<std::string>();
   if (!is_loopback_host(options.host))
     std::fprintf(stderr, "inspect: warning: serving on %s, not on loopback: anyone who can reach this machine can use "
-                 "the page and the API (no password)\n", options.host.c_str());
+                 "the page and the API (no password)\n", escape_for_message(options.host).c_str());
   ExploreServer server(flags["ckpt"].as<std::string>(), options);
   const int port = flags["port"].as<int>();
   if (port < 0 || port > 65535) throw std::runtime_error("--port must be 0 to 65535");
@@ -217,8 +250,8 @@ static int serve(const cxxopts::ParseResult& flags) {
   }
   if (bound < 0) bound = server.bind(0);
   const std::vector<std::string> names = server.checkpoint_names();
-  std::printf("explore: %s (%zu checkpoint%s) at %s\n", server.folder().c_str(), names.size(), names.size() == 1 ? "" : "s",
-              server.url().c_str());
+  std::printf("explore: %s (%zu checkpoint%s) at %s\n", escape_for_message(server.folder()).c_str(), names.size(),
+              names.size() == 1 ? "" : "s", escape_for_message(server.url()).c_str());
   std::printf("open that address in a browser; Ctrl-C stops the server\n");
   std::fflush(stdout);
   server.run();

@@ -62,8 +62,8 @@ static void resume(const cxxopts::ParseResult& flags) {
   for (const Setting<TrainConfig>& s : train_settings()) {
     for (const std::string& key : missing)
       if (s.key && key == s.key)
-        std::printf("note: %s was written before the setting '%s' existed: it keeps the default %s\n", file.c_str(),
-                    s.key, setting_text(s, config).c_str());
+        std::printf("note: %s was written before the setting '%s' existed: it keeps the default %s\n",
+                    escape_for_message(file).c_str(), s.key, escape_for_message(setting_text(s, config)).c_str());
     if (s.scope == Scope::Run && flags.count(s.flag))
       throw std::runtime_error(std::string("--") + s.flag + " cannot be changed when resuming (the run continues " +
                                "with the settings stored in " + file + ")");

@@ -392,6 +392,14 @@ TEST_F(MpiTraining, RanksThatDisagreeAreRefusedBeforeTheFirstStep) {
       {"--n-embd 32", "on the setting 'n_embd'"},
       {"--steps 7", "on the setting 'steps'"},
       {"--data " + quote(other_corpus), "on the corpus"},
+      // Every setting that decides when the processes meet in a collective (an evaluation's all-reduce, save()'s
+      // parameter check, the last step): a process that disagreed on one met the other in a different collective.
+      {"--stop-at 3", "on --stop-at"},
+      {"--eval-every 2", "on the setting 'eval_every'"},
+      {"--ckpt-every 2", "on the setting 'ckpt_every'"},
+      {"--eval-iters 2", "on the setting 'eval_iters'"},
+      {"--eval-windows 8", "on the setting 'eval_windows'"},
+      {"--batch 6", "on the setting 'batch'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.flags_of_rank_1);

@@ -142,6 +142,11 @@ TEST(Replicas, ChoiceOfSplit) {
   EXPECT_EQ(choose_split("ops", 2, 12, false), ThreadSplit::Ops);
   EXPECT_EQ(choose_split("batch", 2, 64, false), ThreadSplit::Batch);  // asked for: always, when it can
   EXPECT_THROW(choose_split("batch", 4, 3, false), std::runtime_error);
+  // The boundary: exactly one sequence per thread is enough, for auto and when asked for.
+  EXPECT_EQ(choose_split("auto", 4, 4, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split("batch", 4, 4, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split("auto", 2, 2, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split("auto", 4, 3, false), ThreadSplit::Ops);
   EXPECT_THROW(choose_split("rows", 2, 12, false), std::runtime_error);
 }
 

@@ -401,6 +401,36 @@ TEST(SamplingToken, TopPKeepsTheSmallestNucleus) {
   EXPECT_LT(chi_square(counts, p, draws), 25.0);  // 2 degrees of freedom
 }
 
+// Top-k and top-p together on distinct logits: the nucleus is cut in probability order inside the k kept, so the
+// k kept must be sorted (a partial selection such as nth_element keeps the right k in some other order, and the cut
+// then keeps the wrong tokens). Checked against the distribution computed here in double precision, for kLogits
+// and for 40 distinct logits in shuffled order.
+TEST(SamplingToken, TopKThenTopPOnDistinctLogitsCutsInProbabilityOrder) {
+  std::vector<float> shuffled(40);
+  for (int i = 0; i < 40; i++) shuffled[i] = 0.1f * (float)((i * 17) % 40);  // 0 … 3.9, each once, out of order
+  for (const std::vector<float>& logits : {kLogits, shuffled}) {
+    const int V = (int)logits.size(), k = V == 7 ? 4 : 12;
+    std::vector<int> order(V);
+    for (int i = 0; i < V; i++) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    // Renormalised over the top k; top_p halfway between the mass of the first 2 and the first 3 of them.
+    const std::vector<double> full = softmax(logits);
+    double top = 0;
+    for (int i = 0; i < k; i++) top += full[order[i]];
+    const double two = (full[order[0]] + full[order[1]]) / top, three = two + full[order[2]] / top;
+    const SamplingOptions o{1.0f, k, (float)((two + three) / 2)};
+    const int draws = 60000;
+    Rng rng(21);
+    std::vector<std::pair<float, int>> scratch;
+    std::vector<int> counts(V, 0);
+    for (int i = 0; i < draws; i++) counts.at(sample_token(logits.data(), V, o, rng, scratch))++;
+    std::vector<double> p(V, 0.0);
+    const double kept = full[order[0]] + full[order[1]] + full[order[2]];
+    for (int i = 0; i < 3; i++) p[order[i]] = full[order[i]] / kept;
+    EXPECT_LT(chi_square(counts, p, draws), 25.0) << "V = " << V;  // 2 degrees of freedom
+  }
+}
+
 TEST(SamplingToken, FixedSeedGivesIdenticalSequences) {
   auto draw = [](uint64_t seed) {
     Rng rng(seed);

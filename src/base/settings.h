@@ -158,8 +158,10 @@ void read_json_value(const nlohmann::json& v, const char* key, T& out) {
 // cxxopts reads an integer flag into its type with an overflow check that multiplication can slip past, so
 // "--steps 5000000000" became 705032704. The text as given is read again here in 128 bits (decimal, or hex with
 // 0x, as cxxopts accepts) and compared with T's range before the narrowed value is used.
+// The message names what is allowed: the type's range narrowed by the setting's own (--steps ≥ 0 says "between 0
+// and 2147483647", never "-2147483648").
 template <typename T>
-void check_integer_flag(const std::string& flag, const std::string& text) {
+void check_integer_flag(const std::string& flag, const std::string& text, const Range& range = {}) {
   size_t i = 0;
   const bool negative = !text.empty() && text[0] == '-';
   if (negative || (!text.empty() && text[0] == '+')) i = 1;
@@ -176,10 +178,14 @@ void check_integer_flag(const std::string& flag, const std::string& text) {
   }
   const bool fits = !too_long && (negative ? magnitude <= (unsigned __int128)(-(__int128)std::numeric_limits<T>::lowest())
                                            : magnitude <= (unsigned __int128)std::numeric_limits<T>::max());
-  if (!fits)
-    throw std::runtime_error(flag + " " + text + " is out of range: it must be between " +
-                             std::to_string(std::numeric_limits<T>::lowest()) + " and " +
-                             std::to_string(std::numeric_limits<T>::max()));
+  if (!fits) {
+    long double lo = (long double)std::numeric_limits<T>::lowest(), hi = (long double)std::numeric_limits<T>::max();
+    if (range.lo > lo) lo = range.lo_open ? std::floor((long double)range.lo) + 1 : std::ceil((long double)range.lo);
+    if (range.hi < hi) hi = range.hi_open ? std::ceil((long double)range.hi) - 1 : std::floor((long double)range.hi);
+    char bounds[96];
+    std::snprintf(bounds, sizeof bounds, "between %.0Lf and %.0Lf", lo, hi);
+    throw std::runtime_error(flag + " " + text + " is out of range: it must be " + bounds);
+  }
 }
 
 }  // namespace settings_detail
@@ -234,7 +240,8 @@ void apply_flags(const cxxopts::ParseResult& flags, const std::vector<Setting<Co
             using T = std::remove_pointer_t<decltype(field)>;
             if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
               for (const cxxopts::KeyValue& given : flags.arguments())
-                if (given.key() == s.flag) settings_detail::check_integer_flag<T>(flag_text(s.flag), given.value());
+                if (given.key() == s.flag)
+                  settings_detail::check_integer_flag<T>(flag_text(s.flag), given.value(), s.range);
             *field = flags[s.flag].template as<T>();
           },
           s.field(config));

@@ -183,9 +183,10 @@ Checkpoint load_checkpoint(const std::string& path) {
                              std::to_string(ckpt.tokenizer.size()) + " tokens");
   std::vector<AttentionMask> masks;
   std::vector<std::unique_ptr<Mixer>> mixers;
+  const std::string& mask = meta.text("mask");  // its message names the file already
   try {
     mixers = validated_mixers(config);
-    masks = parse_layer_masks(meta.text("mask"), config.n_layer);
+    masks = parse_layer_masks(mask, config.n_layer);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + escape_for_message(e.what()));
   }

@@ -33,6 +33,9 @@ RunFolderLock::RunFolderLock(const std::string& dir) {
     fd_ = -1;
     throw std::runtime_error("--out " + dir + ": " + path + " is not a regular file; remove it");
   }
+  // O_NOFOLLOW does not stop a hard link: a lock with a second name may be some other file too (planted, or a
+  // snapshot's copy by `cp -al`), so it is locked but never written.
+  const bool only_name = st.st_nlink == 1;
   // flock, not fcntl's F_SETLK: an flock belongs to the open file, not to the process, so it cannot be dropped by
   // some other part of the program closing another descriptor of the same file. LOCK_NB: refuse, never wait.
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -51,7 +54,7 @@ RunFolderLock::RunFolderLock(const std::string& dir) {
   }
   // Ours: record our process id for the message above. Advisory only; nothing depends on it being there.
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+  if (only_name && (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size()))) {
     // The lock holds all the same; only the other run's message will lack the process id.
   }
 }

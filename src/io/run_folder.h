@@ -15,7 +15,8 @@
 // Holds DIR/train.lock until destroyed. Throws std::runtime_error at once (never waits) when another process
 // holds it, naming the folder and, when it has written it yet, that process's id. The lock file is created
 // exclusively or opened without following a symbolic link, and must be a regular file: a link planted there is
-// refused by name, never followed to truncate its target.
+// refused by name, never followed to truncate its target; one with a second name (a hard link) is locked, never
+// written.
 class RunFolderLock {
  public:
   explicit RunFolderLock(const std::string& dir);

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include "model/mixer_lab.h"
+#include "base/read_file.h"
 #include "model/model.h"
 #include "base/rng.h"
 
@@ -136,8 +136,8 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
 
 void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
                       const std::function<void(const std::vector<std::string>&)>& row) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open the " + what);
+  // Through the regular-file reader: a FIFO would hang, /dev/zero was read as an empty table.
+  std::istringstream in(read_regular_file(path, 0, std::string("the ") + what));
   std::string line;
   std::getline(in, line);  // header
   for (int line_no = 2; std::getline(in, line); line_no++) {

@@ -4,10 +4,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iterator>
+
+#include <sys/stat.h>
 #include <stdexcept>
 
+#include "base/read_file.h"
 #include "data/dataset.h"
 #include "model/model.h"
 #include "base/rng.h"
@@ -104,9 +106,16 @@ std::vector<PruneStep> prune_curve(GPT& model, const EvalBatches& e, int64_t see
   return curve;
 }
 
+// A list of every head of a 1024-layer, 64-head model is under 1 MB.
+static const uint64_t kMaxHeadListBytes = uint64_t(16) << 20;
+
 std::vector<float> parse_prune_spec(const std::string& spec, int n_layer, int n_head) {
-  std::string text = spec;
-  if (std::ifstream file{spec}) text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  // A name that exists is a file of head names, read only if it is a regular file of a sane size (a FIFO hung
+  // ./sample, /dev/zero was read as an empty list); anything else is the list itself.
+  struct stat st;
+  const std::string text = ::stat(spec.c_str(), &st) == 0
+                               ? read_regular_file(spec, kMaxHeadListBytes, "a list of heads (--prune)")
+                               : spec;
   std::vector<float> gates((size_t)n_layer * n_head, 1.0f);
   std::string name;
   auto take = [&]() {

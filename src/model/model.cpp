@@ -54,30 +54,55 @@ size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
 
 // Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
 // size that would overflow 64 bits must be refused, not wrapped around to a small number. The mixers are made once
-// for both counts.
-static long double training_bytes(const ModelConfig& config, int B) {
+// for both counts. With the batch split, each of the R − 1 extra replicas has its own gradient arena and the
+// activations of its slice.
+static long double training_bytes(const ModelConfig& config, int B, int replicas) {
   const std::vector<std::unique_ptr<Mixer>> mixers = make_layer_mixers(config);
   Activations scratch;
   const long double params = total_floats(gpt_tensor_table(config, mixers));
   const long double per_sequence =
       layout_activations(scratch, config, mixers, 1, config.block_size, false, nullptr) + 2.0L * config.block_size;
-  return sizeof(float) * (4 * params + (long double)B * per_sequence);
+  const long double R = replicas > 1 ? replicas : 1, slice = std::ceil((long double)B / R);
+  return sizeof(float) * (4 * params + (long double)B * per_sequence + (R - 1) * (params + slice * per_sequence));
 }
 
-size_t estimate_training_bytes(const ModelConfig& config, int B) {
-  const long double bytes = training_bytes(config, B);
+size_t estimate_training_bytes(const ModelConfig& config, int B, int replicas) {
+  const long double bytes = training_bytes(config, B, replicas);
   return bytes >= (long double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
-void check_fits_in_memory(const ModelConfig& config, int B) {
-  const long double need = training_bytes(config, B);
-  const long double have = (long double)sysconf(_SC_PHYS_PAGES) * (long double)sysconf(_SC_PAGESIZE);
-  char need_text[64];
-  std::snprintf(need_text, sizeof need_text, "%.0Lf", need);
+static long double memory_bytes() {
+  return (long double)sysconf(_SC_PHYS_PAGES) * (long double)sysconf(_SC_PAGESIZE);
+}
+
+static std::string whole(long double bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.0Lf", bytes);
+  return text;
+}
+
+void check_fits_in_memory(const ModelConfig& config, int B, int replicas) {
+  const long double need = training_bytes(config, B, replicas);
+  const long double have = memory_bytes();
   if (have > 0 && need > have)
-    throw std::runtime_error("this model needs about " + std::string(need_text) + " bytes to train with batch " +
-                             std::to_string(B) + ", more than this machine's " + std::to_string((size_t)have) +
-                             " bytes of memory; reduce --batch, --block, --n-embd or --n-layer");
+    throw std::runtime_error("this model needs about " + whole(need) + " bytes to train with batch " +
+                             std::to_string(B) +
+                             (replicas > 1 ? " split between " + std::to_string(replicas) + " threads" : "") +
+                             ", more than this machine's " + whole(have) +
+                             " bytes of memory; reduce --batch, --block, --n-embd or --n-layer" +
+                             (replicas > 1 ? " (or --threads-split ops)" : ""));
+}
+
+void check_forward_fits_in_memory(const ModelConfig& config, long B, int T, long double extra_bytes,
+                                  const std::string& what) {
+  const long double params = total_floats(gpt_tensor_table(config));
+  const long double need =
+      sizeof(float) * (2 * params + (long double)B * activation_floats(config, 1, T)) + extra_bytes;
+  const long double have = memory_bytes();
+  if (have > 0 && need > have)
+    throw std::runtime_error(what + ": " + std::to_string(B) + " sequences of " + std::to_string(T) +
+                             " tokens in one forward need about " + whole(need) + " bytes, more than this machine's " +
+                             whole(have) + " bytes of memory");
 }
 
 GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)

@@ -135,7 +135,13 @@ class GPT {
 
 // Floats of activations and gradient scratch that a forward + backward with (B, T) uses (gated: head gates on).
 size_t activation_floats(const ModelConfig& config, int B, int T, bool gated = false);
-// Parameters, gradients, AdamW m and v, and activations for training with batch size B at full block_size.
-size_t estimate_training_bytes(const ModelConfig& config, int B);
+// Parameters, gradients, AdamW m and v, and activations for training with batch size B at full block_size; with
+// `replicas` > 1 (--threads-split batch, train/replicas.h) also each other replica's gradient arena and the
+// activations of its slice of ⌈B / replicas⌉ rows.
+size_t estimate_training_bytes(const ModelConfig& config, int B, int replicas = 1);
 // Throws, with the estimate in bytes, if training would need more than the machine's physical memory.
-void check_fits_in_memory(const ModelConfig& config, int B);
+void check_fits_in_memory(const ModelConfig& config, int B, int replicas = 1);
+// The same for a forward alone over B sequences of T tokens (./inspect's --sequences, --batch), plus `extra_bytes`
+// of the caller's own (its token batches); `what` names the flag in the message.
+void check_forward_fits_in_memory(const ModelConfig& config, long B, int T, long double extra_bytes,
+                                  const std::string& what);

@@ -1,11 +1,22 @@
 #include "train/divergence_guard.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/read_file.h"
+#include "io/atomic_file.h"
+
+static const double kInfinity = std::numeric_limits<double>::infinity();
 
 DivergenceGuard::DivergenceGuard(int vocab_size)
-    : margin_(std::log(double(vocab_size > 1 ? vocab_size : 2))), best_(std::numeric_limits<double>::infinity()) {}
+    : margin_(std::log(double(vocab_size > 1 ? vocab_size : 2))), best_(kInfinity), start_(kInfinity),
+      best_saved_(kInfinity) {}
 
 void DivergenceGuard::observe(double batch_loss) {
   if (!std::isfinite(batch_loss)) return;
@@ -21,16 +32,65 @@ void DivergenceGuard::observe(double batch_loss) {
 
 double DivergenceGuard::limit() const { return best_ + margin_; }
 
+void DivergenceGuard::start(double loss, int step) {
+  start_ = std::isfinite(loss) ? loss : kInfinity;
+  best_saved_ = start_;
+  best_saved_step_ = step;
+}
+
+double DivergenceGuard::ceiling() const { return std::max(start_, margin_); }
+
+double DivergenceGuard::much_worse_limit() const {
+  return best_saved_ + kMuchWorse * std::max(0.0, margin_ - best_saved_);
+}
+
+bool DivergenceGuard::saved(double loss, int step) {
+  if (!(loss < best_saved_)) return false;
+  best_saved_ = loss;
+  best_saved_step_ = step;
+  return true;
+}
+
 std::string DivergenceGuard::refuse(double loss) const {
-  char text[200];
+  char text[300];
   if (!std::isfinite(loss)) {
     std::snprintf(text, sizeof text, "the weights to be saved have a loss of %g", loss);
     return text;
   }
-  if (loss <= limit()) return "";
-  std::snprintf(text, sizeof text,
-                "the weights to be saved have a loss of %.4g nats, above the run's best recent %.4g + ln V = %.4g: "
-                "the loss is exploding",
-                loss, best_, limit());
-  return text;
+  if (loss > limit()) {
+    std::snprintf(text, sizeof text,
+                  "the weights to be saved have a loss of %.4g nats, above the run's best recent %.4g + ln V = %.4g: "
+                  "the loss is exploding",
+                  loss, best_, limit());
+    return text;
+  }
+  if (loss > ceiling()) {
+    std::snprintf(text, sizeof text,
+                  "the weights to be saved have a validation loss of %.4g nats, above both a uniform guess's ln V "
+                  "= %.4g and the %.4g of the weights this run started from: max = %.4g: worse than knowing nothing",
+                  loss, margin_, start_, ceiling());
+    return text;
+  }
+  return "";
+}
+
+// A second name for the file (a hard link: no copy; the checkpoint is then replaced by a rename, so the link keeps
+// the old file), made under a temporary name and renamed into place; a copy through the atomic writer where the
+// file system has no hard links.
+std::string keep_best_aside(const std::string& ckpt_file) {
+  const size_t slash = ckpt_file.rfind('/');
+  const std::string best = (slash == std::string::npos ? "" : ckpt_file.substr(0, slash + 1)) + "best.safetensors";
+  struct stat st;
+  if (::lstat(best.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error("cannot write '" + best + "': it exists and is " + file_kind(st.st_mode) +
+                             ", not a regular file; it is left alone (remove it, or choose another --out)");
+  const std::string temporary = temporary_path_for(best);
+  if (::lstat(temporary.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(temporary.c_str());
+  if (::link(ckpt_file.c_str(), temporary.c_str()) == 0) {
+    if (::rename(temporary.c_str(), best.c_str()) == 0) return best;
+    ::unlink(temporary.c_str());
+  }
+  const std::string bytes = read_regular_file(ckpt_file);
+  write_file_atomically(best, {{bytes.data(), bytes.size()}});
+  return best;
 }

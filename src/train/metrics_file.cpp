@@ -5,13 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/read_file.h"
 #include "io/atomic_file.h"
 
 // Which comma-separated cell of `header` is `name`; −1 if none.
@@ -43,38 +44,37 @@ static std::runtime_error metrics_error(const std::string& path, const std::stri
 MetricsFile::MetricsFile(const std::string& path, int first_step, const std::string& extra_header) : path_(path) {
   const std::string header =
       "step,train_loss,val_loss,honest_bits,batch_loss,lr,grad_norm,step_ms" + extra_header + ",wall_s,muon_lr,val_windows\n";
+  // Looked at without following a link, and read only if it is a regular file: a FIFO there would hang the run
+  // (which then ignored SIGTERM), /dev/zero would fill the memory.
   std::string old;
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    if (in) bytes << in.rdbuf();
-    old = bytes.str();
+  struct stat st;
+  if (first_step > 0 && ::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw std::runtime_error(path + " exists and is " + file_kind(st.st_mode) +
+                               ", not a regular file; it is left alone (remove it, or choose another --out)");
+    old = read_regular_file(path);
   }
   // The file as it should be before this run's first row: the header, then the complete rows of earlier steps.
   std::string kept = header;
-  bool unchanged = first_step > 0 && old.compare(0, header.size(), header) == 0;
   if (first_step > 0) {
     size_t begin = old.find('\n');
     const int wall_column = column_index(old.substr(0, begin), "wall_s");
     begin = begin == std::string::npos ? old.size() : begin + 1;
     while (begin < old.size()) {
       const size_t end = old.find('\n', begin);
-      if (end == std::string::npos) {  // a last row without its newline: cut short, drop it
-        unchanged = false;
-        break;
-      }
+      if (end == std::string::npos) break;  // a last row without its newline: cut short, drop it
       const std::string line = old.substr(begin, end + 1 - begin);
       if (std::strtol(line.c_str(), nullptr, 10) < first_step) {
         kept += line;
         const std::string wall = cell(line, wall_column);
         if (!wall.empty()) resumed_wall_s_ = std::strtod(wall.c_str(), nullptr);
-      } else {
-        unchanged = false;
       }
       begin = end + 1;
     }
   }
-  if (!unchanged) write_file_atomically(path, {{kept.data(), kept.size()}});
+  // Always a new file renamed into place, never the old one appended to: a hard-linked snapshot of the folder
+  // (cp -al) shares the old file, and must keep it as it was.
+  write_file_atomically(path, {{kept.data(), kept.size()}});
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd_ < 0) throw metrics_error(path, "open for appending");
 }

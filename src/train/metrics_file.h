@@ -3,10 +3,11 @@
 // Nothing in it is ever lost or half-written:
 //   - a fresh run replaces the file (through the atomic writer) with the header alone; ./train has already refused
 //     to do that to an earlier run's file unless --overwrite was given (run_folder.h);
-//   - a resumed run appends after the rows of the steps before the one it resumes from. Rows the interrupted run
-//     wrote after its last checkpoint are dropped, as the resumed run computes those steps again, and so is a last
-//     line without its newline (a power loss mid-row); when there is such a row to drop, the kept part is
-//     rewritten through the atomic writer, so a crash during that leaves the old file;
+//   - a resumed run keeps the rows of the steps before the one it resumes from. Rows the interrupted run wrote
+//     after its last checkpoint are dropped, as the resumed run computes those steps again, and so is a last line
+//     without its newline (a power loss mid-row); the kept part is always rewritten through the atomic writer (a
+//     new file renamed into place), so a crash during that leaves the old file, and a hard-linked snapshot of the
+//     folder (cp -al) keeps its copy unchanged. Only a regular file is read (a FIFO or a device is refused);
 //   - each row goes out as one whole line in one write() on a file opened O_APPEND, so a killed process never
 //     leaves half a row; sync() flushes the file to disk and runs with every checkpoint save, so the rows up to a
 //     saved step survive a power loss together with its checkpoint.

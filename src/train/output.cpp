@@ -10,6 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "base/read_file.h"
 #include "io/checkpoint.h"
 
 void prepare_output_dir(const std::string& dir) {
@@ -20,17 +21,22 @@ void prepare_output_dir(const std::string& dir) {
     if (slash == std::string::npos) break;
   }
   struct stat st;
-  if (lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && stat(dir.c_str(), &st) != 0)
-    throw std::runtime_error("--out " + dir + ": is a symbolic link to something that does not exist (" +
-                             std::strerror(errno) + "); remove the link or create its target");
+  const std::string dangling = dangling_link(dir);
+  if (!dangling.empty()) throw std::runtime_error("--out " + dir + ": " + dangling);
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw std::runtime_error("--out " + dir + ": not a directory");
-  const std::string ckpt = checkpoint_path(dir);
-  if (stat(ckpt.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw std::runtime_error(ckpt + " exists and is not a regular file, so no checkpoint could be saved there");
-  std::string probe = dir + "/.write-test-" + std::to_string(getpid());
-  FILE* f = std::fopen(probe.c_str(), "w");
-  if (!f) throw std::runtime_error("--out " + dir + ": not writable: " + std::strerror(errno));
-  std::fclose(f);
-  std::remove(probe.c_str());
+  // The files the run will replace must be regular files, checked without following a link (lstat): a link
+  // planted at OUT/ckpt.safetensors is refused now, not at the first save after all the training.
+  for (const std::string& file : {checkpoint_path(dir), dir + "/metrics.csv"})
+    if (lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw std::runtime_error("--out " + dir + ": " + file + " exists and is " + file_kind(st.st_mode) +
+                               ", not a regular file, so the run could not write it; it is left alone (remove it, "
+                               "or choose another --out)");
+  // The probe is a name no one can have planted: mkstemp creates it exclusively (O_EXCL, never through a link)
+  // under a random name, so a link or a FIFO at a predictable name is never opened.
+  std::string probe = dir + "/.write-test-XXXXXX";
+  const int fd = mkstemp(&probe[0]);
+  if (fd < 0) throw std::runtime_error("--out " + dir + ": not writable: " + std::strerror(errno));
+  close(fd);
+  unlink(probe.c_str());
 }

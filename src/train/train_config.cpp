@@ -1,6 +1,7 @@
 #include "train/train_config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "data/objective.h"
@@ -164,8 +165,37 @@ TrainConfig preset(const std::string& name) {
   throw std::runtime_error("--preset: unknown preset '" + escape_for_message(name) + "' (expected " + names + ")");
 }
 
+// Sequences one evaluation may score per estimate: 10⁷ windows of block 256 is 2.6 billion tokens, hours of work
+// on a laptop, and keeps the evaluation's bookkeeping (8 bytes per sequence, 16 per batch) under 100 MB.
+static const long double kMaxEvalSequences = 1e7;
+
+// --eval-iters and --eval-windows, as flags or forged in a checkpoint, bounded before anything is allocated or the
+// run folder exists (2147483647 windows overflowed an int; 10⁹ allocated 1.3 GB and scored 83 million batches).
+static void check_evaluation_counts(const TrainConfig& c) {
+  char text[400];
+  const long double iters = c.eval_iters, B = c.batch;
+  if (iters * B > kMaxEvalSequences) {
+    std::snprintf(text, sizeof text,
+                  "--eval-iters %d with --batch %d scores %.0Lf sequences for each of the training loss, the "
+                  "validation loss and the next-character score at every evaluation (about %.0Lf bytes of "
+                  "bookkeeping alone); at most %.0Lf sequences (--eval-iters %.0Lf at --batch %d)",
+                  c.eval_iters, c.batch, iters * B, iters * (16 + 8 * B), kMaxEvalSequences,
+                  std::floor(kMaxEvalSequences / B), c.batch);
+    throw std::runtime_error(text);
+  }
+  if ((long double)c.eval_windows > kMaxEvalSequences) {
+    const long double batches = std::ceil((long double)c.eval_windows / B);
+    std::snprintf(text, sizeof text,
+                  "--eval-windows %d is %.0Lf batches of --batch %d at every evaluation (about %.0Lf bytes of "
+                  "bookkeeping alone); at most %.0Lf windows",
+                  c.eval_windows, batches, c.batch, batches * 16, kMaxEvalSequences);
+    throw std::runtime_error(text);
+  }
+}
+
 void validate(const TrainConfig& c) {
   check_ranges(train_settings(), c);
+  check_evaluation_counts(c);
   if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
   parse_objective(c.objective);
   choose_split(c.threads_split, 1, c.batch, false);  // throws on a text that is none of batch, ops or auto

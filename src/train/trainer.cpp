@@ -58,6 +58,9 @@ class TrainingRun : public LoopShell {
   double seconds() const {  // since the run started (a resumed run continues its metrics.csv's clock)
     return earlier_seconds_ + std::chrono::duration<double>(Clock::now() - started_).count();
   }
+  double guard_loss();  // the weights' loss on the divergence guard's fixed validation batch
+  bool holds_start() const;  // ckpt_file_ holds the weights this invocation began with
+  void drop_best_aside();
   std::runtime_error diverged(int step, const std::string& what) const;
   std::string last_good() const;
 
@@ -95,6 +98,9 @@ class TrainingRun : public LoopShell {
   std::unique_ptr<RunFolderLock> lock_;  // held from the constructor to the end of the run
   std::unique_ptr<MetricsFile> metrics_;
   std::unique_ptr<DivergenceGuard> guard_;  // a save only of weights whose loss is sane (divergence_guard.h)
+  bool ckpt_is_best_ = false;  // ckpt_file_ holds the best weights saved (or started from), so far
+  std::string best_aside_;     // OUT/best.safetensors while it holds the best and ckpt_file_ does not
+  bool degraded_ = false;      // the last checkpoint saved is much worse than best_aside_ (divergence_guard.h)
   Clock::time_point started_ = Clock::now();  // this invocation: loading the corpus and the model count too
   Clock::time_point step_started_;            // the current step's, from drawing its batch
   double earlier_seconds_ = 0;                // the resumed run's wall_s before this invocation
@@ -122,12 +128,16 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
     throw std::runtime_error("--stop-at " + std::to_string(cfg.stop_at) + " must be after the current step (" +
                              std::to_string(state_.step) + ") and at most --steps (" + std::to_string(cfg.steps) + ")");
   check_corpus_fits(corpus_, T);
-  check_fits_in_memory(model.config, rows_.count());
+  // The split first: batch-split's replicas (their gradients and activations) count in the estimate.
+  const int threads = omp_get_max_threads();
+  split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
+  check_fits_in_memory(model.config, rows_.count(), split_ == ThreadSplit::Batch ? threads : 1);
   if (reducer_.writes()) {  // one process of a data-parallel run touches the folder
     prepare_output_dir(cfg.out);
     lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
     if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
-    for (const std::string& stale : remove_stale_temporaries(cfg.out, {"ckpt.safetensors", "metrics.csv"}))
+    for (const std::string& stale :
+         remove_stale_temporaries(cfg.out, {"ckpt.safetensors", "metrics.csv", "best.safetensors"}))
       std::printf("removed %s, left by a run that was killed while writing it\n", escape_for_message(stale).c_str());
   }
   state_.train_config = checkpoint_json(cfg);  // the model's settings are in the checkpoint's metadata
@@ -137,12 +147,11 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   resumed_rng_ = state_.batch_rng;
   guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
   reducer_.check_agreement(cfg, corpus_, state_.step, state_.batch_rng, ckpt_.model->params_memory());
-  const int threads = omp_get_max_threads();
-  split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
   replicas_ = std::make_unique<Replicas>(model, split_ == ThreadSplit::Batch ? threads : 1);
   learner_.reset(new Learner{*replicas_, optimizer_.kind, state_.optimizer, reducer_});
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
+  guard_->start(guard_loss(), first_step_);
 }
 
 void TrainingRun::start_model(Checkpoint* resume) {
@@ -204,7 +213,7 @@ void TrainingRun::evaluate(int step) {
   // them (its own seed, so the other numbers are unchanged).
   if (cfg_.eval_windows > 0) {
     Rng windows_rng(cfg_.seed + 5);
-    row.val_windows = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, (cfg_.eval_windows + B - 1) / B,
+    row.val_windows = estimate_loss(*replicas_, *batches_, corpus_.val, B, T, (int)(((long)cfg_.eval_windows + B - 1) / B),
                                     windows_rng, reducer_);
   }
   row.honest_bits =
@@ -264,13 +273,21 @@ bool TrainingRun::stepped(int step, const StepResult& r) {
   return false;
 }
 
-void TrainingRun::save(int step) {
-  // The weights' loss on one fixed validation batch (its own seed: the training batches are unchanged).
+// The weights' loss on one fixed validation batch (its own seed: the training batches are unchanged).
+double TrainingRun::guard_loss() {
   Rng guard_rng(cfg_.seed + 4);
-  const double loss = estimate_loss(*replicas_, *batches_, corpus_.val, cfg_.batch, ckpt_.model->config.block_size,
-                                    1, guard_rng);
+  return estimate_loss(*replicas_, *batches_, corpus_.val, cfg_.batch, ckpt_.model->config.block_size, 1, guard_rng);
+}
+
+void TrainingRun::save(int step) {
+  const double loss = guard_loss();
   const std::string refused = guard_->refuse(loss);
   if (!refused.empty()) throw diverged(step, refused);
+  // Worse than the best, which the file to be replaced holds: the best goes aside first (divergence_guard.h).
+  const bool best = loss < guard_->best_saved();
+  if (reducer_.writes() && !best && best_aside_.empty() &&
+      (ckpt_is_best_ || (!saved_any_ && guard_->best_saved_step() == first_step_ && resumed_ && holds_start())))
+    best_aside_ = keep_best_aside(ckpt_file_);
   saved_any_ = true;
   state_.step = step;
   replicas_->set_prefix_length(0);  // a prefix-LM's N is redrawn per batch; store the neutral prefix:0
@@ -281,20 +298,43 @@ void TrainingRun::save(int step) {
     save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
     remember_checkpoint(ckpt_file_, step);  // for the message of a second Ctrl-C (stop_signal.h)
   }
+  ckpt_is_best_ = guard_->saved(loss, step);
+  if (ckpt_is_best_) drop_best_aside();  // the checkpoint is the best again
+  const bool noted = degraded_;
+  degraded_ = !best_aside_.empty() && guard_->much_worse(loss);
+  if (degraded_ && !noted) {
+    std::printf("note: the weights of step %d have a validation loss of %.4g nats, much worse than the best %.4g "
+                "(step %d; the limit is %.4g): the best checkpoint is kept in %s\n", step, loss, guard_->best_saved(),
+                guard_->best_saved_step(), guard_->much_worse_limit(), escape_for_message(best_aside_).c_str());
+  }
+}
+
+void TrainingRun::drop_best_aside() {
+  if (!best_aside_.empty()) std::remove(best_aside_.c_str());
+  best_aside_.clear();
+  degraded_ = false;
 }
 
 // Where the last good weights are, for the divergence message. Resuming with --out elsewhere means ckpt_file_ may
 // not exist or may belong to another run: it is named only if it holds the step this invocation began at.
 std::string TrainingRun::last_good() const {
-  if (saved_any_) return "; " + ckpt_file_ + " holds the last good checkpoint (step " + std::to_string(state_.step) + ")";
+  const std::string best = best_aside_.empty() ? "" : "; " + best_aside_ + " holds the best checkpoint (step " +
+                                                          std::to_string(guard_->best_saved_step()) + ")";
+  if (saved_any_)
+    return best + "; " + ckpt_file_ + " holds the " + (best.empty() ? "last good checkpoint" : "last one saved") +
+           " (step " + std::to_string(state_.step) + ")";
   if (!resumed_) return "";
+  if (holds_start()) return "; " + ckpt_file_ + " holds the last good checkpoint (step " + std::to_string(first_step_) + ")";
+  return "; the checkpoint this run resumed from (step " + std::to_string(first_step_) + ") is unchanged";
+}
+
+bool TrainingRun::holds_start() const {
   try {
     Checkpoint on_disk = load_checkpoint(ckpt_file_);
-    if (on_disk.resumable && on_disk.resume.step == first_step_ && on_disk.resume.batch_rng == resumed_rng_)
-      return "; " + ckpt_file_ + " holds the last good checkpoint (step " + std::to_string(first_step_) + ")";
+    return on_disk.resumable && on_disk.resume.step == first_step_ && on_disk.resume.batch_rng == resumed_rng_;
   } catch (...) {
+    return false;
   }
-  return "; the checkpoint this run resumed from (step " + std::to_string(first_step_) + ") is unchanged";
 }
 
 // A diverged step stops the run before anything is saved, naming the step and where the good weights are.
@@ -331,10 +371,13 @@ TrainResult TrainingRun::run() {
   const auto start = Clock::now();  // for the closing line: this invocation's own time
 
   if (!train_loop(*learner_, cfg_, first_step_, *this)) return result_;  // stopped early, saved
+  if (!degraded_) drop_best_aside();  // the run ended near its best: the copy aside is not needed
 
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (out) std::printf("done: %d steps in %s; checkpoint %s\n", cfg_.steps, format_duration(seconds).c_str(),
-                       escape_for_message(ckpt_file_).c_str());
+  if (out) std::printf("done: %d steps in %s; checkpoint %s%s\n", cfg_.steps, format_duration(seconds).c_str(),
+                       escape_for_message(ckpt_file_).c_str(),
+                       best_aside_.empty() ? "" : ("; the best (step " + std::to_string(guard_->best_saved_step()) +
+                                                   ") is kept in " + escape_for_message(best_aside_)).c_str());
   return result_;
 }
 

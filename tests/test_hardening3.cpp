@@ -1,0 +1,514 @@
+// Hardening III (issue 31): no file touched but the run's own, readers that read only regular files of a sane size,
+// a divergence guard that keeps the best weights, headers parsed in linear time, every absurd count refused with an
+// estimate, NaN refused, paths escaped.
+//   Hardening3Files      planted links, hard links, FIFOs and snapshots in --out; the output files checked up front
+//   Hardening3Readers    every reader through the regular-file reader with a size check; the header length first
+//   Hardening3Escapes    paths with terminal control characters on the lines that printed them raw
+//   Hardening3Guard      the divergence guard's ceiling and "much worse" against their definitions
+//   Hardening3Header     linear-time header parsing: 100,000 entries, a 1024-layer checkpoint
+//   Hardening3Counts     absurd counts refused with an estimate; batch-split in the memory estimate
+//   Hardening3NaN        ./inspect heads and prune on a model whose predictions overflow
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/read_file.h"
+#include "checkpoint_bytes.h"
+#include "io/checkpoint.h"
+#include "lab/head_scores.h"
+#include "lab/pronouns.h"
+#include "lab/pruning.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "program_util.h"
+#include "train/divergence_guard.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define H3_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define H3_ASAN 1
+#endif
+#endif
+#ifndef H3_ASAN
+#define H3_ASAN 0
+#endif
+
+using progutil::quote;
+using progutil::read_file;
+using progutil::RunResult;
+using progutil::TempDir;
+using progutil::write_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+RunResult run_in(const TempDir& dir, const std::string& command) { return progutil::run_command(command, dir.path()); }
+
+std::string train_command(const TempDir& dir, const std::string& out, const std::string& extra) {
+  return std::string("./train ") + progutil::tiny_flags() + " --optimizer adamw --data " + quote(dir / "corpus.txt") +
+         " --out " + quote(out) + " " + extra;
+}
+
+void write_corpus(const TempDir& dir) { write_file(dir / "corpus.txt", progutil::generated_text(20000)); }
+
+std::string small_run(const TempDir& dir) {
+  write_corpus(dir);
+  const RunResult r = run_in(dir, train_command(dir, dir / "run", "--steps 2 --eval-every 0"));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  return dir / "run";
+}
+
+// A sparse file of `size` bytes starting with `head`: it takes no disk space.
+void sparse_file(const std::string& path, const std::string& head, uint64_t size) {
+  write_file(path, head);
+  ASSERT_EQ(::truncate(path.c_str(), off_t(size)), 0) << path;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// --out: only the run's own files
+
+TEST(Hardening3Files, APlantedLinkOrFifoAtTheWriteProbesNameIsNeverOpened) {
+  // The probe's name was OUT/.write-test-<pid>, and a process's pid is known before it starts: `exec` keeps the
+  // shell's. A link planted there was opened with fopen("w"), truncating its target; a FIFO hung the run.
+  TempDir dir;
+  write_corpus(dir);
+  fs::create_directory(dir / "out");
+  write_file(dir / "victim.txt", "keep me");
+  const std::string plant_link = "ln -s " + quote(dir / "victim.txt") + " " + quote(dir / "out") + "/.write-test-$$";
+  RunResult r = run_in(dir, "OMP_WAIT_POLICY=passive sh -c " + quote(plant_link + "; exec " +
+                                train_command(dir, dir / "out", "--steps 1")));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(read_file(dir / "victim.txt"), "keep me") << "the probe truncated the link's target";
+  fs::create_directory(dir / "out2");
+  const std::string plant_fifo = "mkfifo " + quote(dir / "out2") + "/.write-test-$$";
+  r = run_in(dir, "OMP_WAIT_POLICY=passive timeout 60 sh -c " +
+                      quote(plant_fifo + "; exec " + train_command(dir, dir / "out2", "--steps 1")));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();  // 124: hung on the FIFO
+}
+
+TEST(Hardening3Files, AHardLinkPlantedAsTheLockNeverHasItsTargetWritten) {
+  TempDir dir;
+  write_corpus(dir);
+  fs::create_directory(dir / "out");
+  write_file(dir / "victim.txt", "keep me");
+  fs::create_hard_link(dir / "victim.txt", dir / "out/train.lock");
+  // Locked (an flock changes nothing in the file) but never written: a `cp -al` snapshot's lock has two names too.
+  const RunResult r = run_in(dir, train_command(dir, dir / "out", "--steps 1"));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(read_file(dir / "victim.txt"), "keep me") << "the lock overwrote the hard link's target";
+}
+
+TEST(Hardening3Files, ALinkAtTheCheckpointOrTheMetricsIsRefusedBeforeTraining) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  write_file(dir / "victim", "keep me");
+  for (const std::string name : {"ckpt.safetensors", "metrics.csv"}) {
+    SCOPED_TRACE(name);
+    TempDir out;
+    fs::create_symlink(dir / "victim", out / name);
+    const RunResult r = run_in(dir, train_command(dir, out.path(), "--steps 3 --overwrite"));
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_CONTAINS(r.err, name + " exists and is a symbolic link, not a regular file");
+    EXPECT_EQ(r.out, "") << "refused only after the training";
+    EXPECT_EQ(read_file(dir / "victim"), "keep me");
+  }
+  // Resumed: the checkpoint itself replaced by a link to a copy of it (a resumed run lost everything to its save).
+  fs::rename(run + "/ckpt.safetensors", dir / "real.safetensors");
+  fs::create_symlink(dir / "real.safetensors", run + "/ckpt.safetensors");
+  const RunResult r = run_in(dir, "./train --threads 1 --resume " + quote(run) + " --steps 4");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "ckpt.safetensors exists and is a symbolic link");
+  EXPECT_EQ(r.out.find("step 3"), std::string::npos) << r.out;
+}
+
+TEST(Hardening3Files, MetricsAsAFifoOrADeviceIsRefusedBeforeItIsRead) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  fs::remove(run + "/metrics.csv");
+  ASSERT_EQ(::mkfifo((run + "/metrics.csv").c_str(), 0644), 0);
+  RunResult r = run_in(dir, "timeout 60 ./train --threads 1 --resume " + quote(run) + " --steps 3");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();  // 124: it hung reading the FIFO
+  EXPECT_CONTAINS(r.err, "metrics.csv exists and is a FIFO (named pipe), not a regular file");
+  fs::remove(run + "/metrics.csv");
+  fs::create_symlink("/dev/zero", run + "/metrics.csv");
+  r = run_in(dir, "timeout 60 ./train --threads 1 --resume " + quote(run) + " --steps 3");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "metrics.csv exists and is a symbolic link");
+}
+
+TEST(Hardening3Files, AResumeNeverModifiesAHardLinkedSnapshotOfTheFolder) {
+  // --stop-at leaves metrics.csv with exactly the rows before the checkpoint's step, so nothing is cut on resume:
+  // that is the case that appended in place, into the inode a `cp -al` snapshot shares.
+  TempDir dir;
+  write_corpus(dir);
+  RunResult r = run_in(dir, train_command(dir, dir / "run", "--steps 4 --stop-at 2 --eval-every 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  ASSERT_EQ(std::system(("cp -al " + quote(dir / "run") + " " + quote(dir / "snap")).c_str()), 0);
+  const std::string metrics = read_file(dir / "snap/metrics.csv"), ckpt = read_file(dir / "snap/ckpt.safetensors");
+  r = run_in(dir, "./train --threads 1 --resume " + quote(dir / "run"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(read_file(dir / "snap/metrics.csv"), metrics) << "the resumed run appended to the snapshot's file";
+  EXPECT_EQ(read_file(dir / "snap/ckpt.safetensors"), ckpt);
+  EXPECT_EQ(progutil::step_rows(dir / "run/metrics.csv"), (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(Hardening3Files, PruneOutOnADanglingLinkSaysWhatItIs) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  fs::create_symlink(dir / "nowhere", dir / "dangling");
+  const RunResult r = run_in(dir, "./inspect prune --threads 1 --ckpt " + quote(run) + " --data " +
+                                      quote(dir / "corpus.txt") + " --out " + quote(dir / "dangling"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "is a symbolic link to something that does not exist");
+  EXPECT_EQ(r.out, "");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Readers
+
+TEST(Hardening3Readers, TablesAndHeadListsAreReadOnlyFromRegularFiles) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  // A FIFO without a writer would block these forever; /dev/zero was read as an empty table.
+  for (const std::string& path : {dir / "fifo", std::string("/dev/zero")}) {
+    SCOPED_TRACE(path);
+    const char* kind = path == "/dev/zero" ? "character device" : "FIFO";
+    try {
+      read_name_mentions(path);
+      ADD_FAILURE() << "read_name_mentions read it";
+    } catch (const std::runtime_error& e) {
+      EXPECT_CONTAINS(e.what(), kind);
+    }
+    try {
+      read_pronoun_notes(path);
+      ADD_FAILURE() << "read_pronoun_notes read it";
+    } catch (const std::runtime_error& e) {
+      EXPECT_CONTAINS(e.what(), kind);
+    }
+    try {
+      parse_prune_spec(path, 2, 2);
+      ADD_FAILURE() << "parse_prune_spec read it";
+    } catch (const std::runtime_error& e) {
+      EXPECT_CONTAINS(e.what(), kind);
+    }
+  }
+  // A list of heads is small: a 100 MB file is no list of heads.
+  sparse_file(dir / "big", "L0H0\n", 100u << 20);
+  try {
+    parse_prune_spec(dir / "big", 2, 2);
+    ADD_FAILURE() << "parse_prune_spec read 100 MB";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(e.what(), "more than a list of heads (--prune) can be");
+  }
+  write_file(dir / "heads.txt", "L1H0, L0H1\n");
+  EXPECT_EQ(parse_prune_spec(dir / "heads.txt", 2, 2), (std::vector<float>{1, 0, 0, 1}));
+  EXPECT_EQ(parse_prune_spec("L0H0", 2, 2), (std::vector<float>{0, 1, 1, 1}));
+}
+
+TEST(Hardening3Readers, ProgramsRefuseFifosAndDevicesAsTables) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"./sample --threads 1 -n 3 --ckpt " + quote(run) + " --prune " + quote(dir / "fifo"), "FIFO (named pipe)"},
+      {"./sample --threads 1 -n 3 --ckpt " + quote(run) + " --prune /dev/zero", "character device"},
+      {"./inspect heads --threads 1 --resamples 0 --sequences 2 --ckpt " + quote(run) + " --data " +
+           quote(dir / "corpus.txt") + " --antecedents /dev/zero", "character device"},
+      {"./inspect heads --threads 1 --resamples 0 --sequences 2 --ckpt " + quote(run) + " --data " +
+           quote(dir / "corpus.txt") + " --antecedents " + quote(dir / "fifo"), "FIFO (named pipe)"},
+  };
+  for (const auto& [command, kind] : cases) {
+    SCOPED_TRACE(command);
+    const RunResult r = run_in(dir, "timeout 60 " + command);
+    EXPECT_EQ(r.exit_code, 1) << r.describe();  // 124: hung on the FIFO; 0: /dev/zero read as an empty table
+    EXPECT_CONTAINS(r.err, kind + ", not a regular file");
+  }
+}
+
+TEST(Hardening3Readers, AFileLargerThanTheMemoryIsRefusedByNameBeforeAllocating) {
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0) GTEST_SKIP() << "the system does not report its memory";
+  TempDir dir;
+  const std::string run = small_run(dir);
+  // Sparse: no disk space. A corpus, and a checkpoint whose header length is plausible (so only its size is wrong).
+  sparse_file(dir / "huge.txt", "hello", memory + (1ull << 30));
+  std::string head(8, '\0');
+  head[0] = 16;
+  sparse_file(dir / "huge.safetensors", head + "{}              ", memory + (1ull << 30));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {train_command(dir, dir / "a", "--steps 1") + " --data " + quote(dir / "huge.txt"), "huge.txt"},
+      {"./sample --threads 1 -n 3 --ckpt " + quote(dir / "huge.safetensors"), "huge.safetensors"},
+  };
+  for (const auto& [command, name] : cases) {
+    SCOPED_TRACE(command);
+    const RunResult r = run_in(dir, "timeout 60 " + command);
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_CONTAINS(r.err, name + "': it is " + std::to_string(memory + (1ull << 30)) + " bytes, more than this "
+                           "machine's " + std::to_string(memory) + " bytes of memory");
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "a")) << "the run folder was made before the corpus was refused";
+}
+
+TEST(Hardening3Readers, TheHeaderLengthIsCheckedBeforeTheRestOfTheFileIsRead) {
+  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  // 6 GB (sparse) whose first 8 bytes are no header length, read under a 2 GB address-space limit: the old reader
+  // read the whole file before looking at them, and failed to allocate (std::bad_alloc).
+  TempDir dir;
+  sparse_file(dir / "big.safetensors", "AAAAAAAA", 6ull << 30);
+  write_file(dir / "zeros_head", std::string(64, '\0'));
+  sparse_file(dir / "zeros.safetensors", std::string(64, '\0'), 6ull << 30);
+  for (const std::string name : {"big.safetensors", "zeros.safetensors"}) {
+    SCOPED_TRACE(name);
+    const RunResult r = run_in(dir, "ulimit -v 2000000 && OMP_WAIT_POLICY=passive timeout 60 ./sample --threads 1 -n 3 "
+                                    "--ckpt " + quote(dir / name));
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_CONTAINS(r.err, name == "big.safetensors" ? "absurdly large" : "too short for a JSON object");
+    EXPECT_EQ(r.err.find("memory"), std::string::npos) << r.err;
+  }
+}
+
+TEST(Hardening3Readers, AMissingMaskNamesTheFileOnce) {
+  // A file "downgraded" to format 1 (no checksums to recompute) and without its mask field.
+  TempDir dir;
+  const std::string run = small_run(dir);
+  const std::string bytes = read_file(run + "/ckpt.safetensors");
+  nlohmann::ordered_json header = ckptbytes::header_of(bytes);
+  header["__metadata__"].erase("mask");
+  header["__metadata__"].erase(kHeaderChecksumKey);
+  header["__metadata__"].erase(kDataChecksumKey);
+  header["__metadata__"]["format_version"] = "1";
+  write_file(dir / "nomask.safetensors", ckptbytes::with_header(bytes, header));
+  const std::string error = ckptbytes::load_error(dir / "nomask.safetensors");
+  EXPECT_CONTAINS(error, "metadata field 'mask' is missing");
+  EXPECT_EQ(error.find(dir / "nomask.safetensors"), error.rfind(dir / "nomask.safetensors")) << error;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Escaped paths
+
+TEST(Hardening3Escapes, EveryLineThatPrintsAPathEscapesIt) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  const std::string evil = "evil\x1b[2J\u202E";
+  auto expect_clean = [](const RunResult& r) {
+    for (const std::string& text : {r.out, r.err}) {
+      EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+      EXPECT_EQ(text.find("\u202E"), std::string::npos) << text;
+    }
+  };
+  // inspect heads: the "not found" line.
+  RunResult r = run_in(dir, "./inspect heads --threads 1 --resamples 0 --sequences 2 --ckpt " + quote(run) +
+                                " --antecedents " + quote(dir / evil));
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_CONTAINS(r.out, "evil\\x1b[2J\\u202e not found");
+  expect_clean(r);
+  // inspect serve: the --host warning (the host is then refused by the bind) and the banner.
+  r = run_in(dir, "timeout 20 ./inspect serve --threads 1 --ckpt " + quote(run) + " --host " + quote(evil));
+  EXPECT_CONTAINS(r.err, "serving on evil\\x1b[2J\\u202e");
+  expect_clean(r);
+  fs::create_directory(dir / evil);
+  fs::copy_file(run + "/ckpt.safetensors", (dir / evil) + "/ckpt.safetensors");
+  r = run_in(dir, "timeout 5 ./inspect serve --threads 1 --port 0 --ckpt " + quote(dir / evil));
+  EXPECT_CONTAINS(r.out, "explore: ");
+  EXPECT_CONTAINS(r.out, "evil\\x1b[2J\\u202e");
+  expect_clean(r);
+  // ./train --resume of a format-1 file: the notes about settings it was written without.
+  const std::string old = (dir / evil) + "/old.safetensors";
+  fs::copy_file(progutil::source_root() + "/tests/fixtures/ckpt_5b9387c.safetensors", old);
+  r = run_in(dir, "./train --threads 1 --resume " + quote(old) + " --data " +
+                      quote(progutil::source_root() + "/tests/fixtures/corpus_5b9387c.txt") + " --out " +
+                      quote(dir / "resumed") + " --print-settings");
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_CONTAINS(r.out, "note: ");
+  EXPECT_CONTAINS(r.err, "is a format-1 checkpoint");
+  expect_clean(r);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The divergence guard keeps the best weights
+
+TEST(Hardening3Guard, TheCeilingIsTheStartOrAUniformGuessWhicheverIsHigher) {
+  const double lnV = std::log(61.0);
+  DivergenceGuard fresh(61);
+  EXPECT_TRUE(std::isinf(fresh.ceiling())) << "before start() only finiteness (and the explosion rule) counts";
+  for (int i = 0; i < 10; i++) fresh.observe(2.0);  // best recent 2.0: the explosion limit is 2 + ln 61 = 6.11
+  fresh.start(4.3, 0);                              // an initialised model slightly worse than uniform
+  EXPECT_DOUBLE_EQ(fresh.ceiling(), 4.3);
+  EXPECT_EQ(fresh.refuse(4.3 - 1e-9), "");
+  EXPECT_CONTAINS(fresh.refuse(4.3 + 1e-6), "worse than knowing nothing");
+  // The issue's run: its "last good checkpoint" scored 5.50, below the explosion limit 6.571, above ln 61 = 4.11.
+  DivergenceGuard resumed(61);
+  for (int i = 0; i < 10; i++) resumed.observe(2.461);
+  resumed.start(1.5, 100);
+  EXPECT_DOUBLE_EQ(resumed.ceiling(), lnV);
+  EXPECT_EQ(resumed.refuse(lnV - 1e-9), "");
+  EXPECT_NE(resumed.refuse(lnV + 1e-9), "");
+  const std::string why = resumed.refuse(5.50);
+  EXPECT_CONTAINS(why, "worse than knowing nothing");
+  EXPECT_CONTAINS(why, "5.5 nats");
+}
+
+TEST(Hardening3Guard, MuchWorseIsHalfWayFromTheBestSavedBackToUniform) {
+  const double lnV = std::log(61.0);
+  DivergenceGuard g(61);
+  EXPECT_FALSE(g.much_worse(1e30)) << "before start() nothing is much worse";
+  g.start(4.2, 0);
+  EXPECT_TRUE(g.saved(2.586, 300));
+  EXPECT_EQ(g.best_saved_step(), 300);
+  const double limit = 2.586 + 0.5 * (lnV - 2.586);  // 3.349, by hand
+  EXPECT_NEAR(g.much_worse_limit(), limit, 1e-12);
+  EXPECT_FALSE(g.much_worse(limit - 1e-9));
+  EXPECT_TRUE(g.much_worse(limit + 1e-9));
+  EXPECT_FALSE(g.saved(3.0, 325)) << "worse, not the best";
+  EXPECT_EQ(g.best_saved_step(), 300);
+  EXPECT_NEAR(g.much_worse_limit(), limit, 1e-12);
+  EXPECT_TRUE(g.saved(2.5, 350));
+  EXPECT_NEAR(g.much_worse_limit(), 2.5 + 0.5 * (lnV - 2.5), 1e-12);
+  // A best at or above uniform leaves no room: anything worse is much worse (the ceiling then refuses it).
+  DivergenceGuard flat(61);
+  flat.start(4.5, 0);
+  EXPECT_NEAR(flat.much_worse_limit(), 4.5, 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Headers parse in linear time
+
+namespace {
+// A safetensors file of n empty tensors (shape [0], no data): the largest header for its tensor count.
+std::string many_tensors(int n) {
+  std::string header = "{";
+  for (int i = 0; i < n; i++)
+    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],"
+              "\"data_offsets\":[0,0]}";
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; i++) file[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  return file + header;
+}
+}  // namespace
+
+TEST(Hardening3Header, AHundredThousandEntriesParseInLinearTime) {
+  // nlohmann's callback parser scanned the enclosing object at every end of an object: O(n²), 85 s for the 36,876
+  // tensors of a 1024-layer checkpoint. The work is counted (events visited, at most one per header byte), and as an
+  // order-of-magnitude check the time too: 30 s is some 100 times what a linear parse takes on an idle machine (4 s
+  // measured on 2 cores shared with 7 compiles), and far below the quadratic one's many minutes.
+  const std::string file = many_tensors(100000);
+  size_t events = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const SafetensorsContents c =
+      parse_safetensors(reinterpret_cast<const uint8_t*>(file.data()), file.size(), "many", &events);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(c.tensors.size(), 100000u);
+  // Per entry: its key, the entry object's start and end, 3 keys, the dtype, the shape array (start, 1, end) and
+  // data_offsets (start, 2, end): 14 events; plus the outer object's start and end.
+  EXPECT_EQ(events, 14u * 100000 + 2);
+  EXPECT_LE(events, file.size());
+  EXPECT_LT(seconds, 30.0) << "the header parse is not linear";
+}
+
+TEST(Hardening3Header, ACheckpointOf1024LayersWrittenByTrainLoadsInWellUnderASecond) {
+  TempDir dir;
+  write_corpus(dir);
+  const RunResult r = run_in(dir, "./train --threads 1 --n-layer 1024 --n-head 1 --n-embd 4 --block 4 --batch 1 "
+                                  "--eval-iters 1 --steps 0 --data " + quote(dir / "corpus.txt") + " --out " +
+                                  quote(dir / "deep"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const auto start = std::chrono::steady_clock::now();
+  const Checkpoint c = load_checkpoint(dir / "deep/ckpt.safetensors");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(c.model->config.n_layer, 1024);
+  EXPECT_LT(seconds, H3_ASAN ? 10.0 : 2.0) << "85 s with the quadratic parse";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Absurd counts: refused with an estimate before anything is allocated or the run folder made
+
+TEST(Hardening3Counts, EvaluationCountsAndInspectCountsAreBoundedWithAnEstimate) {
+  TempDir dir;
+  const std::string run = small_run(dir);
+  struct Case {
+    std::string command, words;
+  };
+  const std::vector<Case> cases = {
+      {train_command(dir, dir / "a", "--steps 1 --eval-windows 2147483647"), "--eval-windows 2147483647 is 536870912 batches"},
+      {train_command(dir, dir / "a", "--steps 1 --eval-windows 1000000000"), "--eval-windows 1000000000 is 250000000 batches"},
+      {train_command(dir, dir / "a", "--steps 1 --eval-iters 2147483647"), "--eval-iters 2147483647 with --batch 4 scores 8589934588 sequences"},
+      {train_command(dir, dir / "a", "--steps 5000000000"), "--steps 5000000000 is out of range: it must be between 0 and 2147483647"},
+      {train_command(dir, dir / "a", "--batch 5000000000"), "--batch 5000000000 is out of range: it must be between 1 and 2147483647"},
+      {"./inspect heads --threads 1 --resamples 0 --sequences 2147483647 --ckpt " + quote(run),
+       "--sequences 2147483647: 2147483647 sequences of"},
+      {"./inspect prune --threads 1 --batch 2147483647 --ckpt " + quote(run) + " --data " + quote(dir / "corpus.txt") +
+           " --out " + quote(dir / "p"), "--batch 2147483647 (with --batches 8): 2147483647 sequences of 16 tokens"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.command);
+    const RunResult r = run_in(dir, "timeout 60 " + c.command);
+    EXPECT_EQ(r.exit_code, 1) << r.describe();
+    EXPECT_CONTAINS(r.err, c.words);
+    EXPECT_EQ(r.err.find("std::"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("-2147483648"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "a")) << "the run folder was made before the count was refused";
+  EXPECT_FALSE(fs::exists(dir / "p"));
+  // A checkpoint whose saved settings were forged (its header checksum recomputed) is refused the same way.
+  const std::string bytes = read_file(run + "/ckpt.safetensors");
+  nlohmann::ordered_json header = ckptbytes::header_of(bytes);
+  nlohmann::json settings = nlohmann::json::parse(header["__metadata__"]["train_config"].get<std::string>());
+  settings["eval_windows"] = 1000000000;
+  header["__metadata__"]["train_config"] = settings.dump();
+  fs::create_directory(dir / "forged");
+  write_file(dir / "forged/ckpt.safetensors", ckptbytes::with_header_and_its_checksum(bytes, header));
+  const RunResult r = run_in(dir, "timeout 60 ./train --threads 1 --resume " + quote(dir / "forged") + " --steps 3");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "--eval-windows 1000000000 is");
+  EXPECT_FALSE(fs::exists(dir / "forged/metrics.csv"));
+}
+
+TEST(Hardening3Counts, BatchSplitsReplicasCountInTheMemoryEstimate) {
+  // 63 more gradient arenas and 63 slices' activations at 64 threads: an estimate that left them out said 0.62 GB
+  // for a run that took 1.65 GB.
+  ModelConfig c;
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 64, c.block_size = 64, c.vocab_size = 65;
+  const double params = (double)total_floats(gpt_tensor_table(c));
+  const double per_sequence = (double)activation_floats(c, 1, c.block_size) + 2.0 * c.block_size;
+  const double alone = 4.0 * (4 * params + 64 * per_sequence);
+  EXPECT_NEAR((double)estimate_training_bytes(c, 64), alone, 8);
+  EXPECT_NEAR((double)estimate_training_bytes(c, 64, 64), alone + 4.0 * 63 * (params + per_sequence), 8);
+  EXPECT_NEAR((double)estimate_training_bytes(c, 64, 2), alone + 4.0 * (params + 32 * per_sequence), 8);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// NaN outputs refused
+
+TEST(Hardening3NaN, InspectHeadsAndPruneRefuseNonFinitePredictions) {
+  TempDir dir;
+  const std::string huge = progutil::source_root() + "/fuzz/corpus/checkpoint/huge-weights-nan-logits.safetensors";
+  const Checkpoint c = load_checkpoint(huge);
+  std::vector<int> ids;
+  for (int i = 0; i < 4000; i++) ids.push_back(i % c.tokenizer.num_chars());
+  write_file(dir / "text.txt", c.tokenizer.decode(ids));
+  RunResult r = run_in(dir, "./inspect heads --threads 1 --resamples 0 --sequences 2 --ckpt " + quote(huge));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "the model's predictions are not finite numbers");
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  r = run_in(dir, "./inspect prune --threads 1 --batches 1 --batch 2 --seeds 0 --ckpt " + quote(huge) + " --data " +
+                      quote(dir / "text.txt") + " --out " + quote(dir / "p"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "the model's predictions are not finite numbers");
+  EXPECT_FALSE(fs::exists(dir / "p/prune.csv"));
+  EXPECT_FALSE(fs::exists(dir / "p/prune.svg"));
+  EXPECT_FALSE(fs::exists(dir / "p/head_importance.csv"));
+}
