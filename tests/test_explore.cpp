@@ -770,6 +770,7 @@ TEST(ExploreApi, ALongMaskedScoreDoesNotHoldTheModelForEveryTab) {
   const double long_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(short_status, 200);
   EXPECT_EQ(long_status, 200);
-  EXPECT_TRUE(short_first) << "the short request was answered at " << short_at << " s, after the long score (" << long_at
-                           << " s)";
+  // Held for the whole score, the short request would be answered just as the long one ends.
+  EXPECT_TRUE(short_first && short_at < long_at / 2)
+      << "the short request was answered at " << short_at << " s, the long score at " << long_at << " s";
 }

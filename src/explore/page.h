@@ -50,6 +50,7 @@ textarea { width: 100%; box-sizing: border-box; font: 15px monospace; margin-top
        font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; color: #000; }
 #error { color: #a00000; font-size: 13px; min-height: 1em; white-space: pre-wrap; }
 button { font-size: 13px; }
+#ckpt { max-width: calc(100vw - 130px); }
 #thumbs { display: flex; flex-wrap: wrap; gap: 8px; max-width: 640px; }
 #thumbs figure { margin: 0; font: 10px monospace; color: #444; width: 72px; }
 #thumbs button { padding: 0; border: 1px solid #bbb; background: none; display: block; }
