@@ -240,15 +240,8 @@ static int serve(const cxxopts::ParseResult& flags) {
   ExploreServer server(flags["ckpt"].as<std::string>(), options);
   const int port = flags["port"].as<int>();
   if (port < 0 || port > 65535) throw std::runtime_error("--port must be 0 to 65535");
-  int bound = -1;
-  if (flags.count("port")) bound = server.bind(port);
-  for (int p = 8000; bound < 0 && p < 8100; p++) {
-    try {
-      bound = server.bind(p);
-    } catch (const std::runtime_error&) {
-    }
-  }
-  if (bound < 0) bound = server.bind(0);
+  if (flags.count("port")) server.bind(port);
+  else server.bind_first_free(8000, 100);
   const std::vector<std::string> names = server.checkpoint_names();
   std::printf("explore: %s (%zu checkpoint%s) at %s\n", escape_for_message(server.folder()).c_str(), names.size(),
               names.size() == 1 ? "" : "s", escape_for_message(server.url()).c_str());

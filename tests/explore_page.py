@@ -10,7 +10,8 @@ Checks, in order (each failure is printed and makes the exit status 1):
                     no strip, so the checks below can fail at all
   typing            Input.insertText per character (real input events, through the page's debounce)
   surprisal         one coloured span per character (the first has no prediction), a bits/char total, a tooltip
-  heads             one strip per layer × head, a full map; clicking the last head's strip shows its map
+  heads             one strip per layer × head, no full map until a strip is clicked, then that head's map
+  mamba             (--mamba-ckpt) a Mamba layer's signed weights drawn blue and red, and its own note
   bars              the next-character bars; temperature 0 leaves one bar at 100%
   generate          streams 30 characters into the text box
   hostile text      the prompt and a checkpoint file name holding HTML render as text: no <img> in the page, its
@@ -137,6 +138,82 @@ def start_chromium(chromium, profile):
     raise RuntimeError("Chromium did not start (see chromium.log)")
 
 
+def attention_on_text_checks(dt, n, check):
+    """Attention read on the text, both directions, a preview on hover, the max over heads; the keyboard; a link."""
+    def lens(value):
+        dt.js(f"(() => {{ const r = document.querySelector('input[name=lens][value={value}]'); r.checked = true;"
+              " r.dispatchEvent(new Event('change')); return 1; })()")
+    # The chosen head's weights from the chosen (last) character, on each character of the text.
+    lens("from")
+    got = dt.js("""(() => { const A = S.A, out = [];
+      Array.from(document.querySelectorAll('#strip span')).forEach((sp, t) => {
+        const k = S.w.start + t - S.aw.start;
+        out.push([sp.dataset.w, A.mask_rows[S.layer][k] ? A.rows[S.layer][S.head][k].toFixed(6) : '']); });
+      return out; })()""")
+    check(len(got) == n and all(a == b for a, b in got) and any(a not in ("", "0.000000") for a, _ in got),
+          "the text is coloured by the chosen head's weights from the chosen character")
+    lens("to")
+    got = dt.js("""Array.from(document.querySelectorAll('#strip span')).map((sp, t) =>
+      [sp.dataset.w, S.A.mask_cols[S.layer][t] ? S.A.cols[S.layer][S.head][t].toFixed(6) : ''])""")
+    check(all(a == b for a, b in got), "and by the weights to it from every character")
+    dt.js("(() => { const b = document.querySelectorAll('#heads button.head')[1];"
+          " b.dispatchEvent(new MouseEvent('mouseenter')); return 1; })()")
+    note = dt.js("document.getElementById('lensnote').textContent")
+    check("head 1 (preview)" in note, "hovering a head previews it on the text: " + note)
+    dt.js("document.querySelectorAll('#heads button.head')[1].dispatchEvent(new MouseEvent('mouseleave')); 1")
+    dt.js("(() => { const m = document.getElementById('maxheads'); m.checked = true; m.dispatchEvent(new Event('change')); return 1; })()")
+    got = dt.js("""Array.from(document.querySelectorAll('#strip span')).map((sp, t) => {
+      let best = -1; for (let l = 0; l < S.A.n_layer; l++) for (let h = 0; h < S.A.n_head; h++)
+        if (S.A.mask_cols[l][t]) best = Math.max(best, S.A.cols[l][h][t]);
+      return [sp.dataset.w, best < 0 ? '' : best.toFixed(6)]; })""")
+    check(all(a == b for a, b in got), "max over heads: each character's largest weight over every head")
+    dt.js("(() => { const m = document.getElementById('maxheads'); m.checked = false; m.dispatchEvent(new Event('change'));"
+          " return 1; })()")
+    lens("surprise")
+    # Keyboard: the strip takes the focus and ← moves the chosen character.
+    refreshes = dt.js("+document.body.dataset.refreshes")
+    dt.js("(() => { const s = document.getElementById('strip'); s.focus();"
+          " s.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowLeft', bubbles: true})); return 1; })()")
+    check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && S.pos === {n - 2} && "
+                      f"document.querySelectorAll('#strip span')[{n - 2}].classList.contains('sel')", 10),
+          "the left arrow moves the chosen character")
+    dt.js("S.pos = -1; 1")
+
+
+def mamba_checks(dt, name, check):
+    """A softmax + Mamba checkpoint: the Mamba layer's signed weights are drawn (red where negative), not blank,
+    and its note is Mamba's own."""
+    refreshes = dt.js("+document.body.dataset.refreshes")
+    dt.js(f"(() => {{ const s = document.getElementById('ckpt'); s.value = {json.dumps(name)};"
+          " s.dispatchEvent(new Event('change')); return 1; })()")
+    check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && S.ckpt === {json.dumps(name)} && "
+                      "document.body.dataset.status === 'ok'"), "the Mamba checkpoint opens")
+    # Every pixel of every strip of layer 1 (Mamba): how many are white, bluish, reddish.
+    px = dt.js("""(() => {
+      const out = {white: 0, blue: 0, red: 0, all: 0};
+      for (const c of document.querySelectorAll('#heads canvas[data-layer="1"]')) {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        for (let i = 0; i < d.length; i += 4) {
+          out.all++;
+          if (d[i] > 250 && d[i + 1] > 250 && d[i + 2] > 250) out.white++;
+          else if (d[i] > d[i + 2] + 30) out.red++;
+          else if (d[i + 2] > d[i] + 30) out.blue++;
+        }
+      }
+      return out; })()""")
+    check(px["all"] > 0 and px["white"] < px["all"] / 2,
+          f"the Mamba layer's strips are not blank ({px['white']} of {px['all']} pixels white)")
+    check(px["red"] > 0, f"its negative weights are drawn red ({px['red']} red, {px['blue']} blue pixels)")
+    label = dt.js("document.querySelector('#heads tr:nth-child(2) th').textContent")
+    check("mamba" in label, "the layer's label names its kind: " + label)
+    refreshes = dt.js("+document.body.dataset.refreshes")
+    dt.js("document.querySelector('#heads canvas[data-layer=\"1\"]').click(); 1")
+    dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && document.getElementById('map').width > 0")
+    note = dt.js("document.getElementById('mapnote').textContent")
+    check("Mamba" in note and "signed" in note and "implies" not in note,
+          "the map's note is Mamba's own, not linear attention's: " + note)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chromium", required=True)
@@ -144,8 +221,12 @@ def main():
     ap.add_argument("--prompt", required=True, help="typed into the page; every character in the vocabulary")
     ap.add_argument("--outside", default="\u00e9", help="a character outside the vocabulary (negative control)")
     ap.add_argument("--hostile-ckpt", default="", help="a checkpoint file name the picker must show verbatim")
+    ap.add_argument("--mamba-ckpt", default="", help="a softmax + Mamba checkpoint in the folder (signed weights)")
     ap.add_argument("--screenshot", required=True)
     ap.add_argument("--skip-checks", action="store_true", help="only type the prompt and take the screenshot")
+    ap.add_argument("--measure", type=int, default=0,
+                    help="then type this many more characters one at a time, each after the page answered the last, "
+                         "and print the milliseconds from each key to every panel redrawn (the page's data-latency)")
     ap.add_argument("--pick", type=int, default=-1, help="for the screenshot: click this character (its attention)")
     ap.add_argument("--hover", type=int, default=-1, help="for the screenshot: rest the pointer on this character")
     a = ap.parse_args()
@@ -209,7 +290,10 @@ def main():
             check("bits/char" in s["total"], "the total is shown: " + s["total"])
             check(s["bars"] >= 5, f"next-character bars are drawn ({s['bars']})")
             check(s["strips"] == s["heads"], f"one attention strip per layer × head ({s['strips']} of {s['heads']})")
-            check(s["map"] > 0, "the chosen head's full map is drawn")
+            thumbs = dt.js("Array.from(document.querySelectorAll('#thumbs figcaption')).map(f => f.textContent)")
+            check(len(thumbs) == s["heads"] and all(" prev " in t and " ind " in t for t in thumbs),
+                  f"a whole-pattern thumbnail with head scores per head: {thumbs[:2]}")
+            check(s["map"] == 0, "no full map before a head is clicked (it is asked for on a click only)")
             check(s["imgs"] == 0 and s["pwned"] == 0, "HTML in the text is not HTML in the page (no <img>, no onerror)")
             if a.hostile_ckpt:
                 check(any(o.startswith(a.hostile_ckpt + "  (") for o in s["options"]),
@@ -220,19 +304,28 @@ def main():
                      sp.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.left + 2, clientY: r.top + 2}));
                      return 1; })()""")
             tip = dt.js("document.getElementById('tip').textContent")
-            top = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text}).then(j => j.top[3])")
-            expected = [visible(c).ljust(3) + f"{100 * p:.1f}".rjust(5) + "%" for c, p in top]
+            j = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text})")
+            actual = a.prompt[3]
+            expected = [("\u25b6 " if c == actual else "") + visible(c).ljust(3) + f"{100 * p:.1f}".rjust(5) + "%"
+                        for c, p in j["top"][3]]
+            if j["rank"][3] > len(j["top"][3]):
+                expected += ["\u2026", "\u25b6 " + visible(actual).ljust(3) + f"{100 * j['p'][3]:.1f}".rjust(5) +
+                             f"%  rank {j['rank'][3]}"]
             shown = [line.strip() for line in tip.split("\n")[2:]]
-            check(shown == [e.strip() for e in expected],
-                  "hovering character 3 shows the top-5 the API predicts there: " + tip.replace("\n", " | "))
+            check(shown == [e.strip() for e in expected] and f"rank {j['rank'][3]} of" in tip.split("\n")[0],
+                  "hovering character 3 shows the top-10 the API predicts there, the actual character marked with "
+                  "its probability and rank: " + tip.replace("\n", " | "))
 
             # Click the last head's strip: its full map replaces the first.
             refreshes = dt.js("+document.body.dataset.refreshes")
             dt.js("Array.from(document.querySelectorAll('#heads canvas')).pop().click()")
             want = dt.js("'Layer ' + (S.model.n_layer - 1) + ', head ' + (S.model.n_head - 1)")
             check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && "
-                              f"document.getElementById('maptitle').textContent === {json.dumps(want)}"),
-                  "clicking a head's strip shows " + want)
+                              f"document.getElementById('maptitle').textContent === {json.dumps(want)} && "
+                              f"document.getElementById('map').width > 0"),
+                  "clicking a head's strip shows its full map, " + want)
+
+            attention_on_text_checks(dt, n, check)
 
             # Temperature 0: the sample is the most likely character, one bar at 100%.
             dt.js("(() => { const t = document.getElementById('temperature'); t.value = 0;"
@@ -252,10 +345,35 @@ def main():
             check(dt.js("document.getElementById('error').textContent") == "", "no error shown after generating")
             check(dt.js("document.body.dataset.status") == "ok", "still no script error")
 
+            # A phone: at 390 px nothing is wider than the screen.
+            dt.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+            time.sleep(0.5)
+            wide = dt.js("""(() => { const W = document.documentElement.clientWidth, out = [];
+              for (const e of document.querySelectorAll('body *')) { const r = e.getBoundingClientRect();
+                if (r.width > 0 && r.right > W + 1 && getComputedStyle(e).position !== 'absolute') out.push(e.tagName + '#' + e.id + ' ' + Math.round(r.right)); }
+              return {scroll: document.documentElement.scrollWidth, W, out: out.slice(0, 5)}; })()""")
+            check(wide["scroll"] <= 390 and not wide["out"], f"at 390 px the page is {wide['scroll']} px wide: {wide['out']}")
+            dt.call("Emulation.clearDeviceMetricsOverride")
+
+            if a.mamba_ckpt:
+                mamba_checks(dt, a.mamba_ckpt, check)
+
+        if a.measure:
+            times = []
+            for i in range(a.measure):
+                refreshes = dt.js("+document.body.dataset.refreshes")
+                dt.call("Input.insertText", text=a.prompt[i % len(a.prompt)])
+                dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && document.body.dataset.latency", 30)
+                times.append(int(dt.js("+document.body.dataset.latency")))
+            times.sort()
+            print(f"  key -> every panel: median {times[len(times) // 2]} ms, max {times[-1]} ms over {len(times)} keys "
+                  f"(the page's debounce included)")
+
         if a.pick >= 0:
             refreshes = dt.js("+document.body.dataset.refreshes")
             dt.js(f"document.querySelectorAll('#strip span')[{a.pick}].click(); 1")
             dt.wait_for(f"+document.body.dataset.refreshes > {refreshes}")
+            dt.js("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'})); 1")  # unpin its tooltip
         if a.hover >= 0:
             dt.js(f"""(() => {{ const sp = document.querySelectorAll('#strip span')[{a.hover}], r = sp.getBoundingClientRect();
                      sp.dispatchEvent(new MouseEvent('mousemove', {{bubbles: true, clientX: r.left + 4, clientY: r.bottom - 2}}));

@@ -5,8 +5,13 @@
 // answers, several clients at once, a checkpoint that changes on disk, the Host check and the page's safety rules.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -60,6 +65,35 @@ double surprisal_bits(const double* z, int V, int target) {
   for (int v = 0; v < V; v++) sum += std::exp(z[v] - max);
   return (max + std::log(sum) - z[target]) / std::log(2.0);
 }
+
+// A raw TCP connection to 127.0.0.1:port, for what a well-behaved client never sends (slow or endless bodies).
+class Raw {
+ public:
+  explicit Raw(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, (sockaddr*)&a, sizeof a) == 0;
+  }
+  ~Raw() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool send(const std::string& bytes) { return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == (ssize_t)bytes.size(); }
+  // Has the server answered (or closed)? Waits at most ms.
+  bool answered(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, ms) > 0;
+  }
+  std::string read_some() {
+    char buffer[4096];
+    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+    return n > 0 ? std::string(buffer, n) : "";
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
 
 // A server on 127.0.0.1 and an ephemeral port, serving until the object goes away.
 class Running {
@@ -132,9 +166,13 @@ TEST(ExploreApi, ScoreIsTheTextbookSurprisalAndAgreesWithSampleScore) {
     std::iota(order.begin(), order.end(), 0);
     const double* z = &ref.logits[(size_t)(t - 1) * V];
     std::sort(order.begin(), order.end(), [&](int a, int b) { return z[a] > z[b]; });
-    ASSERT_EQ(j["top"][t].size(), 5u);
+    ASSERT_EQ(j["top"][t].size(), 10u);
     EXPECT_EQ(j["top"][t][0][0].get<std::string>(), f.tok.decode_one(order[0])) << t;
     EXPECT_NEAR(j["top"][t][0][1].get<double>(), std::exp(-surprisal_bits(z, V, order[0]) * std::log(2.0)), 1e-5);
+    // The actual character's probability and its rank among the reference's (1 = the most likely).
+    EXPECT_NEAR(j["p"][t].get<double>(), std::exp(-expected * std::log(2.0)), 1e-5) << t;
+    const int rank = (int)(std::find(order.begin(), order.end(), ids[t]) - order.begin()) + 1;
+    EXPECT_EQ(j["rank"][t].get<int>(), rank) << t;
   }
   EXPECT_NEAR(j["bits_per_char"].get<double>(), sum / (T - 1), 1e-5);
   EXPECT_EQ(j["predicted"], T - 1);
@@ -158,7 +196,8 @@ TEST(ExploreApi, AttentionIsTheTextbookPatternAndInspectsJson) {
   Running server(f.ckpt());
   const int position = 9, layer = 1, head = 1;
   auto [status, j] = server.post("/api/attention", {{"text", kText}, {"position", std::to_string(position)},
-                                                    {"layer", std::to_string(layer)}, {"head", std::to_string(head)}});
+                                                    {"layer", std::to_string(layer)}, {"head", std::to_string(head)},
+                                                    {"map", "1"}});
   ASSERT_EQ(status, 200) << j.dump();
   const std::vector<int> ids = f.ids(kText);
   const int T = (int)ids.size(), NH = 2;
@@ -172,10 +211,28 @@ TEST(ExploreApi, AttentionIsTheTextbookPatternAndInspectsJson) {
         EXPECT_NEAR(j["rows"][l][h][k].get<double>(), p, 2e-6) << l << " " << h << " " << k;
         const bool allowed = k <= position && (l == 0 || k > position - 5);
         EXPECT_EQ(j["mask_rows"][l][k].get<int>(), allowed ? 1 : 0) << l << " " << k;
+        // The column: query k's weight on the chosen character (what attends to it).
+        const double to = ref.layers[l].probs[(((size_t)h * T) + k) * T + position];
+        EXPECT_NEAR(j["cols"][l][h][k].get<double>(), to, 2e-6) << l << " " << h << " " << k;
+        const bool sees = position <= k && (l == 0 || position > k - 5);
+        EXPECT_EQ(j["mask_cols"][l][k].get<int>(), sees ? 1 : 0) << l << " " << k;
       }
   for (int q = 0; q < T; q++)
     for (int k = 0; k < T; k++)
       EXPECT_NEAR(j["map"][q][k].get<double>(), ref.layers[layer].probs[(((size_t)head * T) + q) * T + k], 2e-6);
+  // Every head's thumbnail (T ≤ 32: one weight a cell, 4 decimals) and its previous-token score, the mean over the
+  // queries i ≥ 1 of P[i][i − 1], from the textbook's P.
+  ASSERT_EQ(j["thumb_size"], T);
+  for (int l = 0; l < 2; l++)
+    for (int h = 0; h < NH; h++) {
+      const double* P = &ref.layers[l].probs[(size_t)h * T * T];
+      double previous = 0;
+      for (int q = 0; q < T; q++) {
+        if (q > 0) previous += P[(size_t)q * T + q - 1];
+        for (int k = 0; k < T; k++) EXPECT_NEAR(j["thumbs"][l][h][q * T + k].get<double>(), P[(size_t)q * T + k], 6e-5);
+      }
+      EXPECT_NEAR(j["head_scores"][l][h]["previous_token"].get<double>(), previous / (T - 1), 1e-5) << l << " " << h;
+    }
 
   progutil::RunResult r = progutil::run_command("./inspect attention --ckpt " + f.ckpt() + " --prompt " +
                                                     progutil::quote(kText) + " --json " + f.dir / "a.json" + " --threads 1",
@@ -324,7 +381,8 @@ TEST(ExploreApi, BadRequestsGetAClearJsonErrorNeverACrash) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {"/api/score", {{"text", std::string(33, 'a')}}, 400, "text has 33 characters; this model reads at most 32"},
+      {"/api/attention", {{"text", std::string(33, 'a')}}, 400, "text has 33 characters; this model reads at most 32"},
+      {"/api/next", {{"text", std::string(33, 'a')}}, 400, "text has 33 characters; this model reads at most 32"},
       {"/api/score", {{"text", "abZc"}}, 400, "character 'Z' (U+005A) at position 2 is not in the model's vocabulary"},
       {"/api/score", {{"text", "ab\xff" "c"}}, 400, "invalid UTF-8 at byte offset 2"},
       {"/api/score", {{"text", ""}}, 400, "at least 1 character"},
@@ -447,4 +505,272 @@ TEST(ExploreServer, LoopbackHostsAreRecognised) {
   for (const char* yes : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) EXPECT_TRUE(is_loopback_host(yes)) << yes;
   for (const char* no : {"0.0.0.0", "192.168.1.2", "127.0.0.1.evil.com", "localhost.evil.com", "", "::", "127.0.0"})
     EXPECT_FALSE(is_loopback_host(no)) << no;
+}
+
+// Two explorers never share a port: the second one started from the first one's port moves on to the next free one
+// (with SO_REUSEPORT both bound the same port and the kernel split the connections between two models).
+TEST(ExploreServer, TwoServersGetTwoPorts) {
+  Folder f;
+  ExploreServer first(f.ckpt()), second(f.ckpt());
+  const int taken = first.bind(0);
+  EXPECT_THROW(second.bind(taken), std::runtime_error);
+  const int moved = second.bind_first_free(taken, 50);
+  EXPECT_NE(moved, taken);
+  EXPECT_GT(moved, 0);
+}
+
+// A chunked body has no Content-Length for cpp-httplib's cap to compare: the server must stop reading it at 64 KiB
+// itself (it read on to 1 GB before) and answer 413, long before the client is done sending.
+TEST(ExploreHardening, ChunkedBodiesAreCutAt64KiB) {
+  Folder f;
+  Running server(f.ckpt());
+  Raw raw(server.port());
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.send("POST /api/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n"));
+  const std::string chunk = "4000\r\n" + std::string(0x4000, 'a') + "\r\n";  // 16 KiB a chunk
+  size_t sent = 0;
+  while (sent < (64u << 20) && !raw.answered(0) && raw.send(chunk)) sent += 0x4000;
+  ASSERT_TRUE(raw.answered(5000));
+  EXPECT_LT(sent, 4u << 20) << "the server read " << sent << " bytes before answering";
+  EXPECT_CONTAINS(raw.read_some(), "413");
+  EXPECT_EQ(server.post("/api/score", {{"text", "abc"}}).first, 200);
+}
+
+// The documented 64 KiB holds for form bodies too (cpp-httplib alone refuses them above 8,192 bytes): 1000 CJK
+// characters, 9,000 bytes percent-encoded, reach the model, which says how many characters it reads.
+TEST(ExploreHardening, FormBodiesUpTo64KiBAreRead) {
+  Folder f;
+  Running server(f.ckpt());
+  std::string cjk;
+  for (int i = 0; i < 1000; i++) cjk += "\xe5\xad\x97";  // 字
+  auto [status, j] = server.post("/api/attention", {{"text", cjk}});
+  EXPECT_EQ(status, 400) << j.dump();
+  EXPECT_CONTAINS(j.value("error", ""), "text has 1000 characters; this model reads at most 32");
+}
+
+// Only the page itself may call the API: a "simple" POST from a page elsewhere carries its Origin (or Referer),
+// and a browser marks every cross-site request with Sec-Fetch-Site.
+TEST(ExploreHardening, PostsFromAnotherOriginAreRefused) {
+  Folder f;
+  Running server(f.ckpt());
+  const std::string self = "http://127.0.0.1:" + std::to_string(server.port());
+  auto post_with = [&](const httplib::Headers& headers) {
+    httplib::Client c = server.client();
+    c.set_default_headers(headers);
+    auto r = c.Post("/api/score", "text=abc", "application/x-www-form-urlencoded");
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(post_with({{"Origin", self}}), 200);
+  EXPECT_EQ(post_with({{"Referer", self + "/#text=abc"}}), 200);
+  EXPECT_EQ(post_with({}), 200);  // curl and scripts send neither
+  EXPECT_EQ(post_with({{"Origin", "http://evil.example"}}), 403);
+  EXPECT_EQ(post_with({{"Origin", "null"}}), 403);  // a sandboxed frame or a page without a referrer
+  EXPECT_EQ(post_with({{"Referer", "http://evil.example/page"}}), 403);
+  EXPECT_EQ(post_with({{"Referer", self + ".evil.example/"}}), 403);
+  EXPECT_EQ(post_with({{"Origin", self}, {"Sec-Fetch-Site", "cross-site"}}), 403);
+  httplib::Client c = server.client();
+  c.set_default_headers({{"Sec-Fetch-Site", "cross-site"}});
+  EXPECT_EQ(c.Get("/api/score?text=abc")->status, 403);  // an <img src> elsewhere
+  EXPECT_EQ(c.Get("/")->status, 200);                    // a link to the page itself still opens it
+  auto other = server.client().Post("/api/score", "text=abc", "multipart/form-data; boundary=x");
+  EXPECT_EQ(other->status, 415);
+  auto put = server.client().Put("/api/score", "text=abc", "application/x-www-form-urlencoded");
+  EXPECT_EQ(put->status, 405);
+}
+
+// 40 clients that send a header byte every 200 ms each hold a connection (slowloris); requests from another
+// client are still answered at once. With cpp-httplib's pool of 8 threads they all timed out.
+TEST(ExploreHardening, SlowClientsDoNotStarveOthers) {
+  Folder f;
+  Running server(f.ckpt());
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 40; i++) {
+    slow.push_back(std::make_unique<Raw>(server.port()));
+    ASSERT_TRUE(slow.back()->connected());
+    slow.back()->send("GET /api/checkpoints HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  }
+  std::atomic<bool> done{false};
+  std::thread dribble([&] {
+    for (int tick = 0; !done; tick++) {
+      for (auto& s : slow) s->send("X-" + std::to_string(tick) + ": y\r\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // every slow client is being read by now
+  for (int i = 0; i < 3; i++) {
+    httplib::Client c("127.0.0.1", server.port());
+    c.set_connection_timeout(2, 0);
+    c.set_read_timeout(2, 0);
+    const auto start = std::chrono::steady_clock::now();
+    auto r = c.Post("/api/score", httplib::Params{{"text", "abc"}});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(r && r->status == 200) << "request " << i << " with 40 slow clients: no answer after " << seconds << " s";
+  }
+  done = true;
+  dribble.join();
+}
+
+// A file in the folder that cannot be a checkpoint the machine can load (a sparse file larger than its memory)
+// gets a message that says so, not "std::bad_alloc", and not "try again".
+TEST(ExploreHardening, AFileLargerThanMemoryIsRefusedWithItsSize) {
+  Folder f;
+  const std::string huge = f.dir / "huge.safetensors";
+  const long long memory = (long long)::sysconf(_SC_PHYS_PAGES) * ::sysconf(_SC_PAGESIZE);
+  {
+    FILE* out = std::fopen(huge.c_str(), "wb");
+    ASSERT_TRUE(out);
+    ASSERT_EQ(::ftruncate(::fileno(out), memory + 4096), 0);  // sparse: no disk used
+    std::fclose(out);
+  }
+  Running server(f.ckpt());
+  auto [status, j] = server.post("/api/score", {{"text", "abc"}, {"ckpt", "huge.safetensors"}});
+  EXPECT_EQ(status, 500) << j.dump();
+  EXPECT_CONTAINS(j.value("error", ""), "more than this machine's memory");
+  EXPECT_EQ(j.value("error", "").find("bad_alloc"), std::string::npos);
+}
+
+// A model whose predictions are NaN answers an error from every endpoint, never 200 with nulls.
+TEST(ExploreHardening, ANonFiniteModelAnswersAnError) {
+  Folder f;
+  for (float& p : f.model->params_memory()) p = 3e37f;  // finite (the loader refuses NaN) but overflowing
+  save_checkpoint(f.ckpt(), *f.model, f.tok, nullptr);
+  Running server(f.ckpt());
+  for (const char* path : {"/api/score", "/api/attention", "/api/next"}) {
+    auto [status, j] = server.post(path, {{"text", "abc"}});
+    EXPECT_EQ(status, 500) << path << " " << j.dump();
+    EXPECT_CONTAINS(j.value("error", ""), "not finite");
+  }
+}
+
+// A NUL byte in a name or a text is shown escaped, and the message goes on after it (what() stopped at the NUL).
+TEST(ExploreHardening, MessagesSurviveANulByte) {
+  Folder f;
+  Running server(f.ckpt());
+  auto [s1, j1] = server.post("/api/score", {{"text", "abc"}, {"ckpt", std::string("a\0b.safetensors", 15)}});
+  EXPECT_EQ(s1, 404);
+  EXPECT_CONTAINS(j1.value("error", ""), "a\\x00b.safetensors' in the served folder");
+  auto [s2, j2] = server.post("/api/score", {{"text", std::string("ab\0c", 4)}});
+  EXPECT_EQ(s2, 400);
+  EXPECT_CONTAINS(j2.value("error", ""), "at position 2 is not in the model's vocabulary");
+}
+
+// Every number parameter must be all number: trailing garbage is refused, not read as its leading digits.
+TEST(ExploreHardening, NumbersWithTrailingGarbageAreRefused) {
+  Folder f;
+  Running server(f.ckpt());
+  for (auto [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"temperature", "0.8abc"}, {"top_p", "0.9 "}, {"top_k", "40x"}, {"temperature", " "}, {"top_k", "4e1"}, {"top_p", " 0.9"}, {"top_k", " 4"}}) {
+    auto [status, j] = server.post("/api/next", {{"text", "abc"}, {name, value}});
+    EXPECT_EQ(status, 400) << name << "=" << value << " " << j.dump();
+    EXPECT_CONTAINS(j.value("error", ""), name + " must be a");
+  }
+  auto [status, j] = server.post("/api/attention", {{"text", "abc"}, {"position", "1.5"}});
+  EXPECT_EQ(status, 400) << j.dump();
+}
+
+// Mamba's implied weights are signed and not normalised: the answer says so per layer (from the mixer itself, with
+// the registry's description), and gives each head's largest |weight| over its whole map, by which the page scales
+// it; the full map only when asked for.
+TEST(ExploreApi, AttentionDescribesEachKindAndScalesSignedHeads) {
+  Folder f("softmax,mamba");
+  Running server(f.ckpt());
+  auto [status, j] = server.post("/api/attention", {{"text", kText}, {"position", "7"}});
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_FALSE(j.contains("map"));
+  EXPECT_EQ(j["mixers"][0]["probabilities"], true);
+  EXPECT_EQ(j["mixers"][1]["probabilities"], false);
+  EXPECT_CONTAINS(j["mixers"][1]["about"].get<std::string>(), "Mamba");
+  EXPECT_CONTAINS(j["mixers"][0]["about"].get<std::string>(), "softmax");
+  progutil::RunResult r = progutil::run_command("./inspect attention --ckpt " + f.ckpt() + " --prompt " +
+                                                    progutil::quote(kText) + " --json " + f.dir / "a.json" + " --threads 1",
+                                                f.dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const json inspect = json::parse(progutil::read_file(f.dir / "a.json"));
+  bool any_negative = false;
+  for (int l = 0; l < 2; l++)
+    for (int h = 0; h < 2; h++) {
+      double largest = 0;
+      for (const json& row : inspect["attn"][l][h])
+        for (const json& v : row) largest = std::max(largest, std::fabs(v.get<double>())), any_negative |= v.get<double>() < 0;
+      EXPECT_NEAR(j["scale"][l][h].get<double>(), largest, 2e-6) << l << " " << h;
+    }
+  EXPECT_TRUE(any_negative) << "a random Mamba layer should imply some negative weights";
+}
+
+// A text longer than the block is scored end to end with ./sample --score's sliding windows: each character
+// predicted once, from the textbook model run on the window that predicts it, and the mean is ./sample's.
+TEST(ExploreApi, ALongTextIsScoredWithSlidingWindows) {
+  Folder f;
+  Running server(f.ckpt());
+  std::string text;
+  for (int i = 0; i < 4; i++) text += kText + " ";  // 92 characters, block 32
+  const std::vector<int> ids = f.ids(text);
+  const int n = (int)ids.size(), V = f.tok.size(), B = 32;
+  auto [status, j] = server.post("/api/score", {{"text", text}});
+  ASSERT_EQ(status, 200) << j.dump();
+  ASSERT_EQ(j["bits"].size(), (size_t)n);
+  EXPECT_EQ(j["predicted"], n - 1);
+  // Windows of 32 every 16 characters and one flush with the end; character t is predicted by the first window
+  // that holds t − 1 past the previous window's end (written out here, not taken from score_windows).
+  std::vector<int> predicted(n, 0);
+  double sum = 0;
+  long until = 0;
+  std::vector<long> starts;
+  for (long s = 0; s + B < n; s += B / 2) starts.push_back(s);
+  if (starts.back() + B < n - 1) starts.push_back(n - 1 - B);
+  for (long s : starts) {
+    const std::vector<int> window(ids.begin() + s, ids.begin() + s + B);
+    ReferenceGPT<double> ref = reference_of(*f.model, window);
+    for (long i = std::max(s, until); i < s + B; i++) {
+      const double expected = surprisal_bits(&ref.logits[(size_t)(i - s) * V], V, ids[i + 1]);
+      EXPECT_NEAR(j["bits"][i + 1].get<double>(), expected, 1e-4) << "character " << i + 1;
+      predicted[i + 1]++, sum += expected;
+    }
+    until = s + B;
+  }
+  for (int t = 1; t < n; t++) EXPECT_EQ(predicted[t], 1) << "character " << t;
+  EXPECT_NEAR(j["bits_per_char"].get<double>(), sum / (n - 1), 1e-5);
+  progutil::write_file(f.dir / "long.txt", text);
+  progutil::RunResult r = progutil::run_command(
+      "./sample --ckpt " + f.ckpt() + " --score " + f.dir / "long.txt" + " --threads 1", f.dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  char expected[96];
+  std::snprintf(expected, sizeof expected, "%.4f bits/char over %d predicted", j["bits_per_char"].get<double>(), n - 1);
+  EXPECT_CONTAINS(r.out, expected);
+}
+
+// A masked LM's long score (one forward per character) lets other requests in between its batches: another tab's
+// request is answered while it runs, not after it.
+TEST(ExploreApi, ALongMaskedScoreDoesNotHoldTheModelForEveryTab) {
+  progutil::TempDir dir;
+  Tokenizer tok = Tokenizer::from_text(kVocab);
+  tok.add_special(kMaskToken);
+  ModelConfig c = explore_config(tok);
+  c.block_size = 160;
+  GPT model(c, std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
+  randomise(model, 8);
+  save_checkpoint(dir / "bert.safetensors", model, tok, nullptr, Objective::MLM);
+  Running server(dir / "bert.safetensors");
+  std::string text;
+  while (text.size() < 160) text += "abc de.";
+  text.resize(160);
+  std::atomic<bool> long_done{false};
+  std::atomic<int> long_status{0};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread long_score([&] {
+    long_status = server.post("/api/score", {{"text", text}}).first;
+    long_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int short_status = server.post("/api/attention", {{"text", "abc"}}).first;
+  const bool short_first = !long_done;
+  const double short_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  long_score.join();
+  const double long_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(short_status, 200);
+  EXPECT_EQ(long_status, 200);
+  // Held for the whole score, the short request would be answered just as the long one ends.
+  EXPECT_TRUE(short_first && short_at < long_at / 2)
+      << "the short request was answered at " << short_at << " s, the long score at " << long_at << " s";
 }

@@ -8,8 +8,10 @@
 #include "data/utf8.h"
 #include "generate/fill.h"
 #include "generate/generate.h"
+#include "lab/head_scores.h"
 #include "lab/html_report.h"
-#include "model/decoder.h"
+#include "model/mixers/registry.h"
+#include "train/evaluate.h"
 
 using nlohmann::json;
 
@@ -65,6 +67,20 @@ static std::vector<int> first_ids(int n) {
   return ids;
 }
 
+// What the page says about each layer's weights, asked of the layer's mixer (model/mixer_lab.h; the page never
+// compares kind names). kind: its name; probabilities: whether each row of its weights is a distribution over the
+// keys (softmax, linear attention's implied weights) or signed and unnormalised (Mamba's and RWKV-7's M); about:
+// the kind's own paragraph on what its weights are.
+static json mixer_notes(const GPT& model) {
+  json notes = json::array();
+  for (int l = 0; l < model.config.n_layer; l++) {
+    const Mixer& mixer = model.mixer(l);
+    notes.push_back({{"kind", mixer.kind()}, {"probabilities", mixer.lab().weights_are_probabilities()},
+                     {"about", mixer.lab().weights_description()}});
+  }
+  return notes;
+}
+
 json model_summary(ExploredModel& m) {
   const ModelConfig& c = m.model().config;
   m.model().set_masks(m.loaded_masks);
@@ -81,6 +97,7 @@ json model_summary(ExploredModel& m) {
           {"masked_lm", m.mask_token >= 0},
           {"masks", masks},
           {"attention", one.attention},
+          {"mixers", mixer_notes(m.model())},
           {"step", m.ckpt.resumable ? json(m.ckpt.resume.step) : json(nullptr)},
           {"chars", texts_of(first_ids(m.ckpt.tokenizer.num_chars()), m.ckpt.tokenizer)},
           {"specials", m.ckpt.tokenizer.specials()}};
@@ -100,11 +117,11 @@ static void require_finite_logits(const float* z, int V) {
       throw std::runtime_error("the model's predictions are not finite numbers: its weights are too large or broken");
 }
 
-// The five most likely tokens of one prediction, as [[text, p], …], most likely first.
-static json top5(const float* z, int V, double lse, const Tokenizer& tok) {
+// The ten most likely tokens of one prediction, as [[text, p], …], most likely first.
+static json top10(const float* z, int V, double lse, const Tokenizer& tok) {
   std::vector<int> order(V);
   std::iota(order.begin(), order.end(), 0);
-  const int k = std::min(5, V);
+  const int k = std::min(10, V);
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int a, int b) { return z[a] != z[b] ? z[a] > z[b] : a < b; });
   json out = json::array();
@@ -112,20 +129,25 @@ static json top5(const float* z, int V, double lse, const Tokenizer& tok) {
   return out;
 }
 
-json score_text_json(ExploredModel& m, const std::vector<int>& ids) {
+json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::function<void()>& between) {
   GPT& model = m.model();
   const int T = (int)ids.size(), V = model.config.vocab_size;
   const Tokenizer& tok = m.ckpt.tokenizer;
   model.set_masks(m.loaded_masks);
   model.set_prefix_length(0);  // a prefix-LM read left to right is a causal model (as ./sample --score does)
-  json bits = json::array(), top = json::array();
+  json bits = json::array(), top = json::array(), p_actual = json::array(), rank = json::array();
   double total_nats = 0;
   long predicted = 0;
   auto record = [&](const float* z, int target) {
     require_finite_logits(z, V);
     const double lse = log_sum_exp(z, V), nats = lse - z[target];
     bits.push_back(nats / std::log(2.0));
-    top.push_back(top5(z, V, lse, tok));
+    top.push_back(top10(z, V, lse, tok));
+    p_actual.push_back(std::exp(-nats));
+    // 1 + the tokens ranked before it (more likely, or as likely with a lower id, as the top list orders them)
+    long before = 0;
+    for (int v = 0; v < V; v++) before += z[v] > z[target] || (z[v] == z[target] && v < target);
+    rank.push_back(before + 1);
     total_nats += nats, predicted++;
   };
   std::string method;
@@ -136,6 +158,11 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids) {
     const int rows = 16;
     std::vector<int> batch;
     for (int start = 0; start < T; start += rows) {
+      if (start > 0 && between) {
+        between();  // others may use the model meanwhile: put its masks back
+        model.set_masks(m.loaded_masks);
+        model.set_prefix_length(0);
+      }
       const int B = std::min(rows, T - start);
       batch.clear();
       for (int b = 0; b < B; b++) {
@@ -150,24 +177,38 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids) {
     const bool leaky = std::any_of(model.masks().begin(), model.masks().end(),
                                    [&](const AttentionMask& mask) { return mask.sees_future(T); });
     method = leaky ? "next (this model's mask lets a position see the character it predicts)" : "next";
-    model.forward(ids.data(), nullptr, 1, T);
-    bits.push_back(nullptr), top.push_back(nullptr);
-    for (int t = 1; t < T; t++) record(model.logits() + (size_t)(t - 1) * V, ids[t]);
+    bits.push_back(nullptr), top.push_back(nullptr), p_actual.push_back(nullptr), rank.push_back(nullptr);
+    if (T <= m.block_size()) {
+      model.forward(ids.data(), nullptr, 1, T);
+      for (int t = 1; t < T; t++) record(model.logits() + (size_t)(t - 1) * V, ids[t]);
+    } else {
+      // A text longer than the block: the sliding windows of ./sample --score (train/evaluate.h), each character
+      // predicted once, from up to block_size characters before it.
+      for (const ScoreWindow& w : score_windows(T, m.block_size())) {
+        model.forward(ids.data() + w.start, nullptr, 1, w.length);
+        for (long t = w.first; t < w.start + w.length; t++)
+          record(model.logits() + (size_t)(t - w.start) * V, ids[t + 1]);
+      }
+    }
   }
   const double nats = predicted ? total_nats / predicted : NAN;
   return {{"chars", texts_of(ids, tok)},
           {"bits", bits},
           {"top", top},
+          {"p", p_actual},
+          {"rank", rank},
           {"predicted", predicted},
           {"method", method},
           {"nats_per_char", predicted ? json(nats) : json(nullptr)},
           {"bits_per_char", predicted ? json(nats / std::log(2.0)) : json(nullptr)}};
 }
 
+constexpr int kThumb = 32;  // a head's whole-pattern thumbnail: at most kThumb × kThumb cells
+
 // Rounded as ./inspect attention's JSON rounds them (lab/html_report.cpp), so the two can be compared digit for digit.
 static double rounded(float p) { return std::round(p * 1e6) / 1e6; }
 
-json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head) {
+json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head, bool with_map) {
   GPT& model = m.model();
   const int T = (int)ids.size(), L = model.config.n_layer, NH = model.config.n_head;
   if (position < 0 || position >= T)
@@ -176,6 +217,8 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
   if (head < 0 || head >= NH) throw BadRequest("head " + std::to_string(head) + " does not exist (0 to " + std::to_string(NH - 1) + ")");
   model.set_masks(m.loaded_masks);
   const AttentionDump d = dump_attention(model, ids, m.ckpt.tokenizer);
+  if (!std::all_of(d.attn.begin(), d.attn.end(), [](float p) { return std::isfinite(p); }))
+    throw std::runtime_error("the model's attention weights are not finite numbers: its weights are too large or broken");
   auto row_of = [&](int l, int h, int q) {
     const float* r = &d.attn[(((size_t)l * NH + h) * T + q) * T];
     json row = json::array();
@@ -187,18 +230,84 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     for (int k = 0; k < T; k++) row.push_back(d.masks[l].allows(q, k, T) ? 1 : 0);
     return row;
   };
-  json rows = json::array(), mask_rows = json::array(), map = json::array(), mask = json::array(), spellings = json::array();
+  // The chosen key's column: how much every query takes from `position` ("what attends to this character").
+  auto column_of = [&](int l, int h, int k) {
+    json col = json::array();
+    for (int q = 0; q < T; q++) col.push_back(rounded(d.attn[(((size_t)l * NH + h) * T + q) * T + k]));
+    return col;
+  };
+  auto mask_column = [&](int l, int k) {
+    json col = json::array();
+    for (int q = 0; q < T; q++) col.push_back(d.masks[l].allows(q, k, T) ? 1 : 0);
+    return col;
+  };
+  json rows = json::array(), mask_rows = json::array(), cols = json::array(), mask_cols = json::array();
+  json map = json::array(), mask = json::array(), spellings = json::array();
   for (int l = 0; l < L; l++) {
-    json heads = json::array();
-    for (int h = 0; h < NH; h++) heads.push_back(row_of(l, h, position));
+    json heads = json::array(), to = json::array();
+    for (int h = 0; h < NH; h++) heads.push_back(row_of(l, h, position)), to.push_back(column_of(l, h, position));
     rows.push_back(heads);
+    cols.push_back(to);
     mask_rows.push_back(mask_row(l, position));
+    mask_cols.push_back(mask_column(l, position));
     spellings.push_back(d.masks[l].to_string());
   }
-  for (int q = 0; q < T; q++) map.push_back(row_of(layer, head, q)), mask.push_back(mask_row(layer, q));
-  return {{"chars", d.tokens}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
-          {"masks", spellings}, {"attention", d.attention}, {"implied", d.implied}, {"rows", rows}, {"mask_rows", mask_rows},
-          {"layer", layer}, {"head", head}, {"map", map}, {"mask", mask}};
+  // Each head's largest |weight| over its whole map: the page scales a head whose weights are not probabilities
+  // (signed, unnormalised) by it, as ./inspect attention's page does.
+  json scale = json::array();
+  for (int l = 0; l < L; l++) {
+    json heads = json::array();
+    for (int h = 0; h < NH; h++) {
+      float largest = 0;
+      for (int q = 0; q < T; q++)
+        for (int k = 0; k < T; k++)
+          if (d.masks[l].allows(q, k, T)) largest = std::max(largest, std::fabs(d.attn[(((size_t)l * NH + h) * T + q) * T + k]));
+      heads.push_back(rounded(largest));
+    }
+    scale.push_back(heads);
+  }
+  json j = {{"chars", d.tokens}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
+            {"masks", spellings}, {"attention", d.attention}, {"mixers", mixer_notes(model)}, {"rows", rows},
+            {"mask_rows", mask_rows}, {"cols", cols}, {"mask_cols", mask_cols}, {"scale", scale}, {"layer", layer}, {"head", head}};
+  // Every head's whole pattern as a thumbnail of at most kThumb × kThumb cells (each the largest-|weight| entry
+  // of the queries × keys it covers, so a one-cell-wide diagonal stays visible), and the lab's head scores of
+  // this text (lab/head_scores.h) for the layers whose weights are probabilities.
+  const int S = std::min(T, kThumb);
+  json thumbs = json::array(), head_scores = json::array();
+  for (int l = 0; l < L; l++) {
+    json heads = json::array(), scores = json::array();
+    const bool probabilities = model.mixer(l).lab().weights_are_probabilities();
+    for (int h = 0; h < NH; h++) {
+      const float* P = &d.attn[((size_t)l * NH + h) * T * T];
+      std::vector<float> cells((size_t)S * S, 0.0f);
+      for (int q = 0; q < T; q++)
+        for (int k = 0; k < T; k++) {
+          float& c = cells[(size_t)(q * S / T) * S + k * S / T];
+          if (std::fabs(P[(size_t)q * T + k]) > std::fabs(c)) c = P[(size_t)q * T + k];
+        }
+      json flat = json::array();
+      for (float c : cells) flat.push_back(std::round(c * 1e4) / 1e4);
+      heads.push_back(flat);
+      if (!probabilities) {
+        scores.push_back(nullptr);
+        continue;
+      }
+      HeadScores hs;
+      score_pattern(hs, P, ids.data(), T, d.masks[l]);
+      auto value = [](const Mean& m) { return m.count ? json(m.value()) : json(nullptr); };
+      scores.push_back({{"previous_token", value(hs.previous_token)}, {"induction", value(hs.induction)},
+                        {"duplicate_token", value(hs.duplicate_token)}, {"sink", value(hs.sink)},
+                        {"entropy_norm", value(hs.entropy_norm)}});
+    }
+    thumbs.push_back(heads);
+    head_scores.push_back(scores);
+  }
+  j["thumb_size"] = S, j["thumbs"] = thumbs, j["head_scores"] = head_scores;
+  if (with_map) {
+    for (int q = 0; q < T; q++) map.push_back(row_of(layer, head, q)), mask.push_back(mask_row(layer, q));
+    j["map"] = map, j["mask"] = mask;
+  }
+  return j;
 }
 
 std::vector<double> sampling_distribution(const float* z, int V, const SamplingOptions& o) {
@@ -231,12 +340,17 @@ json next_json(ExploredModel& m, const std::vector<int>& ids, const SamplingOpti
   GPT& model = m.model();
   const int V = model.config.vocab_size;
   model.set_masks(m.loaded_masks);
-  // As generation computes them: the text is the prompt (a prefix-LM's bidirectional prefix), pushed through the
-  // KV-cache decoder (an MLM model predicts at an appended [MASK]).
-  model.set_prefix_length((int)ids.size());
-  Decoder decoder(model, m.mask_token);
-  const float* z = nullptr;
-  for (int id : ids) z = decoder.push(id);
+  // As generation reads the prompt: the text is a prefix-LM's bidirectional prefix, and a masked LM predicts at an
+  // appended [MASK]. One forward over the text (the decoder pushed it token by token: 218 ms against 14 ms at
+  // T = 200 for a model that recomputes the context at every step); the last block_size positions when the [MASK]
+  // makes one too many.
+  std::vector<int> input = ids;
+  if (m.mask_token >= 0) input.push_back(m.mask_token);
+  if ((int)input.size() > m.block_size()) input.erase(input.begin(), input.end() - m.block_size());
+  const int T = (int)input.size();
+  model.set_prefix_length(T);
+  model.forward(input.data(), nullptr, 1, T);
+  const float* z = model.logits() + (size_t)(T - 1) * V;
   require_finite_logits(z, V);
   const double lse = log_sum_exp(z, V);
   std::vector<double> p(V);

@@ -2,8 +2,9 @@
 // Checkpoint and token ids and returns the JSON the server sends (docs/explore.md describes every field).
 //
 //   score      per character t: its surprisal s_t = −log2 p(x_t | context) and the five most likely characters there
-//              (a next-token model: context = x_<t, one forward; a masked LM: the whole text with [MASK] at t,
-//              one row per position in one batched forward); bits/char = mean of s_t over the predicted characters
+//              (a next-token model: context = x_<t, one forward, or for a text longer than the block the sliding
+//              windows of ./sample --score; a masked LM: the whole text with [MASK] at t, one row per position in
+//              batched forwards); bits/char = mean of s_t over the predicted characters
 //   attention  the row of one query position for every layer × head (P[l][h][pos][·], the implied weights of a
 //              linear layer), the full T × T map of one chosen head, and the masks, from lab/html_report.h's
 //              dump_attention, rounded like ./inspect attention's JSON
@@ -47,9 +48,14 @@ std::vector<int> request_ids(const ExploredModel& m, const std::string& utf8, co
                              int max_chars, char32_t blank = 0);
 
 nlohmann::json model_summary(ExploredModel& m);
-nlohmann::json score_text_json(ExploredModel& m, const std::vector<int>& ids);
-// position in [0, T); layer, head: the head whose full map is sent.
-nlohmann::json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head);
+// ids: any length for a next-token model (kMaxScoredChars at the server), at most block_size for a masked LM.
+// between (a masked LM): called between its batched forwards, so that a caller can let others use the model.
+nlohmann::json score_text_json(ExploredModel& m, const std::vector<int>& ids,
+                               const std::function<void()>& between = nullptr);
+// position in [0, T); layer, head: the head whose full map is sent when with_map (the page asks for it on a click:
+// at T = 1000 it is a million numbers).
+nlohmann::json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head,
+                                 bool with_map = true);
 nlohmann::json next_json(ExploredModel& m, const std::vector<int>& ids, const SamplingOptions& options);
 nlohmann::json fill_json(ExploredModel& m, const std::vector<int>& ids_with_masks);
 

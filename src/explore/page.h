@@ -9,7 +9,8 @@
 //
 // For scripted tests and links, the address may carry a first text and a checkpoint: /#text=Once%20upon&ckpt=a.safetensors
 // (the text runs through the same code as typing). The body's data-status is "loading", "ok" after each complete
-// refresh, or "error: …" on a script error; data-refreshes counts complete refreshes.
+// refresh, or "error: …" on a script error; data-refreshes counts complete refreshes, and data-latency is the
+// milliseconds from the last key to the refresh that drew its answer in every panel (debounce included).
 #pragma once
 
 inline constexpr const char* kExplorePage = R"PAGE(<!DOCTYPE html>
@@ -41,12 +42,26 @@ textarea { width: 100%; box-sizing: border-box; font: 15px monospace; margin-top
 #heads th { font: 12px sans-serif; text-align: left; padding-right: 8px; white-space: nowrap; }
 #heads canvas { display: block; cursor: pointer; border: 1px solid #bbb; image-rendering: pixelated; }
 #heads canvas.sel { outline: 2px solid #e08000; }
+#heads button.head { padding: 0; border: 0; background: none; display: block; }
+#heads button.head:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 .hl { font-size: 10px; color: #666; }
 #map { border: 1px solid #999; image-rendering: pixelated; }
 #tip { position: absolute; display: none; background: #ffffe8; border: 1px solid #888; padding: 3px 7px;
-       font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; }
+       font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; color: #000; }
 #error { color: #a00000; font-size: 13px; min-height: 1em; white-space: pre-wrap; }
 button { font-size: 13px; }
+#ckpt { max-width: calc(100vw - 130px); }
+#thumbs { display: flex; flex-wrap: wrap; gap: 8px; max-width: 640px; }
+#thumbs figure { margin: 0; font: 10px monospace; color: #444; width: 72px; }
+#thumbs button { padding: 0; border: 1px solid #bbb; background: none; display: block; }
+#thumbs button[aria-pressed=true] { outline: 2px solid #e08000; }
+#thumbs canvas { display: block; width: 64px; height: 64px; image-rendering: pixelated; }
+#heads tr { display: flex; flex-wrap: wrap; align-items: center; gap: 0 6px; }
+@media (max-width: 600px) {  /* a phone: nothing wider than the screen */
+  body { margin: 8px; }
+  .bar .track { width: 130px; }
+  #heads th { width: 100%; }
+}
 </style></head>
 <body data-status="loading" data-refreshes="0">
 <header>
@@ -54,12 +69,15 @@ button { font-size: 13px; }
   <label>checkpoint <select id="ckpt"></select></label> <button id="relist" title="list the folder again">&#8635;</button>
   <span id="info"></span>
 </header>
+<label for="text" class="note">Text (the model reads it as you type)</label>
 <textarea id="text" rows="4" spellcheck="false" placeholder="Type here"></textarea>
-<div id="error"></div>
-<h2>Surprise of each character <span class="note" id="total"></span></h2>
+<div id="error" role="alert"></div>
+<div id="busy" class="note" role="status" hidden>computing&hellip;</div>
+<h2>Surprise of each character <span class="note" id="total"></span> <span class="note" id="lensnote"
+  aria-live="polite"></span></h2>
 <div class="note">Colour = &minus;log<sub>2</sub> p(character | what the model sees), 0 <span id="legend"></span> 10+ bits.
   Hover a character for what the model expected there; click it to see its attention.</div>
-<div id="strip"></div>
+<div id="strip" tabindex="0" role="group" aria-label="the text, coloured; arrow keys move the chosen character"></div>
 <div class="controls" style="margin-top:10px">
   <label>temperature <input id="temperature" type="range" min="0" max="2" step="0.05" value="0.8"> <span id="tval">0.80</span></label>
   <label>top-k <input id="top_k" type="number" min="0" value="40"></label>
@@ -78,8 +96,17 @@ button { font-size: 13px; }
   <div>
     <h2 id="attntitle">Attention</h2>
     <div class="note">Each strip: one head's weights from the chosen character to every key (left = first character);
-      grey = masked. Click a strip for its full map.</div>
+      grey = masked. Hover a head to read it on the text, click it to keep it there and see its full map.</div>
+    <div class="controls" role="radiogroup" aria-label="what colours the text">colour the text by:
+      <label><input type="radio" name="lens" value="surprise" checked> surprise</label>
+      <label><input type="radio" name="lens" value="from"> the head's attention from the chosen character</label>
+      <label><input type="radio" name="lens" value="to"> to it</label>
+      <label><input type="checkbox" id="maxheads"> max over all heads</label></div>
     <table id="heads"></table>
+    <h2>Whole patterns</h2>
+    <div class="note">Each head over the whole window (rows = queries, columns = keys) and the lab's head scores on
+      this text: prev = previous-token, ind = induction, dup = duplicate-token, sink = weight on the first character.</div>
+    <div id="thumbs"></div>
     <h2 id="maptitle"></h2>
     <div class="note" id="mapnote"></div>
     <canvas id="map" width="0" height="0"></canvas>
@@ -97,14 +124,27 @@ const S = {           // what the page shows now
   model: null,        // /api/model's answer
   pos: -1,            // chosen character in the scored window (−1 = the last one)
   layer: 0, head: 0,  // the head whose full map is shown
+  lens: 'surprise',   // what colours the text: surprise, or attention 'from' / 'to' the chosen character
+  maxHeads: false,    // attention lens: the largest weight over every layer's heads instead of one head's
+  preview: null,      // {l, h} of the head under the pointer (read on the text until the pointer leaves)
+  A: null, aw: null, w: null,  // the last attention answer, its window, the scored text
+  map: false,         // whether that map is asked for (a head was clicked): at T = 1000 it is a million numbers
   seq: 0,             // refresh counter: an answer to an older refresh is dropped
   generating: null,   // AbortController of the running generation
+  typedAt: 0,         // performance.now() of the last key not yet answered by a refresh
+  filled: [],         // positions in the box that Fill wrote (underlined until the text is edited)
 };
 
 // ---- the API: parameters as a form body, JSON back; a non-2xx answer becomes an Error with the server's message.
 async function api(path, params, signal) {
-  const r = await fetch(path, { method: 'POST', body: new URLSearchParams(params), signal });
-  const j = await r.json();
+  let r, j;
+  try {
+    r = await fetch(path, { method: 'POST', body: new URLSearchParams(params), signal });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new Error('the server is not answering (is ./inspect serve still running?)');
+  }
+  try { j = await r.json(); } catch (e) { throw new Error('HTTP ' + r.status + ': the server\'s answer is not JSON'); }
   if (!r.ok) throw new Error(j.error || ('HTTP ' + r.status));
   return j;
 }
@@ -112,60 +152,105 @@ function showError(e) { $('error').textContent = e ? String(e.message || e) : ''
 
 // A character as it can be seen: space, newline and tab get a visible sign.
 const visible = c => c === ' ' ? '\u2423' : c === '\n' ? '\u21b5' : c === '\t' ? '\u21e5' : c;
+document.addEventListener('touchstart', e => { if (!(e.target instanceof HTMLSpanElement)) hideTip(true); }, { passive: true });
 const debounce = (f, ms) => { let t; return () => { clearTimeout(t); t = setTimeout(f, ms); }; };
 
-function showTip(e, text) {
+// A click pins the tooltip (it stays while the pointer moves on) until the next click elsewhere or Escape.
+let pinned = false;
+function showTip(e, text, pin) {
+  if (pinned && !pin) return;
+  pinned = !!pin;
   tip.textContent = text;
   tip.style.display = 'block';
-  tip.style.left = (e.pageX + 14) + 'px';
+  // Beside the pointer, but never past the window's right edge (a phone is 390 px wide).
+  const room = document.documentElement.clientWidth + window.scrollX - tip.offsetWidth - 4;
+  tip.style.left = Math.max(window.scrollX + 2, Math.min(e.pageX + 14, room)) + 'px';
   tip.style.top = (e.pageY + 14) + 'px';
 }
-function hideTip() { tip.style.display = 'none'; }
+function hideTip(force) {
+  if (pinned && force !== true) return;
+  pinned = false;
+  tip.style.display = 'none';
+}
+document.addEventListener('click', e => { if (!(e.target instanceof HTMLSpanElement)) hideTip(true); }, true);
+document.addEventListener('keydown', e => { if (e.key === 'Escape') hideTip(true); });
 
-// ---- the text box. The model reads at most block_size characters: the page scores the last block_size.
+// ---- the text box. A next-token model's score reads the whole text (sliding windows of block_size characters,
+// as ./sample --score); a masked LM's the last block_size. Attention reads the block_size characters that end at
+// the chosen one (a masked LM's: around it), the next character the last block_size.
 function windowText() {
   const chars = Array.from(box.value);  // code points, as the tokenizer counts them
   const B = S.model ? S.model.block_size : chars.length;
-  const start = Math.max(0, chars.length - B);
-  return { text: chars.slice(start).join(''), start, total: chars.length };
+  const start = S.model && S.model.masked_lm ? Math.max(0, chars.length - B) : 0;
+  return { chars, B, text: chars.slice(start).join(''), start, total: chars.length,
+           last: chars.slice(Math.max(0, chars.length - B)).join('') };
+}
+// The block_size characters attention reads for the character at index `at` of the box.
+function attentionWindow(w, at) {
+  const back = S.model.masked_lm ? Math.floor(w.B / 2) : w.B - 1;
+  const start = Math.max(0, Math.min(at - back, w.total - w.B));
+  return { start, text: w.chars.slice(start, start + w.B).join(''), position: at - start };
 }
 function samplingParams() {
   return { temperature: $('temperature').value, top_k: $('top_k').value, top_p: $('top_p').value };
 }
 
-// One refresh: surprisal, then attention at the chosen position, then the next-character bars.
+// One refresh: the three answers asked for at once (the server computes them one after another, but none waits
+// for the page to draw the one before), then drawn together, so the panels never disagree. "busy" shows after
+// 300 ms. An error leaves no stale panel behind, and stays until a refresh succeeds.
 async function refresh() {
   const seq = ++S.seq;
   const w = windowText();
-  showError(null);
   history.replaceState(null, '', '#text=' + encodeURIComponent(box.value) + '&ckpt=' + encodeURIComponent(S.ckpt));
+  const n = Array.from(w.text).length;
+  $('busy').textContent = 'computing\u2026' + (S.model && S.model.masked_lm && n > 64 ? ' (a masked LM scores each of the ' +
+      n + ' characters with a forward pass of its own over the whole text: this takes a while)' : '');
+  const busy = setTimeout(() => { if (seq === S.seq) $('busy').hidden = false; }, 300);
   try {
     if (!S.model) return;
     if (!w.text || (S.model.masked_lm && w.text.includes('_'))) {
+      showError(null);
       clearPanels(w.text ? 'the text has blanks: press "Fill the blanks"' : '');
     } else {
-      const score = await api('/api/score', { ckpt: S.ckpt, text: w.text });
-      if (seq !== S.seq) return;
-      const T = score.chars.length;
+      const T = Array.from(w.text).length;
       if (S.pos >= T) S.pos = -1;
+      const pos = S.pos < 0 ? T - 1 : S.pos;
+      const aw = attentionWindow(w, w.start + pos);
+      const [score, A, N] = await Promise.all([
+        api('/api/score', { ckpt: S.ckpt, text: w.text }),
+        api('/api/attention', { ckpt: S.ckpt, text: aw.text, position: aw.position, layer: S.layer, head: S.head,
+                                map: S.map ? 1 : 0 }),
+        api('/api/next', Object.assign({ ckpt: S.ckpt, text: w.last }, samplingParams()))]);
+      if (seq !== S.seq) return;
+      showError(null);
+      S.w = w;
       drawStrip(score, w);
-      await drawAttention(w.text, seq);
-      await drawNext(w.text, seq);
+      drawAttention(A, aw);
+      paintStrip();
+      drawNext(N, w.last);
     }
     if (seq !== S.seq) return;
     document.body.dataset.refreshes = +document.body.dataset.refreshes + 1;
+    if (S.typedAt) document.body.dataset.latency = Math.round(performance.now() - S.typedAt);  // key → every panel, ms
+    S.typedAt = 0;
     if (!document.body.dataset.status.startsWith('error')) document.body.dataset.status = 'ok';
   } catch (e) {
-    if (seq === S.seq) { showError(e); document.body.dataset.status = 'ok'; }
+    if (seq === S.seq) { showError(e); clearPanels(''); document.body.dataset.status = 'ok'; }
+  } finally {
+    clearTimeout(busy);
+    if (seq === S.seq) $('busy').hidden = true;
   }
 }
-const refreshSoon = debounce(refresh, 250);
+const refreshSoon = debounce(refresh, 120);
 
 function clearPanels(note) {
-  for (const id of ['strip', 'bars', 'heads']) $(id).replaceChildren();
+  for (const id of ['strip', 'bars', 'heads', 'thumbs']) $(id).replaceChildren();
+  $('attntitle').textContent = 'Attention';
+  $('nextnote').textContent = '';
   $('total').textContent = note;
   $('map').width = $('map').height = 0;
-  $('maptitle').textContent = $('mapnote').textContent = '';
+  $('maptitle').textContent = $('mapnote').textContent = $('lensnote').textContent = '';
+  S.A = null;
 }
 
 // ---- surprisal: white (0 bits) through yellow to red (10 bits and more).
@@ -175,7 +260,16 @@ function heat(bits) {
   return t < 0.5 ? 'rgb(255,' + mix(255, 215, 2 * t) + ',' + mix(255, 90, 2 * t) + ')'
                  : 'rgb(' + mix(255, 225, 2 * t - 1) + ',' + mix(215, 60, 2 * t - 1) + ',' + mix(90, 40, 2 * t - 1) + ')';
 }
-function drawStrip(score, w, filled) {
+// Black or white text, whichever reads better on a background "rgb(r,g,b)" (WCAG contrast: black on the reddest
+// surprise colour is 4.9:1, on attention's darkest blue white is 11:1).
+function ink(rgb) {
+  const m = /rgb\((\d+),\s*(\d+),\s*(\d+)\)/.exec(rgb);
+  if (!m) return '#000';
+  const lin = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
+  const L = 0.2126 * lin(+m[1]) + 0.7152 * lin(+m[2]) + 0.0722 * lin(+m[3]);
+  return (L + 0.05) / 0.05 >= 1.05 / (L + 0.05) ? '#000' : '#fff';
+}
+function drawStrip(score, w) {
   const strip = $('strip'), T = score.chars.length;
   strip.replaceChildren();
   const chosen = S.pos < 0 ? T - 1 : S.pos;
@@ -186,45 +280,112 @@ function drawStrip(score, w, filled) {
     span.style.background = bits === null ? '#eeeeee' : heat(bits);
     span.dataset.bits = bits === null ? '' : bits.toFixed(3);
     if (t === chosen) span.classList.add('sel');
-    if (filled && filled.includes(t)) span.classList.add('filled');
-    span.addEventListener('mousemove', e => {
-      if (bits === null) return showTip(e, '\u00ab' + visible(c) + '\u00bb  first character: nothing to predict it from');
-      const lines = score.top[t].map(([ch, p]) => '  ' + visible(ch).padEnd(3) + (100 * p).toFixed(1).padStart(5) + '%');
-      showTip(e, '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits\nthe model expected:\n' + lines.join('\n'));
-    });
+    if (S.filled.includes(w.start + t)) span.classList.add('filled');
+    // What the model expected here: its top 10, the actual character marked ▶ (and added below with its rank when
+    // it is not among them).
+    const tipText = () => {
+      if (bits === null) return '\u00ab' + visible(c) + '\u00bb  first character: nothing to predict it from';
+      const line = (ch, p) => (ch === c ? '\u25b6 ' : '  ') + visible(ch).padEnd(3) + (100 * p).toFixed(1).padStart(5) + '%';
+      const lines = score.top[t].map(([ch, p]) => line(ch, p));
+      if (score.rank[t] > score.top[t].length) lines.push('  \u2026', line(c, score.p[t]) + '  rank ' + score.rank[t]);
+      return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
+             '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected:\n' + lines.join('\n');
+    };
+    span.addEventListener('mousemove', e => showTip(e, tipText()));
     span.addEventListener('mouseleave', hideTip);
-    span.addEventListener('click', () => { S.pos = t; refresh(); });
+    span.addEventListener('click', e => { S.pos = t; showTip(e, tipText(), true); refresh(); });
     strip.appendChild(span);
   });
   $('total').textContent = score.bits_per_char === null ? '' :
       score.bits_per_char.toFixed(3) + ' bits/char over ' + score.predicted + ' predicted characters' +
-      (w.start > 0 ? ' (the last ' + T + ' of ' + w.total + ' characters: the model reads ' + T + ')' : '') +
+      (w.start > 0 ? ' (the last ' + T + ' of ' + w.total + ' characters: a masked LM reads ' + T + ')' :
+       T > w.B ? ' (windows of ' + w.B + ' characters, each character predicted once, as ./sample --score)' : '') +
       (score.method === 'masked' ? ', each predicted with [MASK] in its place' : '');
 }
 
-// ---- attention: one strip per head (the chosen query's row), one full map.
+// The text coloured by attention: one head's weights from the chosen character to every character of the window
+// attention read (or to it from every one), or the largest over all heads (a signed head's |weight| over its
+// scale). Characters outside that window are left white. dataset.w holds the weight drawn (tests read it).
+function paintStrip() {
+  const spans = $('strip').children, A = S.A, aw = S.aw, w = S.w;
+  for (let t = 0; t < spans.length; t++) {
+    const sp = spans[t], bits = sp.dataset.bits;
+    if (S.lens === 'surprise' || !A || !w) {
+      sp.style.background = bits === '' ? '#eeeeee' : heat(+bits);
+      sp.style.color = ink(sp.style.background);
+      delete sp.dataset.w;
+      continue;
+    }
+    const k = w.start + t - aw.start, from = S.lens === 'from';
+    const values = from ? A.rows : A.cols, allowed = from ? A.mask_rows : A.mask_cols;
+    if (k < 0 || k >= A.T) { sp.style.background = '#ffffff'; sp.style.color = '#000'; sp.dataset.w = ''; continue; }
+    if (S.maxHeads) {
+      let best = -1;
+      for (let l = 0; l < A.n_layer; l++)
+        for (let h = 0; h < A.n_head; h++) {
+          if (!allowed[l][k]) continue;
+          const v = values[l][h][k], s = A.scale[l][h];
+          best = Math.max(best, A.mixers[l].probabilities ? v : (s > 0 ? Math.abs(v) / s : 0));
+        }
+      sp.style.background = best < 0 ? '#c8c8c8' : weightColor(best);
+      sp.dataset.w = best < 0 ? '' : best.toFixed(6);
+    } else {
+      const head = S.preview || { l: S.layer, h: S.head };
+      const ok = allowed[head.l][k], v = values[head.l][head.h][k];
+      sp.style.background = ok ? headColor(A, head.l, head.h, v) : '#c8c8c8';
+      sp.dataset.w = ok ? v.toFixed(6) : '';
+    }
+    sp.style.color = ink(sp.style.background);
+  }
+  const head = S.preview || { l: S.layer, h: S.head };
+  $('lensnote').textContent = S.lens === 'surprise' || !A ? '' : S.maxHeads ?
+      'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' :
+      'the text: layer ' + head.l + ', head ' + head.h + (S.preview ? ' (preview)' : '') + ', weights ' +
+      (S.lens === 'from' ? 'from' : 'to') + ' the chosen character';
+}
+
+// ---- attention: one strip per head (the chosen query's row), one full map on request.
 function weightColor(p) {  // white → dark blue
   const a = Math.sqrt(Math.max(0, Math.min(1, p)));
   return 'rgb(' + Math.round(255 - 247 * a) + ',' + Math.round(255 - 207 * a) + ',' + Math.round(255 - 148 * a) + ')';
 }
-async function drawAttention(text, seq) {
-  const T = Array.from(text).length, pos = S.pos < 0 ? T - 1 : S.pos;
-  const A = await api('/api/attention', { ckpt: S.ckpt, text, position: pos, layer: S.layer, head: S.head });
-  if (seq !== S.seq) return;
-  $('attntitle').textContent = 'Attention of character ' + pos + ' \u00ab' + visible(A.chars[pos]) + '\u00bb';
-  const table = $('heads'), cell = Math.max(2, Math.min(8, Math.floor(160 / T)));
+function negativeColor(p) {  // white → dark red
+  const a = Math.sqrt(Math.max(0, Math.min(1, p)));
+  return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
+}
+// A weight's colour. A layer whose weights are probabilities: 0 white to 1 dark blue. One whose weights are signed
+// and not normalised (Mamba's M): each head divided by its largest |weight|, positive blue, negative red, as
+// ./inspect attention's page draws them.
+function headColor(A, l, h, v) {
+  if (A.mixers[l].probabilities) return weightColor(v);
+  const s = A.scale[l][h], w = s > 0 ? v / s : 0;
+  return w < 0 ? negativeColor(-w) : weightColor(w);
+}
+function kindNote(A, l) {
+  const m = A.mixers[l];
+  return m.about + (m.probabilities ? '' : '; its weights are signed and not normalised: blue positive, red negative, ' +
+                    'each head scaled by its largest |weight|');
+}
+function drawAttention(A, aw) {
+  const T = A.T, pos = aw.position;
+  S.A = A; S.aw = aw; S.preview = null;
+  $('attntitle').textContent = 'Attention of character ' + (aw.start + pos) + ' \u00ab' + visible(A.chars[pos]) + '\u00bb' +
+      (aw.start > 0 ? ' (reading characters ' + aw.start + '\u2013' + (aw.start + T - 1) + ')' : '');
+  const table = $('heads'), cell = Math.max(1, Math.min(8, Math.floor(160 / T)));
   table.replaceChildren();
   for (let l = 0; l < A.n_layer; l++) {
     const tr = document.createElement('tr'), th = document.createElement('th');
-    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + (A.implied[l] ? ' \u00b7 ' + A.attention[l] : '');
+    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + ' \u00b7 ' + A.mixers[l].kind;
+    th.title = kindNote(A, l);
     tr.appendChild(th);
     for (let h = 0; h < A.n_head; h++) {
       const td = document.createElement('td'), c = document.createElement('canvas'), label = document.createElement('div');
       c.width = T * cell; c.height = 12;
+      c.style.width = Math.min(T * cell, 240) + 'px'; c.style.height = '12px';
       c.dataset.layer = l; c.dataset.head = h;
       const ctx = c.getContext('2d');
       for (let k = 0; k < T; k++) {
-        ctx.fillStyle = A.mask_rows[l][k] ? weightColor(A.rows[l][h][k]) : '#c8c8c8';
+        ctx.fillStyle = A.mask_rows[l][k] ? headColor(A, l, h, A.rows[l][h][k]) : '#c8c8c8';
         ctx.fillRect(k * cell, 0, cell, 12);
       }
       if (l === A.layer && h === A.head) c.classList.add('sel');
@@ -233,22 +394,62 @@ async function drawAttention(text, seq) {
         if (k >= 0 && k < T) showTip(e, 'L' + l + 'H' + h + ': \u00ab' + visible(A.chars[pos]) + '\u00bb \u2192 key ' + k +
             ' \u00ab' + visible(A.chars[k]) + '\u00bb ' + (A.mask_rows[l][k] ? A.rows[l][h][k].toFixed(3) : 'masked'));
       });
-      c.addEventListener('mouseleave', hideTip);
-      c.addEventListener('click', () => { S.layer = l; S.head = h; refresh(); });
+      const button = document.createElement('button');
+      button.className = 'head';
+      button.setAttribute('aria-label', 'layer ' + l + ' head ' + h + ': read it on the text and show its map');
+      button.setAttribute('aria-pressed', l === A.layer && h === A.head ? 'true' : 'false');
+      button.addEventListener('mouseenter', () => { S.preview = { l, h }; paintStrip(); });
+      button.addEventListener('focus', () => { S.preview = { l, h }; paintStrip(); });
+      button.addEventListener('mouseleave', () => { hideTip(); S.preview = null; paintStrip(); });
+      button.addEventListener('blur', () => { S.preview = null; paintStrip(); });
+      button.addEventListener('click', () => { S.layer = l; S.head = h; S.map = true; refresh(); });
       label.className = 'hl';
       label.textContent = 'H' + h;
-      td.appendChild(c); td.appendChild(label);
+      button.appendChild(c);
+      td.appendChild(button); td.appendChild(label);
       tr.appendChild(td);
     }
     table.appendChild(tr);
   }
-  drawMap(A, pos);
+  drawThumbs(A);
+  if (A.map) drawMap(A, pos);
+  else {
+    $('map').width = $('map').height = 0;
+    $('maptitle').textContent = '';
+    $('mapnote').textContent = 'Click a strip for that head\u2019s full map.';
+  }
 }
+// Every head's whole pattern, small, with its head scores; a click chooses the head as a strip's click does.
+function drawThumbs(A) {
+  const grid = $('thumbs'), S0 = A.thumb_size;
+  grid.replaceChildren();
+  const f = v => v === null || v === undefined ? '-' : v.toFixed(2);
+  for (let l = 0; l < A.n_layer; l++)
+    for (let h = 0; h < A.n_head; h++) {
+      const fig = document.createElement('figure'), b = document.createElement('button'), c = document.createElement('canvas');
+      const cap = document.createElement('figcaption');
+      c.width = c.height = S0;
+      const ctx = c.getContext('2d');
+      A.thumbs[l][h].forEach((v, i) => {
+        ctx.fillStyle = headColor(A, l, h, v);
+        ctx.fillRect(i % S0, Math.floor(i / S0), 1, 1);
+      });
+      const sc = A.head_scores[l][h];
+      cap.textContent = 'L' + l + 'H' + h + (sc ? ' prev ' + f(sc.previous_token) + ' ind ' + f(sc.induction) +
+          ' dup ' + f(sc.duplicate_token) + ' sink ' + f(sc.sink) : ' (signed)');
+      b.setAttribute('aria-label', 'layer ' + l + ' head ' + h + ', whole pattern: show its map');
+      b.setAttribute('aria-pressed', l === A.layer && h === A.head && A.map ? 'true' : 'false');
+      b.addEventListener('click', () => { S.layer = l; S.head = h; S.map = true; refresh(); });
+      b.appendChild(c); fig.appendChild(b); fig.appendChild(cap); grid.appendChild(fig);
+    }
+}
+
 // The full T × T map of the chosen head: rows are queries, columns keys, grey = masked, the chosen row outlined.
 function drawMap(A, pos) {
-  const T = A.T, cell = Math.max(3, Math.min(14, Math.floor(330 / T))), pad = cell >= 9 ? 14 : 0;
+  const T = A.T, l = A.layer, h = A.head, cell = Math.max(3, Math.min(14, Math.floor(330 / T))), pad = cell >= 9 ? 14 : 0;
   const c = $('map');
   c.width = c.height = T * cell + pad;
+  c.style.width = c.style.height = Math.min(c.width, 330) + 'px';  // a long text's map is shrunk, never wider
   const ctx = c.getContext('2d');
   ctx.clearRect(0, 0, c.width, c.height);
   ctx.font = '10px monospace'; ctx.fillStyle = '#444'; ctx.textAlign = 'center';
@@ -258,16 +459,16 @@ function drawMap(A, pos) {
   }
   for (let q = 0; q < T; q++)
     for (let k = 0; k < T; k++) {
-      ctx.fillStyle = A.mask[q][k] ? weightColor(A.map[q][k]) : '#c8c8c8';
+      ctx.fillStyle = A.mask[q][k] ? headColor(A, l, h, A.map[q][k]) : '#c8c8c8';
       ctx.fillRect(pad + k * cell, pad + q * cell, cell, cell);
     }
   ctx.strokeStyle = '#e08000'; ctx.lineWidth = 2;
   ctx.strokeRect(pad + 1, pad + pos * cell + 1, T * cell - 2, cell - 2);
-  $('maptitle').textContent = 'Layer ' + A.layer + ', head ' + A.head;
-  $('mapnote').textContent = 'mask ' + A.masks[A.layer] + ', ' + A.attention[A.layer] +
-      (A.implied[A.layer] ? ' (the weights it implies)' : '') + '; rows = queries, columns = keys';
+  $('maptitle').textContent = 'Layer ' + l + ', head ' + h;
+  $('mapnote').textContent = 'mask ' + A.masks[l] + '; ' + kindNote(A, l) + '; rows = queries, columns = keys';
   c.onmousemove = e => {
-    const k = Math.floor((e.offsetX - pad) / cell), q = Math.floor((e.offsetY - pad) / cell);
+    const zoom = c.width / c.clientWidth;
+    const k = Math.floor((e.offsetX * zoom - pad) / cell), q = Math.floor((e.offsetY * zoom - pad) / cell);
     if (q < 0 || k < 0 || q >= T || k >= T) return hideTip();
     showTip(e, 'query ' + q + ' \u00ab' + visible(A.chars[q]) + '\u00bb \u2192 key ' + k + ' \u00ab' + visible(A.chars[k]) +
         '\u00bb: ' + (A.mask[q][k] ? A.map[q][k].toFixed(4) : 'masked'));
@@ -276,9 +477,7 @@ function drawMap(A, pos) {
 }
 
 // ---- the next character: the 16 most likely, before (grey) and after (blue) temperature, top-k and top-p.
-async function drawNext(text, seq) {
-  const N = await api('/api/next', Object.assign({ ckpt: S.ckpt, text }, samplingParams()));
-  if (seq !== undefined && seq !== S.seq) return;
+function drawNext(N, text) {
   const order = N.p.map((p, v) => v).sort((a, b) => N.p[b] - N.p[a] || a - b).slice(0, 16);
   const bars = $('bars');
   bars.replaceChildren();
@@ -300,18 +499,28 @@ async function drawNext(text, seq) {
 }
 const nextSoon = debounce(() => {
   const w = windowText();
-  if (w.text && S.model && !(S.model.masked_lm && w.text.includes('_'))) drawNext(w.text).catch(showError);
+  if (!w.text || !S.model || (S.model.masked_lm && w.text.includes('_'))) return;
+  const seq = S.seq;
+  api('/api/next', Object.assign({ ckpt: S.ckpt, text: w.last }, samplingParams()))
+      .then(N => { if (seq === S.seq) { showError(null); drawNext(N, w.last); } }).catch(showError);
 }, 120);
 
 // ---- generation, streamed: one JSON line per token; Stop (or leaving the page) closes the connection.
 async function generate() {
   const ctrl = new AbortController();
+  let failed = null;
   S.generating = ctrl;
   $('generate').disabled = true; $('stop').disabled = false; box.readOnly = true;
   try {
-    const params = Object.assign({ ckpt: S.ckpt, text: windowText().text, n: $('n').value, seed: $('seed').value },
+    const params = Object.assign({ ckpt: S.ckpt, text: windowText().last, n: $('n').value, seed: $('seed').value },
                                  samplingParams());
-    const r = await fetch('/api/generate', { method: 'POST', body: new URLSearchParams(params), signal: ctrl.signal });
+    let r;
+    try {
+      r = await fetch('/api/generate', { method: 'POST', body: new URLSearchParams(params), signal: ctrl.signal });
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      throw new Error('the server is not answering (is ./inspect serve still running?)');
+    }
     if (!r.ok) throw new Error((await r.json()).error);
     const reader = r.body.getReader(), decoder = new TextDecoder();
     let buffer = '';
@@ -326,12 +535,13 @@ async function generate() {
       }
     }
   } catch (e) {
-    if (e.name !== 'AbortError') showError(e);
+    if (e.name !== 'AbortError') failed = e;
   } finally {
     S.generating = null;
     $('generate').disabled = false; $('stop').disabled = true; box.readOnly = false;
     S.pos = -1;
-    refresh();
+    await refresh();
+    if (failed) showError(failed);  // after the refresh, which clears the errors of the text
   }
 }
 
@@ -341,9 +551,8 @@ async function fill() {
     const w = windowText();
     const F = await api('/api/fill', { ckpt: S.ckpt, text: w.text, blank: '_' });
     box.value = Array.from(box.value).slice(0, w.start).join('') + F.text;
+    S.filled = F.filled.map(t => w.start + t);
     await refresh();
-    const spans = $('strip').children;
-    for (const t of F.filled) if (spans[t]) spans[t].classList.add('filled');
   } catch (e) { showError(e); }
 }
 
@@ -358,8 +567,10 @@ async function listCheckpoints() {
     o.textContent = c.name + '  (' + new Date(c.modified_unix * 1000).toLocaleString() + ')';
     select.appendChild(o);
   }
-  if (!L.checkpoints.some(c => c.name === S.ckpt)) S.ckpt = L.default;
+  const gone = !L.checkpoints.some(c => c.name === S.ckpt);
+  if (gone) S.ckpt = L.default;
   select.value = S.ckpt;
+  return gone;
 }
 async function openCheckpoint(name) {
   S.ckpt = name;
@@ -376,15 +587,37 @@ async function openCheckpoint(name) {
   await refresh();
 }
 
-box.addEventListener('input', () => { S.pos = -1; refreshSoon(); });
+box.addEventListener('input', () => { S.pos = -1; S.filled = []; S.typedAt = performance.now(); refreshSoon(); });
 $('temperature').addEventListener('input', () => { $('tval').textContent = (+$('temperature').value).toFixed(2); nextSoon(); });
 $('top_p').addEventListener('input', () => { $('pval').textContent = (+$('top_p').value).toFixed(2); nextSoon(); });
 $('top_k').addEventListener('input', nextSoon);
+for (const r of document.querySelectorAll('input[name=lens]'))
+  r.addEventListener('change', () => { S.lens = r.value; paintStrip(); });
+$('maxheads').addEventListener('change', () => { S.maxHeads = $('maxheads').checked; paintStrip(); });
+// The strip by keyboard: arrows move the chosen character, Home and End go to the ends.
+$('strip').addEventListener('keydown', e => {
+  const T = $('strip').children.length, now = S.pos < 0 ? T - 1 : S.pos;
+  const to = { ArrowLeft: now - 1, ArrowRight: now + 1, Home: 0, End: T - 1 }[e.key];
+  if (to === undefined || T === 0) return;
+  e.preventDefault();
+  S.pos = Math.max(0, Math.min(T - 1, to));
+  refresh();
+});
 $('generate').addEventListener('click', generate);
 $('stop').addEventListener('click', () => { if (S.generating) S.generating.abort(); });
 $('fill').addEventListener('click', fill);
 $('ckpt').addEventListener('change', () => openCheckpoint($('ckpt').value).catch(showError));
-$('relist').addEventListener('click', () => listCheckpoints().catch(showError));
+// ↻: if the chosen checkpoint is gone, the default one opens (and the info line describes it).
+$('relist').addEventListener('click', () =>
+  listCheckpoints().then(gone => gone ? openCheckpoint(S.ckpt) : refresh()).catch(showError));
+// A #text=…&ckpt=… link followed in this tab (the page itself only replaces its address, which fires nothing).
+window.addEventListener('hashchange', () => {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  if (hash.has('text')) box.value = hash.get('text');
+  S.pos = -1; S.filled = [];
+  const name = hash.get('ckpt');
+  (name && name !== S.ckpt ? openCheckpoint(name) : refresh()).catch(showError);
+});
 (function legend() {
   const stops = [0, 2.5, 5, 7.5, 10].map(b => heat(b)).join(',');
   $('legend').style.background = 'linear-gradient(to right,' + stops + ')';

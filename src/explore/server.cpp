@@ -1,15 +1,22 @@
 #include "explore/server.h"
 
 #include <dirent.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <httplib.h>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "data/utf8.h"
 #include "explore/analysis.h"
@@ -21,12 +28,19 @@ namespace {
 
 constexpr size_t kMaxBody = 64 * 1024;  // bytes of a request body
 constexpr size_t kKeptModels = 3;       // checkpoints kept loaded at once
+constexpr size_t kMaxConnections = 256; // connections answered at once (a thread each); more wait for one to close
+constexpr int kMaxScoredChars = 65536;  // characters /api/score reads (a 64 KiB body holds no more)
+constexpr int kReadTimeoutSeconds = 5;  // a connection silent this long is closed (between requests, or mid-request)
 
 // A checkpoint name the folder does not list (404), and a listed file that cannot be read now (409).
 struct NotFound : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 struct Unreadable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A listed file too large to load (HTTP 500: trying again will not help).
+struct TooLarge : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -92,45 +106,65 @@ class Shelf {
   const std::string& default_name() const { return default_name_; }
 
   // The model of checkpoint `name` ("" = the default), as the file is now. Only a name list() returns is opened.
-  ExploredModel& get(std::string name) {
+  // Shared: a masked LM's long score lets other requests in between its batches (see /api/score), and one of them
+  // may evict the model from the shelf meanwhile.
+  std::shared_ptr<ExploredModel> get(std::string name) {
     if (name.empty()) name = default_name_;
     const std::vector<Entry> entries = list();
     if (std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; }))
-      throw NotFound("no checkpoint named '" + name + "' in the served folder (GET /api/checkpoints lists them)");
+      throw NotFound("no checkpoint named '" + escape_for_message(name) +
+                     "' in the served folder (GET /api/checkpoints lists them)");
     const std::string path = folder_ + "/" + name;
     auto it = kept_.find(name);
     FileStamp before;
-    if (!stamp_of(path, before)) throw NotFound(name + " is gone from the served folder");
+    if (!stamp_of(path, before)) throw NotFound(escape_for_message(name) + " is gone from the served folder");
     if (it != kept_.end() && it->second.stamp == before) {
       it->second.used = ++clock_;
-      return *it->second.model;
+      return it->second.model;
     }
     if (it != kept_.end()) kept_.erase(it);  // changed on disk: never serve the old weights under its name
     // A file replaced while we read it is read again once; one that keeps changing is refused for now.
     for (int attempt = 0; attempt < 2; attempt++) {
-      std::unique_ptr<ExploredModel> model;
-      try {
-        model = std::make_unique<ExploredModel>(load_checkpoint(path));
-      } catch (const std::exception& e) {
-        throw Unreadable(name + " cannot be read now (it may be being written; try again): " + e.what());
-      }
+      std::shared_ptr<ExploredModel> model = load(name, path, before);
       FileStamp after;
-      if (!stamp_of(path, after)) throw NotFound(name + " is gone from the served folder");
+      if (!stamp_of(path, after)) throw NotFound(escape_for_message(name) + " is gone from the served folder");
       if (after == before) {
         evict_to(kKeptModels - 1);
         Kept& k = kept_[name];
         k = {before, std::move(model), ++clock_};
-        return *k.model;
+        return k.model;
       }
       before = after;
     }
-    throw Unreadable(name + " kept changing while it was read; try again once it is written");
+    throw Unreadable(escape_for_message(name) + " kept changing while it was read; try again once it is written");
   }
 
  private:
+  // Loads one listed file; what cannot be loaded says why. A file that does not open (no permission) or is larger
+  // than this machine's memory would not be loaded by trying again; one that fails the loader's checks may be a
+  // copy still being written.
+  static std::unique_ptr<ExploredModel> load(const std::string& name, const std::string& path, const FileStamp& stamp) {
+    const std::string shown = escape_for_message(name);
+    if (FILE* f = std::fopen(path.c_str(), "rb")) std::fclose(f);
+    else throw Unreadable(shown + " cannot be opened: " + std::strerror(errno));
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const long long memory = pages > 0 && page > 0 ? (long long)pages * page : -1;
+    const std::string size = std::to_string((long long)stamp.size) + " bytes";
+    if (memory > 0 && (long long)stamp.size > memory)
+      throw TooLarge(shown + " is " + size + ", more than this machine's memory (" + std::to_string(memory) +
+                     " bytes): it cannot be a checkpoint the explorer can load");
+    try {
+      return std::make_unique<ExploredModel>(load_checkpoint(path));
+    } catch (const std::bad_alloc&) {
+      throw TooLarge(shown + " (" + size + ") does not fit in the memory left to load it");
+    } catch (const std::exception& e) {
+      throw Unreadable(shown + " cannot be read now (it may be being written; try again): " + e.what());
+    }
+  }
+
   struct Kept {
     FileStamp stamp;
-    std::unique_ptr<ExploredModel> model;
+    std::shared_ptr<ExploredModel> model;
     unsigned long long used = 0;
   };
   void evict_to(size_t n) {
@@ -146,30 +180,32 @@ class Shelf {
   unsigned long long clock_ = 0;
 };
 
-// A request's parameters (query string or form body), read strictly: a number must be all number.
+// A request's parameters (query string and form body), read strictly: a number must be all number.
 class Params {
  public:
-  explicit Params(const httplib::Request& req) : req_(req) {}
+  explicit Params(httplib::Params values) : values_(std::move(values)) {}
+  bool has(const char* name) const { return values_.count(name) > 0; }
   std::string text(const char* name, const std::string& fallback = "") const {
-    return req_.has_param(name) ? req_.get_param_value(name) : fallback;
+    const auto it = values_.find(name);
+    return it == values_.end() ? fallback : it->second;
   }
   long long integer(const char* name, long long fallback, long long lo, long long hi) const {
-    if (!req_.has_param(name)) return fallback;
-    const std::string s = req_.get_param_value(name);
+    if (!has(name)) return fallback;
+    const std::string s = text(name);
     char* end = nullptr;
     errno = 0;
     const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end || errno || v < lo || v > hi)
+    if (s.empty() || std::isspace((unsigned char)s[0]) || end != s.c_str() + s.size() || errno || v < lo || v > hi)
       throw BadRequest(std::string(name) + " must be a whole number from " + std::to_string(lo) + " to " +
                        std::to_string(hi) + " (got '" + escape_for_message(s) + "')");
     return v;
   }
   double number(const char* name, double fallback, double lo, double hi, bool lo_open = false) const {
-    if (!req_.has_param(name)) return fallback;
-    const std::string s = req_.get_param_value(name);
+    if (!has(name)) return fallback;
+    const std::string s = text(name);
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end || !std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
+    if (s.empty() || std::isspace((unsigned char)s[0]) || end != s.c_str() + s.size() || !std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
       throw BadRequest(std::string(name) + " must be a finite number in " + (lo_open ? "(" : "[") +
                        json(lo).dump() + ", " + json(hi).dump() + "] (got '" + escape_for_message(s) + "')");
     return v;
@@ -183,15 +219,38 @@ class Params {
   }
 
  private:
-  const httplib::Request& req_;
+  httplib::Params values_;
 };
 
+// A POST's body, read through a receiver that stops at kMaxBody bytes whatever the framing: cpp-httplib 0.11 caps
+// only a body with a Content-Length (set_payload_max_length); a chunked one (or a compressed one, which it inflates)
+// it would read to the end, and a form body it caps at 8,192 bytes itself. So the server reads every POST here.
+// false: the body was longer than kMaxBody (or the connection broke).
+bool read_body(const httplib::ContentReader& reader, std::string& body, bool& too_long) {
+  too_long = false;
+  return reader([&](const char* data, size_t n) {
+    if (body.size() + n > kMaxBody) return !(too_long = true);
+    body.append(data, n);
+    return true;
+  });
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// An answer sent as it is. cpp-httplib compresses a body (Brotli at its slowest setting) for every client that
+// accepts it: on loopback that cost 24.8 s for a 1000-character attention answer that takes 0.75 s to send plain.
+// A body given by a content provider of known length it leaves alone.
+void send_plain(httplib::Response& res, std::string body, const char* type) {
+  auto shared = std::make_shared<std::string>(std::move(body));
+  res.set_content_provider(shared->size(), type, [shared](size_t offset, size_t length, httplib::DataSink& sink) {
+    return sink.write(shared->data() + offset, length);
+  });
+}
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(dump(body), "application/json");
+  send_plain(res, dump(body), "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
@@ -211,60 +270,156 @@ bool is_loopback_host(const std::string& host) {
   return dots == 3;
 }
 
+namespace {
+
+// The connections' threads: one per open connection, up to kMaxConnections, started when every thread is busy
+// and kept for the next connection. cpp-httplib's default pool has 8 threads, and a connection keeps its thread
+// while it waits for bytes, so 8 clients sending a header byte every few seconds held the whole server; here they
+// hold 8 of kMaxConnections threads, each asleep in poll(), and every other request gets a thread of its own.
+class ConnectionThreads : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(size_t max) : max_(max) {}
+  void enqueue(std::function<void()> job) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+    if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+    else wake_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      idle_++;
+      wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      idle_--;
+      if (jobs_.empty()) return;  // stopping, and nothing left to answer
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+  const size_t max_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+// The Host header's name without its port ("127.0.0.1:8000" → "127.0.0.1", "[::1]:8000" → "[::1]").
+std::string host_name(const std::string& host) {
+  if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
+  if (std::count(host.begin(), host.end(), ':') == 1) return host.substr(0, host.find(':'));
+  return host;
+}
+
+}  // namespace
+
 struct ExploreServer::Impl {
+  // An endpoint's computation, called holding `lock` on model_mutex (which it may release between steps).
+  using Handler = std::function<json(const Params&, std::unique_lock<std::mutex>& lock)>;
   ServeOptions options;
   Shelf shelf;
   httplib::Server http;
   std::mutex model_mutex;  // every use of a model (and of the shelf) holds it
+  std::map<std::string, Handler> apis;
   int port = 0;
 
   Impl(const std::string& folder, const std::string& default_name, const ServeOptions& o)
       : options(o), shelf(folder, default_name) {}
 
   // An API endpoint: the handler's JSON with 200, or the error's status and message.
-  template <typename Handler>
-  void api(const char* path, Handler handler) {
-    auto wrapped = [this, handler](const httplib::Request& req, httplib::Response& res) {
-      try {
-        std::lock_guard<std::mutex> lock(model_mutex);
-        send_json(res, 200, handler(Params(req)));
-      } catch (const BadRequest& e) {
-        send_error(res, 400, e.what());
-      } catch (const NotFound& e) {
-        send_error(res, 404, e.what());
-      } catch (const Unreadable& e) {
-        send_error(res, 409, e.what());
-      } catch (const std::exception& e) {
-        send_error(res, 500, e.what());
-      }
-    };
-    http.Get(path, wrapped);
-    http.Post(path, wrapped);
+  void api(const char* path, Handler handler) { apis[path] = std::move(handler); }
+  void answer(const std::string& path, const Params& p, httplib::Response& res) {
+    if (path == "/api/generate") return generate(p, res);
+    const auto it = apis.find(path);
+    if (it == apis.end()) return send_error(res, 404, "no such page or endpoint");
+    try {
+      std::unique_lock<std::mutex> lock(model_mutex);
+      send_json(res, 200, it->second(p, lock));
+    } catch (const BadRequest& e) {
+      send_error(res, 400, e.what());
+    } catch (const NotFound& e) {
+      send_error(res, 404, e.what());
+    } catch (const Unreadable& e) {
+      send_error(res, 409, e.what());
+    } catch (const std::exception& e) {
+      send_error(res, 500, e.what());
+    }
   }
 
-  ExploredModel& model_of(const Params& p) { return shelf.get(p.text("ckpt")); }
+  ExploredModel& model_of(const Params& p) { return *shelf.get(p.text("ckpt")); }
   std::vector<int> text_ids(ExploredModel& m, const Params& p, int min_chars, char32_t blank = 0) {
     return request_ids(m, p.text("text"), "text", min_chars, m.block_size(), blank);
   }
 
+  // Why a request is refused before its body is read ("" = it is not): see the header's Safety.
+  std::string refusal(const httplib::Request& req, int& status) const;
   void routes();
-  void generate(const httplib::Request& req, httplib::Response& res);
+  void generate(const Params& p, httplib::Response& res);
 };
+
+std::string ExploreServer::Impl::refusal(const httplib::Request& req, int& status) const {
+  status = 403;
+  const std::string host = req.get_header_value("Host");
+  // Only loopback Host names when serving on loopback (DNS rebinding).
+  if (is_loopback_host(options.host) && !is_loopback_host(host_name(host)))
+    return "this server answers only requests addressed to a loopback address";
+  const bool is_api = req.path.rfind("/api/", 0) == 0;
+  // A browser names where a request comes from: Sec-Fetch-Site on every request, Origin on every POST (and the
+  // Referer, unless a policy removes it). Only the page itself may call the API; a page elsewhere can still send
+  // a "simple" cross-origin POST or load an API address as an image, and the model would compute it.
+  const std::string site = req.get_header_value("Sec-Fetch-Site");
+  if (is_api && (site == "cross-site" || site == "same-site"))
+    return "this API answers only its own page (the request came from another site)";
+  if (req.method == "POST") {
+    const std::string self = "http://" + host;
+    const std::string origin = req.get_header_value("Origin"), referer = req.get_header_value("Referer");
+    if (req.has_header("Origin") && origin != self)
+      return "this API answers only its own page (Origin '" + origin + "', not " + self + ")";
+    if (!req.has_header("Origin") && req.has_header("Referer") && referer.rfind(self + "/", 0) != 0)
+      return "this API answers only its own page (Referer '" + referer + "')";
+  }
+  status = 405;
+  if (req.method != "GET" && req.method != "HEAD" && req.method != "POST")
+    return "this server answers GET and POST only (got " + req.method + ")";
+  status = 415;
+  const std::string type = req.get_header_value("Content-Type");
+  if (req.method == "POST" && !type.empty() && type.rfind("application/x-www-form-urlencoded", 0) != 0)
+    return "send the parameters as a query string or a form body (application/x-www-form-urlencoded), not " + type;
+  return "";
+}
 
 void ExploreServer::Impl::routes() {
   http.set_payload_max_length(kMaxBody);
-  // Only loopback Host names when serving on loopback (see the header: DNS rebinding).
+  http.set_tcp_nodelay(true);  // else each small answer on a kept-alive connection waits ~40 ms for an ACK (Nagle)
+  http.set_read_timeout(kReadTimeoutSeconds, 0);
+  http.set_keep_alive_timeout(kReadTimeoutSeconds);
+  http.new_task_queue = [] { return new ConnectionThreads(kMaxConnections); };
+  // Runs after the request line and headers are read and before any byte of the body.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!is_loopback_host(options.host)) return httplib::Server::HandlerResponse::Unhandled;
-    std::string host = req.get_header_value("Host");
-    if (!host.empty() && host[0] == '[') host = host.substr(0, host.find(']') + 1);
-    else if (std::count(host.begin(), host.end(), ':') == 1) host = host.substr(0, host.find(':'));
-    if (is_loopback_host(host)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, 403, "this server answers only requests addressed to a loopback address");
+    int status = 0;
+    const std::string why = refusal(req, status);
+    if (why.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, status, why);
     return httplib::Server::HandlerResponse::Handled;
   });
+  // cpp-httplib's own refusals (a malformed request, a body above the cap) come without a body: give them one.
+  // Ours all have a Content-Type (send_plain), though their bytes are not in res.body.
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty())
+    if (!res.has_header("Content-Type"))
       send_error(res, res.status, res.status == 404 ? "no such page or endpoint" : "HTTP " + std::to_string(res.status));
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
@@ -272,43 +427,70 @@ void ExploreServer::Impl::routes() {
   });
 
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    // Everything the page needs is in it: no script, style or font from anywhere else, no frames.
+    // Everything the page needs is in it: no script, style or font from anywhere else, no frames. The referrer
+    // policy sends the page's own address (and so its Origin on a POST) to itself only.
     res.set_header("Content-Security-Policy",
                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
                    "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
     res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Referrer-Policy", "same-origin");
     res.set_header("Cache-Control", "no-store");
-    res.set_content(kExplorePage, "text/html; charset=utf-8");
+    send_plain(res, kExplorePage, "text/html; charset=utf-8");
+  });
+  http.Get("/api/.*", [this](const httplib::Request& req, httplib::Response& res) {
+    answer(req.path, Params(req.params), res);
+  });
+  // Every POST, whatever its address, so that no body is ever read by cpp-httplib itself (see read_body).
+  http.Post(".*", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    if (req.path.rfind("/api/", 0) != 0) return send_error(res, 404, "no such page or endpoint");
+    std::string body;
+    bool too_long = false;
+    // cpp-httplib refuses a Content-Length above kMaxBody itself, before our receiver sees a byte (status 413).
+    if (!read_body(reader, body, too_long) || res.status == 413)
+      return too_long || res.status == 413
+                 ? send_error(res, 413, "the request body is longer than " + std::to_string(kMaxBody) + " bytes")
+                 : send_error(res, 400, "the request body could not be read");
+    httplib::Params params = req.params;  // the query string's, then the form's
+    httplib::detail::parse_query_text(body, params);
+    answer(req.path, Params(std::move(params)), res);
   });
 
-  api("/api/checkpoints", [this](const Params&) {
+  api("/api/checkpoints", [this](const Params&, std::unique_lock<std::mutex>&) {
     json list = json::array();
     for (const Shelf::Entry& e : shelf.list())
       list.push_back({{"name", e.name}, {"bytes", e.bytes}, {"modified_unix", e.mtime_ns / 1000000000LL}});
     return json{{"folder", shelf.folder()}, {"default", shelf.default_name()}, {"checkpoints", list}};
   });
-  api("/api/model", [this](const Params& p) {
+  api("/api/model", [this](const Params& p, std::unique_lock<std::mutex>&) {
     json j = model_summary(model_of(p));
     j["ckpt"] = p.text("ckpt", shelf.default_name());
     return j;
   });
-  api("/api/score", [this](const Params& p) {
-    ExploredModel& m = model_of(p);
-    return score_text_json(m, text_ids(m, p, 1));
+  api("/api/score", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = shelf.get(p.text("ckpt"));
+    ExploredModel& m = *held;
+    // A next-token model scores any length with sliding windows; a masked LM reads one block (one forward per
+    // character, each over the whole text), and lets the other tabs' requests in between its batches: at
+    // T = 1000 it takes minutes.
+    const int most = m.mask_token >= 0 ? m.block_size() : kMaxScoredChars;
+    return score_text_json(m, request_ids(m, p.text("text"), "text", 1, most), [&] {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // long enough for a waiting request to take it
+      lock.lock();
+    });
   });
-  api("/api/attention", [this](const Params& p) {
+  api("/api/attention", [this](const Params& p, std::unique_lock<std::mutex>&) {
     ExploredModel& m = model_of(p);
     const std::vector<int> ids = text_ids(m, p, 1);
     const int n = (int)ids.size();
     return attention_at_json(m, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, -1, 1 << 20),
-                             (int)p.integer("head", 0, -1, 1 << 20));
+                             (int)p.integer("head", 0, -1, 1 << 20), p.integer("map", 0, 0, 1) == 1);
   });
-  api("/api/next", [this](const Params& p) {
+  api("/api/next", [this](const Params& p, std::unique_lock<std::mutex>&) {
     ExploredModel& m = model_of(p);
     return next_json(m, text_ids(m, p, 1), p.sampling());
   });
-  api("/api/fill", [this](const Params& p) {
+  api("/api/fill", [this](const Params& p, std::unique_lock<std::mutex>&) {
     ExploredModel& m = model_of(p);
     std::u32string blank;
     try {
@@ -319,15 +501,11 @@ void ExploreServer::Impl::routes() {
     if (blank.size() != 1) throw BadRequest("blank must be exactly one character");
     return fill_json(m, text_ids(m, p, 1, blank[0]));
   });
-  auto generate_handler = [this](const httplib::Request& req, httplib::Response& res) { generate(req, res); };
-  http.Get("/api/generate", generate_handler);
-  http.Post("/api/generate", generate_handler);
 }
 
 // Checked first (HTTP 400 for bad input), then streamed: one JSON line per token, {"token": "e"}, and a last line
 // {"done": true, "tokens": n} or {"error": "..."}. Closing the connection stops the generation.
-void ExploreServer::Impl::generate(const httplib::Request& req, httplib::Response& res) {
-  const Params p(req);
+void ExploreServer::Impl::generate(const Params& p, httplib::Response& res) {
   std::string name;
   SamplingOptions sampling;
   int n = 0;
@@ -344,8 +522,10 @@ void ExploreServer::Impl::generate(const httplib::Request& req, httplib::Respons
     return send_error(res, 400, e.what());
   } catch (const NotFound& e) {
     return send_error(res, 404, e.what());
-  } catch (const std::exception& e) {
+  } catch (const Unreadable& e) {
     return send_error(res, 409, e.what());
+  } catch (const std::exception& e) {
+    return send_error(res, 500, e.what());
   }
   const std::string text = p.text("text");
   res.set_header("Cache-Control", "no-store");
@@ -354,7 +534,7 @@ void ExploreServer::Impl::generate(const httplib::Request& req, httplib::Respons
         std::lock_guard<std::mutex> lock(model_mutex);
         json last;
         try {
-          ExploredModel& m = shelf.get(name);  // read again if the file changed since the request was checked
+          ExploredModel& m = *shelf.get(name);  // read again if the file changed since the request was checked
           const std::vector<int> ids = request_ids(m, text, "text", 0, m.block_size());
           long count = 0;
           stream_generation(m, ids, n, sampling, seed, [&](const std::string& token) {
@@ -394,11 +574,28 @@ ExploreServer::~ExploreServer() = default;
 
 int ExploreServer::bind(int port) {
   const std::string& host = impl_->options.host;
+  // cpp-httplib's default socket options add SO_REUSEPORT, with which every server on this machine binds the same
+  // port and the kernel shares the connections out among them (one page would then talk to several models).
+  // SO_REUSEADDR alone lets a restarted server take its port back from connections still in TIME_WAIT, no more.
+  impl_->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+  });
   const int bound = port == 0 ? impl_->http.bind_to_any_port(host) : impl_->http.bind_to_port(host, port) ? port : -1;
   if (bound <= 0)
     throw std::runtime_error("cannot listen on " + host + ":" + (port ? std::to_string(port) : "any port") +
                              " (in use, or not an address of this machine)");
   return impl_->port = bound;
+}
+
+int ExploreServer::bind_first_free(int first, int count) {
+  for (int port = first; port < first + count && port <= 65535; port++) {
+    try {
+      return bind(port);
+    } catch (const std::runtime_error&) {
+    }
+  }
+  return bind(0);
 }
 
 void ExploreServer::run() { impl_->http.listen_after_bind(); }

@@ -45,6 +45,8 @@ class ExploreServer {
 
   // Binds host:port (port 0 = any free port) and returns the port; throws std::runtime_error if it cannot.
   int bind(int port);
+  // The first port from `first` that no other program listens on (trying `count` of them), else any free one.
+  int bind_first_free(int first, int count);
   void run();   // serves until stop(); call after bind
   void stop();  // from any thread
   std::string url() const;  // http://host:port/ once bound

@@ -35,31 +35,39 @@ double estimate_loss(Replicas& models, BatchMaker& batches, const std::vector<in
   return total / iters;
 }
 
-TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch) {
-  const long n = (long)tokens.size();
+std::vector<ScoreWindow> score_windows(long n, int block_size) {
   if (n < 2) throw std::runtime_error("need at least 2 characters to score");
-  const int T = (int)std::min<long>(model.config.block_size, n - 1);
+  const int T = (int)std::min<long>(block_size, n - 1);
   const int stride = std::max(1, T / 2);
   // Window starts: every `stride`, and a last one flush with the end so that the final characters are covered.
   std::vector<long> starts;
   for (long s = 0; s + T < n; s += stride) starts.push_back(s);
   if (starts.back() + T < n - 1) starts.push_back(n - 1 - T);
-
-  std::vector<int> x((size_t)batch * T), y((size_t)batch * T);
+  std::vector<ScoreWindow> windows;
   long scored_until = 0;  // predictions of inputs at positions < scored_until are done
+  for (long s : starts) {
+    windows.push_back({s, T, std::max(s, scored_until)});
+    scored_until = s + T;
+  }
+  return windows;
+}
+
+TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch) {
+  const std::vector<ScoreWindow> windows = score_windows((long)tokens.size(), model.config.block_size);
+  const int T = windows[0].length;
+  std::vector<int> x((size_t)batch * T), y((size_t)batch * T);
   double total = 0;
   long count = 0;
-  for (size_t w0 = 0; w0 < starts.size(); w0 += batch) {
-    const int B = (int)std::min<size_t>(batch, starts.size() - w0);
+  for (size_t w0 = 0; w0 < windows.size(); w0 += batch) {
+    const int B = (int)std::min<size_t>(batch, windows.size() - w0);
     int counted = 0;
     for (int b = 0; b < B; b++) {
-      const long s = starts[w0 + b];
+      const ScoreWindow& w = windows[w0 + b];
       for (int t = 0; t < T; t++) {
-        x[b * T + t] = tokens[s + t];
-        y[b * T + t] = s + t >= scored_until ? tokens[s + t + 1] : kNoTarget;
+        x[b * T + t] = tokens[w.start + t];
+        y[b * T + t] = w.start + t >= w.first ? tokens[w.start + t + 1] : kNoTarget;
         counted += y[b * T + t] != kNoTarget;
       }
-      scored_until = s + T;
     }
     if (counted) total += (double)model.forward(x.data(), y.data(), B, T) * counted;
     count += counted;

@@ -30,6 +30,14 @@ struct TextScore {
 // windows of block_size start every block_size/2 characters, and each scores only the predictions the previous
 // window did not make. Throws if `tokens` holds fewer than 2 tokens.
 TextScore score_text(GPT& model, const std::vector<int>& tokens, int batch = 16);
+// Those windows, for n tokens: window w reads tokens [start, start + length) and scores the predictions made at
+// inputs [first, start + length), i.e. of tokens first + 1 … start + length. The explorer scores long texts with them.
+struct ScoreWindow {
+  long start;
+  int length;
+  long first;
+};
+std::vector<ScoreWindow> score_windows(long n, int block_size);
 
 // Equal-terms evaluation of any checkpoint, whatever its mask and objective, in bits per character.
 struct CharScore {
