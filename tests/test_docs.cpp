@@ -23,7 +23,7 @@
 
 #include "program_util.h"
 #include "train/metrics_file.h"
-#include "train/settings.h"
+#include "train/train_config.h"
 
 using progutil::read_file;
 
@@ -250,7 +250,7 @@ TEST(Docs, PresetsAreQuotedAsTheyAre) {
   int checked = 0;
   for (const Preset& p : presets())  // the --help line
     for (const std::string& wrong : phrase_problems(p.summary, preset(p.name), &checked))
-      ADD_FAILURE() << "presets() in src/train/settings.cpp: " << p.name << "'s summary says " << wrong;
+      ADD_FAILURE() << "presets() in src/train/train_config.cpp: " << p.name << "'s summary says " << wrong;
   bool found_row = false;
   for (const Table& t : tables_in(read_file("docs/usage.md")))
     for (const TableRow& r : t.rows) {

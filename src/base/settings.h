@@ -11,7 +11,7 @@
 //                    listed so the caller can say so
 //   check_ranges     refuses a value outside its row's range, naming the flag
 // The settings struct still declares each field with its default (C++ needs the typed field); the table row says
-// everything else. See src/model/config.cpp (the model), src/train/settings.cpp (./train) and
+// everything else. See src/model/config.cpp (the model), src/train/train_config.cpp (./train) and
 // src/generate/sampling.cpp (./sample).
 #pragma once
 #include <cctype>

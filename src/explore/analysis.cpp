@@ -10,7 +10,7 @@
 #include "generate/generate.h"
 #include "lab/head_scores.h"
 #include "lab/html_report.h"
-#include "model/mixers/registry.h"
+#include "model/mixer_lab.h"
 #include "train/evaluate.h"
 
 using nlohmann::json;

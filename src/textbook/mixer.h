@@ -4,7 +4,7 @@
 // softmax heads, is in reference.h; every other kind is one header (textbook/<kind>.h) that defines its RefMixer and
 // registers it with one line,
 //   inline const bool ref_<kind>_registered = register_ref_mixer({"<kind>", make});
-// and one #include in textbook/mixers.h. The registry maps the kind's name (as --attention spells it) to its maker,
+// and one #include in textbook/mixers.h. The registry maps the kind's name (as --mixer spells it) to its maker,
 // as model/mixers/registry.h does for the fast mixers.
 // A textbook mixer keeps nothing between its forward and its backward: the backward recomputes what it needs from
 // the input, as every backward of the textbook does (slow, and obviously the formula).
