@@ -397,7 +397,7 @@ TEST_F(MpiTraining, RanksThatDisagreeAreRefusedBeforeTheFirstStep) {
       {"--stop-at 3", "on --stop-at"},
       {"--eval-every 2", "on the setting 'eval_every'"},
       {"--ckpt-every 2", "on the setting 'ckpt_every'"},
-      {"--eval-iters 2", "on the setting 'eval_iters'"},
+      {"--eval-iters 3", "on the setting 'eval_iters'"},
       {"--eval-windows 8", "on the setting 'eval_windows'"},
       {"--batch 6", "on the setting 'batch'"},
   };

@@ -94,7 +94,7 @@ namespace {
 
 // The core path's line budget: what it holds today (1,378 lines; Tour.TheCorePathIsShort prints the count) and a
 // little room, under the 1,500 the tour promises at most.
-constexpr int kCorePathLines = 1400;
+constexpr int kCorePathLines = 1450;
 
 // The repository paths a document names: `src/model/block.h`, src/ops/layernorm.{h,cpp} (both), docs/lab.md#anchor
 // (the file), skipping globs and placeholders (src/ops/*.cpp, out/<run>), the JSON files benchmarks write, and
@@ -206,6 +206,7 @@ const std::vector<std::pair<std::string, std::string>> kAside = {
     {"src/model/config.", "the model's settings table and checks"},
     {"src/model/params.h", "the parameter table's declarations (params.cpp, on the path, fills it)"},
     {"src/model/mixers/registry.", "the list of mixer kinds"},
+    {"src/model/mixer_lab.h", "the lab's questions to a mixer: ./train's metrics.csv statistics ask each layer for its q|k|v"},
     {"src/optim/optimizer.", "the optimizers' names, for --optimizer and messages"},
     {"src/train/train_config.", "./train's settings table, presets and checks"},
     {"src/train/trainer.", "the production shell: folder lock, batches, metrics, progress, guard, signals, resume"},
@@ -239,6 +240,9 @@ std::set<std::string> files_that_ran(const std::string& addr2line_output) {
       continue;
     const size_t colon = line.rfind(':');
     std::string file = line.substr(0, colon);
+    // Every kind's <id>_kind() (and the lambdas of its settings rows) runs once, whatever the model, because the
+    // settings table lists every kind's rows (model/mixers/registry.h); the kind's layers are what would count.
+    if (file.find("src/model/mixers/") != std::string::npos && function.find("_kind") != std::string::npos) continue;
     const size_t src = file.rfind("/src/");
     if (file.rfind("src/", 0) != 0) {
       if (src == std::string::npos) continue;

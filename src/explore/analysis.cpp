@@ -69,7 +69,7 @@ static std::vector<int> first_ids(int n) {
 
 // What the page says about each layer's weights, asked of the layer's mixer (model/mixer_lab.h; the page never
 // compares kind names). kind: its name; probabilities: whether each row of its weights is a distribution over the
-// keys (softmax, linear attention's implied weights) or signed and unnormalised (Mamba's and RWKV-7's M); about:
+// keys (attention's probabilities) or signed and unnormalised (a recurrence's implied M); about:
 // the kind's own paragraph on what its weights are.
 static json mixer_notes(const GPT& model) {
   json notes = json::array();

@@ -354,7 +354,7 @@ function negativeColor(p) {  // white → dark red
   return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
 }
 // A weight's colour. A layer whose weights are probabilities: 0 white to 1 dark blue. One whose weights are signed
-// and not normalised (Mamba's M): each head divided by its largest |weight|, positive blue, negative red, as
+// and not normalised (a recurrence's implied M): each head divided by its largest |weight|, positive blue, negative red, as
 // ./inspect attention's page draws them.
 function headColor(A, l, h, v) {
   if (A.mixers[l].probabilities) return weightColor(v);

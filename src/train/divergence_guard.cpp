@@ -38,7 +38,7 @@ void DivergenceGuard::start(double loss, int step) {
   best_saved_step_ = step;
 }
 
-double DivergenceGuard::ceiling() const { return std::max(start_, margin_); }
+double DivergenceGuard::ceiling() const { return (1 + kCeilingSlack) * std::max(start_, margin_); }
 
 double DivergenceGuard::much_worse_limit() const {
   return best_saved_ + kMuchWorse * std::max(0.0, margin_ - best_saved_);
@@ -67,7 +67,8 @@ std::string DivergenceGuard::refuse(double loss) const {
   if (loss > ceiling()) {
     std::snprintf(text, sizeof text,
                   "the weights to be saved have a validation loss of %.4g nats, above both a uniform guess's ln V "
-                  "= %.4g and the %.4g of the weights this run started from: max = %.4g: worse than knowing nothing",
+                  "= %.4g and the %.4g of the weights this run started from: 1.01 × max = %.4g: worse than knowing "
+                  "nothing",
                   loss, margin_, start_, ceiling());
     return text;
   }

@@ -8,7 +8,8 @@
 //   best     = the lowest level this invocation has seen
 //   ln V     = the loss of a uniform guess over the V tokens: everything a model can know about one token
 //   start    = L of the weights this invocation began with (the initialised model, or the resumed checkpoint)
-//   ceiling  = max(start, ln V)
+//   ceiling  = (1 + kCeilingSlack)·max(start, ln V), kCeilingSlack = 1%: one validation batch's noise on weights
+//              that have barely moved from their start (a one-step run) is not divergence
 //   saved    = the lowest L of the weights this invocation began with or has saved, and its step
 //
 //   refused (the run stops, nothing is saved)  ⇔  L is not finite, or L > best + ln V (the loss is exploding), or
@@ -19,7 +20,7 @@
 // "Much worse" is half the way from the best saved weights back to knowing nothing: a tiny run whose best is 1.5
 // nats on a 65-token vocabulary (ln 65 ≈ 4.17) keeps its best aside above 2.84. A healthy run's noise on one
 // validation batch, and its slow overfitting, stay far below that; the run at --lr 1 (best 2.59 at step
-// 300, ln 61 = 4.11) crosses it at 3.35 and is refused at 4.11. Before any step (and before start()) only
+// 300, ln 61 = 4.11) crosses it at 3.35 and is refused at 1.01·4.11 = 4.15. Before any step (and before start()) only
 // finiteness is required.
 #pragma once
 #include <cstddef>
@@ -30,6 +31,7 @@ class DivergenceGuard {
  public:
   static constexpr size_t kWindow = 10;
   static constexpr double kMuchWorse = 0.5;
+  static constexpr double kCeilingSlack = 0.01;
   explicit DivergenceGuard(int vocab_size);
 
   void observe(double batch_loss);  // every training step's loss (a non-finite one is never observed: it stops the run)
@@ -40,7 +42,7 @@ class DivergenceGuard {
   // The validation loss of the weights this invocation began with, at `step`: the start of `saved`, and with
   // ln V the ceiling.
   void start(double loss, int step);
-  double ceiling() const;  // max(start, ln V); +∞ before start()
+  double ceiling() const;  // (1 + kCeilingSlack)·max(start, ln V); +∞ before start()
 
   // Empty when weights whose loss is `loss` may be saved; otherwise why not, for the divergence message.
   std::string refuse(double loss) const;
