@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/arena.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "ops/linear.h"
@@ -94,16 +95,7 @@ void rwkv_init_tensor(const std::string& name, float* p, size_t n, const RwkvDim
 
 namespace {
 
-// Carves consecutive blocks out of one float arena; with base == nullptr it only counts.
-struct Carver {
-  float* base;
-  size_t used = 0;
-  float* take(size_t n) {
-    float* p = base ? base + used : nullptr;
-    used += n;
-    return p;
-  }
-};
+using Carver = ArenaCarver;  // base/arena.h: with base == nullptr it only counts
 
 size_t states_floats(const RwkvDims& d, int B, int T) {
   return (size_t)B * d.H * ((size_t)d.chunks(T) + 1) * d.N * d.N;

@@ -2,7 +2,7 @@
 //   ∂f/∂x_i ≈ (f(x + h·e_i) − f(x − h·e_i)) / 2h,
 // x_i perturbed in place and restored. In double with h = 1e-6 the truncation error is ~h² = 1e-12 and the
 // rounding ~1e-16/h = 1e-10 of f's scale. Used by the tests (tests/test_util.h), the tour's gradient check
-// (tests/tour/gradcheck.cpp) and the textbook Mamba's backward (textbook/mamba.h).
+// (tests/tour/gradcheck.cpp) and the textbook Mamba's and RWKV-7's backward (textbook/mamba.h, textbook/rwkv.h).
 #pragma once
 #include <cstddef>
 #include <vector>

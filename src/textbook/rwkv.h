@@ -14,6 +14,7 @@
 
 #include "model/config.h"
 #include "ops/rwkv.h"  // RwkvDims, RwkvTensors, RwkvSettings, the constants
+#include "textbook/finite_differences.h"
 #include "textbook/mixer.h"
 
 // Steps 1–4 of the layer, for rows (B·T, C): r, k̃, v, the decay d, κ, the rate a and the gate g.
@@ -215,15 +216,8 @@ void ref_rwkv_backward(F* du, const RwkvTensors<F*>& g, const F* dout, const F* 
     return s;
   };
   auto differentiate = [&](F* v, size_t n, F* grad, bool add) {
-    for (size_t i = 0; i < n; i++) {
-      const F saved = v[i];
-      v[i] = saved + h;
-      const F up = loss();
-      v[i] = saved - h;
-      const F down = loss();
-      v[i] = saved;
-      grad[i] = (add ? grad[i] : F(0)) + (up - down) / (2 * h);
-    }
+    const std::vector<F> fd = ref_finite_differences(loss, v, n, h);
+    for (size_t i = 0; i < n; i++) grad[i] = (add ? grad[i] : F(0)) + fd[i];
   };
   differentiate(x.data(), x.size(), du, false);
   const std::vector<RwkvTensorSlot<const F*>> wslots = rwkv_tensor_slots<const F*>(d);
