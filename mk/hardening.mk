@@ -91,6 +91,7 @@ asan-root: asan-programs
 	@for f in $(ASAN_MIRRORED); do ln -s $(CURDIR)/$$f $(ASAN_ROOT)/$$f 2>/dev/null || true; done
 	@for p in $(notdir $(ASAN_PROGRAMS)); do rm -f $(ASAN_ROOT)/$$p; ln -s ../bin/$$p $(ASAN_ROOT)/$$p; done
 	@ln -s ../../bin $(ASAN_ROOT)/build/bin && ln -s ../../bin/make_stories $(ASAN_ROOT)/build/make_stories
+	@ln -s $(CURDIR)/build/trace $(ASAN_ROOT)/build/trace  # Tour.TheCorePathIsWhatTrainRuns's traced ./train (mk/trace.mk)
 
 test-asan: $(ASAN_DIR)/run_tests asan-root
 	cd $(ASAN_ROOT) && $(ASAN_ENV) ../run_tests $(GTEST_FLAGS)

@@ -26,5 +26,7 @@ build/trace/bin/train: build/main/train.o build/trace/calls.o build/trace/libpla
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(LIBS) -ldl
 
 test: build/trace/bin/train
+# The sanitized suite runs the same test from its mirror root, which links build/trace (mk/hardening.mk).
+test-asan: build/trace/bin/train
 
 -include $(TRACE_OBJ:.o=.d)
