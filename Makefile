@@ -82,7 +82,11 @@ build/main/%.o: %.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CXXFLAGS) -MMD -MP -c $< -o $@
 
+# Made anew each time: `ar r` into an existing archive keeps members whose source is gone (a renamed file's old
+# object, still defining its old functions) and replaces the first member of the same base name (ops/rwkv.o and
+# model/mixers/rwkv.o are both rwkv.o), so an updated checkout could link yesterday's code.
 build/libplaingpt.a: $(OBJ)
+	@rm -f $@
 	ar rcs $@ $^
 
 build/bin/%: build/main/%.o build/libplaingpt.a
