@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
     if (command != "attention" && command != "heads" && command != "prune")
       throw std::runtime_error("unknown command '" + command + "' (expected attention, heads, prune or serve)");
     Checkpoint ckpt = load_checkpoint(resolve_checkpoint(flags["ckpt"].as<std::string>()));
-    print_checkpoint_note(ckpt);
+    print_checkpoint_notes(ckpt);
     if (command == "attention") {
       if (!flags.count("out") && !flags.count("json")) throw std::runtime_error("attention: give --out and/or --json");
       return attention(ckpt, flags);

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     set_threads(config.threads > 0 ? config.threads : default_threads());
     const std::string ckpt_file = resolve_checkpoint(config.ckpt);
     Checkpoint ckpt = load_checkpoint(ckpt_file);
-    print_checkpoint_note(ckpt);
+    print_checkpoint_notes(ckpt);
     if (!config.prune.empty()) {  // head gates ξ = 0 remove those heads from every forward (head_gate.h)
       const ModelConfig& c = ckpt.model->config;
       ckpt.model->enable_head_gates();

@@ -54,7 +54,7 @@ static TrainHooks hooks() {
 static void resume(const cxxopts::ParseResult& flags) {
   const std::string file = resolve_checkpoint(flags["resume"].as<std::string>());
   Checkpoint ckpt = load_checkpoint(file);
-  print_checkpoint_note(ckpt);
+  print_checkpoint_notes(ckpt);
   if (!ckpt.resumable) throw std::runtime_error(file + ": holds weights only (no optimizer state); cannot resume");
   std::vector<std::string> missing;
   TrainConfig config = train_config_from_json(ckpt.resume.train_config, file, &missing, &ckpt.model->config);

@@ -987,7 +987,7 @@ static json linear_vs_softmax(bool quick) {
     double train_us[2], attn_us[2], gen_us[2];
     for (int k = 0; k < 2; k++) {
       ModelConfig c = tiny.model;
-      c.block_size = T, c.attention = k == 0 ? "softmax" : "linear";
+      c.block_size = T, c.mixer = k == 0 ? "softmax" : "linear";
       const int reps = quick ? 2 : (T >= 512 ? 3 : 5);
       train_us[k] = 1000 * time_training_steps(c, B, 1, 1, reps).median_ms / (B * T);
       const int C = c.n_embd, NH = c.n_head;
@@ -1071,7 +1071,7 @@ static json mixers_cost(bool quick) {
     acfg.optimizer = "adamw", acfg.steps = 2000;
     for (int k = 0; k < 3; k++) {
       ModelConfig c = tiny.model;
-      c.block_size = T, c.attention = kinds[k];
+      c.block_size = T, c.mixer = kinds[k];
       c3[k].model = std::make_unique<GPT>(c);
       c3[k].model->init_weights(3);
       c3[k].one = std::make_unique<Replicas>(*c3[k].model, 1);

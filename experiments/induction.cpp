@@ -116,7 +116,7 @@ static std::vector<HeadScores> row_share_scores(GPT& model, int vocab, int B, ui
 // The settings this experiment shares with ./train, read through ./train's own table (train/train_config.cpp): the same
 // flags, help lines and ranges; only the defaults are the experiment's (recipe()).
 static std::vector<Setting<TrainConfig>> shared_settings() {
-  return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "attention", "ssm_state", "ssm_expand",
+  return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "mixer", "ssm_state", "ssm_expand",
                                             "ssm_conv", "ssm_selective", "batch", "steps", "eval_every", "lr",
                                             "weight_decay", "seed", "threads"});
 }
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
     std::system(("mkdir -p '" + out + "'").c_str());
     std::vector<Row> two = train(2, cfg, f, "2-layer"), one = train(1, cfg, f, "1-layer");
     // "attn-only" for the default softmax model without MLPs, else the mixer's kind (and "+ MLP").
-    const std::string kind = cfg.model.attention == "softmax" ? "attn" : cfg.model.attention;
+    const std::string kind = cfg.model.mixer == "softmax" ? "attn" : cfg.model.mixer;
     const std::string suffix = f["mlp"].as<bool>() ? " + MLP" : "-only";
     const std::string two_label = "2-layer " + kind + suffix, one_label = "1-layer " + kind + suffix;
     std::string csv = "model,step,induction_L0,induction_L1,prev_token_L0,duplicate_L0,duplicate_L1,loss_copies,loss_others\n";

@@ -40,8 +40,8 @@
 namespace {
 
 struct Kind {
-  Kind(std::string n, std::string a) : name(std::move(n)), attention(std::move(a)) {}
-  std::string name, attention;  // attention: one kind for every layer, or a per-layer list
+  Kind(std::string n, std::string a) : name(std::move(n)), mixer(std::move(a)) {}
+  std::string name, mixer;  // mixer: one kind for every layer, or a per-layer list
   double ms_per_step = 0;
   int equal_time_steps = 0;
   std::vector<double> params;
@@ -66,8 +66,8 @@ std::string mean_spread(const std::vector<double>& v) {
   return buf;
 }
 
-ModelConfig with_attention(ModelConfig c, const std::string& attention) {
-  c.attention = attention;
+ModelConfig with_mixer(ModelConfig c, const std::string& mixer) {
+  c.mixer = mixer;
   canonical_mixers(c);  // throws on a bad list
   return c;
 }
@@ -87,7 +87,7 @@ std::vector<std::vector<double>> time_steps(std::vector<Kind>& kinds, const Trai
   std::vector<int> x((size_t)B * T), y(x.size());
   for (size_t i = 0; i < x.size(); i++) x[i] = rng.below(cfg.model.vocab_size), y[i] = rng.below(cfg.model.vocab_size);
   for (size_t k = 0; k < kinds.size(); k++) {
-    ModelConfig c = with_attention(cfg.model, kinds[k].attention);
+    ModelConfig c = with_mixer(cfg.model, kinds[k].mixer);
     timed[k].model = std::make_unique<GPT>(c);
     timed[k].model->init_weights(1);
     timed[k].one = std::make_unique<Replicas>(*timed[k].model, 1);
@@ -201,13 +201,13 @@ int main(int argc, char** argv) {
       }
       kinds[k].ms_per_step = median(ms[k]);
       for (size_t i = 0; i < ms[k].size(); i++)
-        timing_csv += kinds[k].name + ",\"" + kinds[k].attention + "\"," + std::to_string(i / reps) + "," +
+        timing_csv += kinds[k].name + ",\"" + kinds[k].mixer + "\"," + std::to_string(i / reps) + "," +
                       std::to_string(ms[k][i]) + "\n";
     }
     for (Kind& k : kinds) {
       k.equal_time_steps = (int)std::lround(recipe.steps * kinds[0].ms_per_step / k.ms_per_step);
       std::printf("  %-8s %-28s %7.2f ms/step (%.2f× softmax) → %d steps in softmax's time of %d steps\n",
-                  k.name.c_str(), k.attention.c_str(), k.ms_per_step, k.ms_per_step / kinds[0].ms_per_step,
+                  k.name.c_str(), k.mixer.c_str(), k.ms_per_step, k.ms_per_step / kinds[0].ms_per_step,
                   k.equal_time_steps, recipe.steps);
     }
     std::fflush(stdout);
@@ -228,11 +228,11 @@ int main(int argc, char** argv) {
             continue;
           }
           TrainConfig config = recipe;
-          config.model = with_attention(recipe.model, kind.attention);
+          config.model = with_mixer(recipe.model, kind.mixer);
           config.seed += seed, config.steps = steps;
           config.eval_every = std::max(1, steps / 4), config.ckpt_every = 0;
           config.out = out + "/" + kind.name + (budget ? "-time" : "") + "-seed" + std::to_string(config.seed);
-          std::printf("\n=== %s (%s), %s, %d steps, seed %llu ===\n", kind.name.c_str(), kind.attention.c_str(),
+          std::printf("\n=== %s (%s), %s, %d steps, seed %llu ===\n", kind.name.c_str(), kind.mixer.c_str(),
                       budget ? "equal time" : "equal steps", steps, (unsigned long long)config.seed);
           std::fflush(stdout);
           const auto start = std::chrono::steady_clock::now();
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
           std::printf("%s: validation %.4f nats/char (whole split), %.0f s\n", kind.name.c_str(), nats, seconds);
           char line[320];
           std::snprintf(line, sizeof line, "%s,\"%s\",%s,%llu,%d,%zu,%.5f,%.1f\n", kind.name.c_str(),
-                        kind.attention.c_str(), budget ? "time" : "steps", (unsigned long long)config.seed, steps,
+                        kind.mixer.c_str(), budget ? "time" : "steps", (unsigned long long)config.seed, steps,
                         ckpt.model->num_params(), nats, seconds);
           csv += line;
           Series s = val_curve(config.out + "/metrics.csv", kind.name + (seed ? "" : ""), 1.0);
@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
     for (const Kind& k : kinds) {
       char line[512];
       std::snprintf(line, sizeof line, "| %s | %s | %.0f | %.2f | %.2f | %s | %d | %s |\n", k.name.c_str(),
-                    k.attention.c_str(), k.params.empty() ? 0.0 : k.params[0], k.ms_per_step,
+                    k.mixer.c_str(), k.params.empty() ? 0.0 : k.params[0], k.ms_per_step,
                     k.ms_per_step / kinds[0].ms_per_step, mean_spread(k.val_steps).c_str(), k.equal_time_steps,
                     equal_time ? mean_spread(k.val_time).c_str() : "");
       table += line;

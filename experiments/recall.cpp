@@ -108,7 +108,7 @@ double accuracy(GPT& model, const std::vector<int>& x, const std::vector<int>& y
 }
 
 struct Result {
-  std::string model, attention;
+  std::string model, mixer;
   int pairs, width;
   long state;         // floats of one linear layer's state per head, HS² + HS (0 for softmax-only)
   std::string states;  // floats each layer carries while decoding, "a+b" (Mixer::state_floats)
@@ -117,7 +117,7 @@ struct Result {
 
 // A model of the experiment: its name, its per-layer attention, and what differs for Mamba layers.
 struct Model {
-  std::string name, attention;
+  std::string name, mixer;
   int ssm_conv = 4, ssm_selective = 1;
   int rwkv_erase = 1;
 };
@@ -146,10 +146,10 @@ static TrainConfig recipe() {
 }
 
 Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, const cxxopts::ParseResult& f) {
-  const std::string &name = m.name, &attention = m.attention;
+  const std::string &name = m.name, &mixer = m.mixer;
   ModelConfig c;
   c.n_layer = cfg.model.n_layer, c.n_head = cfg.model.n_head, c.n_embd = width, c.block_size = task.length();
-  c.vocab_size = task.model_vocab(), c.attention = attention, c.attn_only = cfg.model.attn_only;
+  c.vocab_size = task.model_vocab(), c.mixer = mixer, c.attn_only = cfg.model.attn_only;
   MambaSettings& ssm = c.mixer_settings.get<MambaSettings>();
   ssm.ssm_expand = f["ssm-expand"].as<int>(), ssm.ssm_conv = m.ssm_conv, ssm.ssm_selective = m.ssm_selective;
   ssm.ssm_state = f["ssm-state"].as<int>() > 0
@@ -182,17 +182,17 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
       std::printf("  %-8s pairs %3d width %4d  step %5d  recall %5.1f%%\n", name.c_str(), task.pairs, width, step + 1,
                   100 * accuracy(model, ex, ey, eval_B, T)), std::fflush(stdout);
   }
-  Result r{name, attention, task.pairs, width, 0, "", 0, 0, 0};
+  Result r{name, mixer, task.pairs, width, 0, "", 0, 0, 0};
   for (int l = 0; l < c.n_layer; l++)
     r.states += (l ? "+" : "") + std::to_string(model.mixer(l).state_floats(model.masks()[l]));
-  const bool any_linear = attention.find("linear") != std::string::npos;
+  const bool any_linear = mixer.find("linear") != std::string::npos;
   const long HS = width / c.n_head;
   r.state = any_linear ? HS * HS + HS : 0;
   r.loss = model.forward(ex.data(), ey.data(), eval_B, T);
   r.accuracy = accuracy(model, ex, ey, eval_B, T);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%-12s %-22s pairs %3d width %4d states %-12s | recall %5.1f%%  loss %.3f | %.0fs\n", name.c_str(),
-              attention.c_str(), r.pairs, r.width, r.states.c_str(), 100 * r.accuracy, r.loss, r.seconds);
+              mixer.c_str(), r.pairs, r.width, r.states.c_str(), 100 * r.accuracy, r.loss, r.seconds);
   std::fflush(stdout);
   return r;
 }
@@ -268,9 +268,9 @@ int main(int argc, char** argv) {
     const bool bound = f["bound"].as<bool>();
     {  // a bad list throws here, before any training
       ModelConfig check;
-      check.n_layer = n_layer, check.attention = hybrid;
+      check.n_layer = n_layer, check.mixer = hybrid;
       canonical_mixers(check);
-      check.attention = hybrid_mamba;
+      check.mixer = hybrid_mamba;
       canonical_mixers(check);
     }
     const int K = f["ssm-conv"].as<int>();
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
     // Tables: one row per sweep point, one column per model; the state size beside the point.
     auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
       std::string s = pairs_sweep ? "| pairs N | state HS²+HS (per linear layer) |" : "| width C = HS | state HS²+HS (per linear layer) |";
-      for (const Model& m : models) s += " " + m.name + (m.name.rfind("hybrid", 0) == 0 ? " (" + m.attention + ")" : "") + " |";
+      for (const Model& m : models) s += " " + m.name + (m.name.rfind("hybrid", 0) == 0 ? " (" + m.mixer + ")" : "") + " |";
       s += "\n|---|---|";
       for (size_t m = 0; m < models.size(); m++) s += "---|";
       s += "\n";
@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
     for (auto [rs, sweep] : {std::pair{&by_pairs, "pairs"}, std::pair{&by_width, "width"}})
       for (const Result& r : *rs) {
         std::snprintf(line, sizeof line, "%s,%s,\"%s\",%d,%d,%ld,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
-                      r.attention.c_str(), r.pairs, r.width, r.state, r.states.c_str(), r.accuracy, r.loss, r.seconds);
+                      r.mixer.c_str(), r.pairs, r.width, r.state, r.states.c_str(), r.accuracy, r.loss, r.seconds);
         csv += line;
       }
     Chart cp{"MQAR recall vs key-value pairs (width " + std::to_string(f["width"].as<int>()) + ")", "pairs N",
@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
     Chart cw{"MQAR recall vs width (" + std::to_string(fixed_pairs) + " pairs; linear state = C² + C)", "width C",
              "recall accuracy", {}};
     for (const Model& m : models) {
-      Series sp{m.name.rfind("hybrid", 0) == 0 ? m.name + " " + m.attention : m.name, {}, {}}, sw = sp;
+      Series sp{m.name.rfind("hybrid", 0) == 0 ? m.name + " " + m.mixer : m.name, {}, {}}, sw = sp;
       for (const Result& r : by_pairs)
         if (r.model == m.name) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
       for (const Result& r : by_width)

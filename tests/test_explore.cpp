@@ -40,7 +40,7 @@ const char32_t* kVocab = U"abcdefghij .<>&\"'";
 ModelConfig explore_config(const Tokenizer& tok, const std::string& attention = "softmax") {
   ModelConfig c;
   c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 32, c.vocab_size = tok.size();
-  c.attention = attention;
+  c.mixer = attention;
   return c;
 }
 

@@ -147,7 +147,7 @@ std::vector<std::string> lines_naming_a_kind(const fs::path& root, const std::st
 std::vector<std::string> kind_names(bool with_softmax) {
   std::vector<std::string> names;
   for (const MixerKind* k : mixer_kinds())
-    if (with_softmax || std::string(k->name) != ModelConfig{}.attention) names.push_back(k->name);
+    if (with_softmax || std::string(k->name) != ModelConfig{}.mixer) names.push_back(k->name);
   return names;
 }
 
@@ -173,7 +173,7 @@ TEST(Layout, TheSharedFilesNameNoMixerKind) {
   // The GPT's own mixer, softmax attention, is the default in config.h and the textbook's GPT (reference.h).
   std::vector<std::string> other_stems;
   for (size_t i = 0; i < stems.size(); i++)
-    if (std::string(mixer_kinds()[i]->name) != ModelConfig{}.attention) other_stems.push_back(stems[i]);
+    if (std::string(mixer_kinds()[i]->name) != ModelConfig{}.mixer) other_stems.push_back(stems[i]);
   const std::regex any_kind = kind_pattern(kind_names(true), stems);
   const std::regex other_kind = kind_pattern(kind_names(false), other_stems);
   std::vector<std::string> files = {"src/model/block.h",    "src/model/model.h",     "src/model/model.cpp",

@@ -182,14 +182,14 @@ TEST(OpsLinearAttention, RecurrentStateMatchesTextbook) {
 TEST(OpsLinearAttention, ParsesKindsLikeLayerMasks) {
   auto kinds = [](const std::string& text, int n) {
     ModelConfig c;
-    c.n_layer = n, c.attention = text;
+    c.n_layer = n, c.mixer = text;
     std::string out;
     for (const auto& m : make_layer_mixers(c)) out += std::string(out.empty() ? "" : " ") + m->kind();
     return out;
   };
   auto canonical = [](const std::string& text, int n) {
     ModelConfig c;
-    c.n_layer = n, c.attention = text;
+    c.n_layer = n, c.mixer = text;
     return canonical_mixers(c);
   };
   EXPECT_EQ(kinds("linear", 3), "linear linear linear");
@@ -206,11 +206,11 @@ TEST(OpsLinearAttention, ParsesKindsLikeLayerMasks) {
     }
   }
   ModelConfig c;
-  c.vocab_size = 5, c.n_layer = 2, c.attention = "linear,softmax,linear";
+  c.vocab_size = 5, c.n_layer = 2, c.mixer = "linear,softmax,linear";
   EXPECT_THROW(validate(c), std::runtime_error);
-  c.attention = "linear", c.attn_scale = "inv";  // 1/d_k of logits a linear layer does not have
+  c.mixer = "linear", c.attn_scale = "inv";  // 1/d_k of logits a linear layer does not have
   EXPECT_THROW(validate(c), std::runtime_error);
-  c.attention = "linear,softmax";
+  c.mixer = "linear,softmax";
   EXPECT_NO_THROW(validate(c));
 }
 
@@ -220,7 +220,7 @@ TEST(OpsLinearAttention, ParsesKindsLikeLayerMasks) {
 namespace {
 std::unique_ptr<GPT> small_model(const std::string& attention, const Tokenizer& tok) {
   ModelConfig c;
-  c.n_layer = 3, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.attention = attention;
+  c.n_layer = 3, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.mixer = attention;
   auto model = std::make_unique<GPT>(c);
   model->init_weights(3);
   return model;
@@ -233,7 +233,7 @@ TEST(LinearAttentionCheckpoint, PerLayerKindsRoundTripAndOldFilesAreSoftmax) {
   const std::string path = dir / "m.safetensors";
   auto mixed = small_model("linear,softmax,linear", tok);
   save_checkpoint(path, *mixed, tok, nullptr);
-  EXPECT_EQ(read_safetensors(path).metadata.at("attention"), "linear,softmax,linear");
+  EXPECT_EQ(read_safetensors(path).metadata.at("mixer"), "linear,softmax,linear");
   Checkpoint loaded = load_checkpoint(path);
   for (int l = 0; l < 3; l++) EXPECT_STREQ(loaded.model->mixer(l).kind(), mixed->mixer(l).kind()) << l;
   const std::vector<int> x = {1, 2, 3, 4, 5, 6};
@@ -241,12 +241,12 @@ TEST(LinearAttentionCheckpoint, PerLayerKindsRoundTripAndOldFilesAreSoftmax) {
   loaded.model->forward(x.data(), nullptr, 1, 6);
   for (int i = 0; i < 6 * tok.size(); i++) ASSERT_EQ(mixed->logits()[i], loaded.model->logits()[i]);
 
-  // A checkpoint written before linear attention existed has no "attention" key: it is all softmax, and its
-  // logits are those of a softmax model with the same weights.
+  // A checkpoint written before linear attention existed has no "mixer" key (nor its old name "attention"): it is
+  // all softmax, and its logits are those of a softmax model with the same weights.
   auto soft = small_model("softmax", tok);
   save_checkpoint(path, *soft, tok, nullptr);
   SafetensorsContents file = read_safetensors(path);
-  file.metadata.erase("attention");
+  file.metadata.erase("mixer");
   file.metadata["format_version"] = "1";  // format 2 requires every key; an old file is format 1
   std::vector<TensorView> views;
   for (const auto& [name, t] : file.tensors) views.push_back({name, t.shape, t.data.data()});

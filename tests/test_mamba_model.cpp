@@ -47,7 +47,7 @@ struct ModelCase {
   ModelConfig config(int block, int vocab) const {
     ModelConfig c;
     c.n_layer = n_layer, c.n_head = n_head, c.n_embd = n_embd, c.block_size = block, c.vocab_size = vocab;
-    c.attention = attention, c.attn_only = attn_only;
+    c.mixer = attention, c.attn_only = attn_only;
     MambaSettings& m = c.mixer_settings.get<MambaSettings>();
     m.ssm_state = state, m.ssm_expand = expand, m.ssm_conv = conv, m.ssm_selective = selective;
     return c;
@@ -326,7 +326,7 @@ TEST(MambaModel, SettingsAreCheckedNamingTheirFlags) {
   bad = c, ssm(bad).ssm_conv = -1, expect_refused(bad, "--ssm-conv");
   bad = c, ssm(bad).ssm_selective = 2, expect_refused(bad, "--ssm-selective");
   bad = c, bad.attn_scale = "inv", expect_refused(bad, "--attn-scale");  // no softmax logits in a mamba model
-  EXPECT_NE(describe(c).find("attention mamba (ssm state 3, expand 2, conv 4, selective)"), std::string::npos)
+  EXPECT_NE(describe(c).find("mixer mamba (ssm state 3, expand 2, conv 4, selective)"), std::string::npos)
       << describe(c);
 }
 
@@ -341,7 +341,7 @@ TEST(MambaModel, CheckpointRoundTripAndMetadata) {
   const std::string path = dir / "m.safetensors";
   save_checkpoint(path, model, tok, nullptr);
   const auto meta = read_safetensors(path).metadata;
-  EXPECT_EQ(meta.at("attention"), "softmax,mamba,mamba");
+  EXPECT_EQ(meta.at("mixer"), "softmax,mamba,mamba");
   EXPECT_EQ(meta.at("ssm_state"), "3");
   EXPECT_EQ(meta.at("ssm_expand"), "2");
   EXPECT_EQ(meta.at("ssm_conv"), "3");

@@ -69,7 +69,7 @@ ModelConfig make_config(int n_layer, int n_head, int n_embd, int block_size, int
                         const std::string& attention = "softmax") {
   ModelConfig c;
   c.n_layer = n_layer, c.n_head = n_head, c.n_embd = n_embd, c.block_size = block_size, c.vocab_size = vocab_size;
-  c.attention = attention;
+  c.mixer = attention;
   return c;
 }
 

@@ -233,7 +233,7 @@ TEST(FastModel, MatchesReferenceUnderEveryOption) {
     const char* name;
     const char* attn_scale;
     bool attn_only, gates;
-    const char* attention = "softmax";
+    const char* mixer = "softmax";
   };
   const Option options[] = {{"scale inv", "inv", false, false},     {"scale none", "none", false, false},
                             {"scale 0.7", "0.7", false, false},     {"attention-only", "sqrt", true, false},
@@ -244,7 +244,7 @@ TEST(FastModel, MatchesReferenceUnderEveryOption) {
     for (const char* masks : {"causal", "bidirectional", "prefix:3", "window:2", "causal,window:3"}) {
       SCOPED_TRACE(std::string(o.name) + ", masks " + masks);
       ModelConfig c = tiny_config();
-      c.attn_scale = o.attn_scale, c.attn_only = o.attn_only, c.attention = o.attention;
+      c.attn_scale = o.attn_scale, c.attn_only = o.attn_only, c.mixer = o.mixer;
       GPT fast(c, masks_from(masks, 2));
       set_arena(fast.params_memory(), testutil::random_params(c, 21));
       if (o.gates) {

@@ -354,7 +354,7 @@ TEST_F(Programs, TrainSampleAndScoreMambaModels) {
     const std::string ckpt = out + "/ckpt.safetensors";
     Checkpoint c = load_checkpoint(ckpt);
     EXPECT_EQ(c.resume.step, 6);
-    EXPECT_NE(c.model->config.attention.find("mamba"), std::string::npos);
+    EXPECT_NE(c.model->config.mixer.find("mamba"), std::string::npos);
     RunResult sample = run("./sample --threads 1 --ckpt " + quote(ckpt) + " --prompt 'The' -n 40 --seed 3");
     ASSERT_TRUE(sample.exited && sample.exit_code == 0) << sample.describe();
     EXPECT_GE(sample.out.size(), 43u);

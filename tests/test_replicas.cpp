@@ -24,7 +24,7 @@ ModelConfig small_model(const std::string& attention) {
   ModelConfig c;
   c.n_layer = 1 + (int)std::count(attention.begin(), attention.end(), ',');
   c.n_head = 2, c.n_embd = 16, c.block_size = 9, c.vocab_size = 11;
-  c.attention = attention;
+  c.mixer = attention;
   return c;
 }
 

@@ -54,7 +54,7 @@ struct ModelCase {
   ModelConfig config(int block, int vocab) const {
     ModelConfig c;
     c.n_layer = n_layer, c.n_head = n_head, c.n_embd = n_embd, c.block_size = block, c.vocab_size = vocab;
-    c.attention = attention, c.attn_only = attn_only;
+    c.mixer = attention, c.attn_only = attn_only;
     c.mixer_settings.get<RwkvSettings>().rwkv_lora = lora;
     MambaSettings& m = c.mixer_settings.get<MambaSettings>();  // small, for the rwkv,mamba hybrid
     m.ssm_state = 2, m.ssm_expand = 1, m.ssm_conv = 2;
@@ -314,7 +314,7 @@ TEST(RwkvModel, CheckpointRoundTripAndWrongShapesRefused) {
   const std::string path = dir / "m.safetensors";
   save_checkpoint(path, model, tok, nullptr);
   SafetensorsContents file = read_safetensors(path);
-  EXPECT_EQ(file.metadata.at("attention"), "softmax,rwkv");
+  EXPECT_EQ(file.metadata.at("mixer"), "softmax,rwkv");
   EXPECT_EQ(file.metadata.at("rwkv_lora"), "3");
   Checkpoint loaded = load_checkpoint(path);
   EXPECT_EQ(loaded.model->config.mixer_settings.get<RwkvSettings>().rwkv_lora, 3);
@@ -407,7 +407,7 @@ TEST(RwkvPrograms, TrainResumeSampleAndScore) {
     EXPECT_EQ(weights_of(ckpt), weights_of(straight + "/ckpt.safetensors")) << "resume is not exact";
     Checkpoint c = load_checkpoint(ckpt);
     EXPECT_EQ(c.resume.step, 6);
-    EXPECT_NE(c.model->config.attention.find("rwkv"), std::string::npos);
+    EXPECT_NE(c.model->config.mixer.find("rwkv"), std::string::npos);
     r = run("./sample --threads 1 --ckpt " + progutil::quote(ckpt) + " --prompt 'The' -n 40 --seed 3");
     ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
     EXPECT_GE(r.out.size(), 43u);

@@ -33,7 +33,7 @@ std::unique_ptr<GPT> random_model(const std::string& mask, int n_layer = 2, int 
                                   uint64_t seed = 3, const std::string& attention = "softmax") {
   ModelConfig c;
   c.n_layer = n_layer, c.n_head = 2, c.n_embd = 16, c.block_size = block, c.vocab_size = vocab;
-  c.attention = attention;
+  c.mixer = attention;
   auto model = std::make_unique<GPT>(c, parse_layer_masks(mask, n_layer));
   Rng rng(seed);
   for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());

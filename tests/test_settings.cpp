@@ -4,6 +4,7 @@
 // every range is enforced, and a checkpoint written before a setting existed still resumes with its default.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <regex>
 #include <sstream>
 #include <cxxopts.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -330,4 +332,104 @@ TEST(Settings, RenamedFlagsAreRewrittenToTheirNewNames) {
     old = old || std::string(s.flag) == "attention" || std::string(s.flag) == "layer-attention";
   }
   EXPECT_TRUE(mixer && layer_mixer && !old);
+}
+
+namespace {
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) n++;
+  return n;
+}
+}  // namespace
+
+// A checkpoint written by ./train at commit 72e9c05, when the mixer's key was still "attention" (tests/fixtures/,
+// 34 KB, format 2, trained 3 steps on tests/fixtures/corpus_5b9387c.txt with --n-layer 2 --n-head 2 --n-embd 8
+// --block 8 --batch 2 --steps 3 --seed 7 --threads 1 --layer-mixer linear,mamba --ssm-state 2 --ssm-expand 1
+// --eval-iters 1). Format 2's strict key check knows the old key, the value is read under it, each program says
+// once what it became, and the file scores, samples and resumes with the numbers 72e9c05 printed for it.
+TEST(RenamedKey, ACheckpointWithTheOldKeyLoadsSamplesAndResumesWithTheSameNumbers) {
+  const std::string fixture = "tests/fixtures/ckpt_72e9c05.safetensors", corpus = "tests/fixtures/corpus_5b9387c.txt";
+  ASSERT_TRUE(progutil::file_exists(fixture)) << "run the tests from the repository root";
+  ASSERT_EQ(read_safetensors(fixture).metadata.at("attention"), "linear,mamba");
+  ASSERT_EQ(read_safetensors(fixture).metadata.count("mixer"), 0u);
+  Checkpoint ckpt = load_checkpoint(fixture);
+  EXPECT_EQ(ckpt.model->config.mixer, "linear,mamba");
+  EXPECT_STREQ(ckpt.model->mixer(1).kind(), "mamba");
+  ASSERT_EQ(ckpt.notes.size(), 1u);
+  EXPECT_CONTAINS(ckpt.notes[0], fixture + ": metadata key 'attention' is now 'mixer'");
+  EXPECT_TRUE(std::find(ckpt.defaulted_settings.begin(), ckpt.defaulted_settings.end(), "mixer") ==
+              ckpt.defaulted_settings.end());
+  progutil::TempDir dir;
+  auto run = [&](const std::string& command) { return progutil::run_command(command, dir.path()); };
+  const std::string note = "note: " + fixture + ": metadata key 'attention' is now 'mixer'";
+  // What 72e9c05's ./sample printed for this file (copied from its output).
+  progutil::RunResult score = run("./sample --threads 1 --ckpt " + fixture + " --score " + corpus);
+  ASSERT_EQ(score.exit_code, 0) << score.describe();
+  EXPECT_CONTAINS(score.out, "3.2527 nats/char, 4.6927 bits/char over 1271 predicted characters");
+  EXPECT_EQ(occurrences(score.err, note), 1u) << score.err;
+  progutil::RunResult sample = run("./sample --threads 1 --ckpt " + fixture + " --prompt Tom -n 30 --seed 3");
+  EXPECT_EQ(sample.out, "Tom.c\nw,ble.rvTtvho odv\nwssec\"m,b\n") << sample.describe();
+  // Resumed to step 6: 72e9c05 printed "step 6: train loss 3.2397, val loss 3.2282". The train_config it stores
+  // holds no model setting, so the note comes from the metadata alone, once; the file written holds the new key.
+  const std::string copy = dir / "run";
+  ASSERT_EQ(run("mkdir -p " + copy + " && cp " + fixture + " " + copy + "/ckpt.safetensors").exit_code, 0);
+  progutil::RunResult resumed = run("./train --resume " + progutil::quote(copy) + " --steps 6 --data " + corpus);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_CONTAINS(resumed.out, "step 6: train loss 3.2397, val loss 3.2282");
+  EXPECT_EQ(occurrences(resumed.err, "metadata key 'attention' is now 'mixer'"), 1u) << resumed.err;
+  const auto meta = read_safetensors(copy + "/ckpt.safetensors").metadata;
+  EXPECT_EQ(meta.at("mixer"), "linear,mamba");
+  EXPECT_EQ(meta.count("attention"), 0u);
+  EXPECT_TRUE(load_checkpoint(copy + "/ckpt.safetensors").notes.empty());
+}
+
+// A fresh file holds the new key alone and loads without a note; the same file with the key renamed back (its
+// checksums recomputed) loads as the same model with the note; with both keys it is refused, naming both, as is
+// a training JSON with both.
+TEST(RenamedKey, AFreshFileHoldsTheNewKeyAndAFileWithBothKeysIsRefused) {
+  progutil::TempDir dir;
+  const std::string path = dir / "m.safetensors";
+  const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
+  ModelConfig c;
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.mixer = "linear,softmax";
+  GPT model(c);
+  model.init_weights(5);
+  save_checkpoint(path, model, tok, nullptr);
+  SafetensorsContents file = read_safetensors(path);
+  EXPECT_EQ(file.metadata.at("mixer"), "linear,softmax");
+  EXPECT_EQ(file.metadata.count("attention"), 0u);
+  EXPECT_TRUE(load_checkpoint(path).notes.empty());
+  std::vector<TensorView> views;
+  for (const auto& [name, t] : file.tensors) views.push_back({name, t.shape, t.data.data()});
+
+  std::map<std::string, std::string> old = file.metadata;
+  old["attention"] = old.at("mixer");
+  old.erase("mixer");
+  write_safetensors(path, views, old);
+  Checkpoint loaded = load_checkpoint(path);
+  EXPECT_EQ(loaded.model->config.mixer, "linear,softmax");
+  ASSERT_EQ(loaded.notes.size(), 1u);
+  EXPECT_CONTAINS(loaded.notes[0], "key 'attention' is now 'mixer'");
+  const std::vector<int> x = {1, 2, 3, 4, 5};
+  model.forward(x.data(), nullptr, 1, 5);
+  loaded.model->forward(x.data(), nullptr, 1, 5);
+  for (int i = 0; i < 5 * tok.size(); i++) ASSERT_EQ(model.logits()[i], loaded.model->logits()[i]);
+
+  std::map<std::string, std::string> both = file.metadata;
+  both["attention"] = "softmax,softmax";
+  write_safetensors(path, views, both);
+  try {
+    load_checkpoint(path);
+    ADD_FAILURE() << "loaded a checkpoint with both 'mixer' and 'attention'";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(std::string(e.what()), path);
+    EXPECT_CONTAINS(std::string(e.what()), "both 'mixer' and 'attention'");
+  }
+  TrainConfig t;
+  const nlohmann::json j = {{"mixer", "softmax"}, {"attention", "linear"}};
+  EXPECT_THROW(settings_from_json(train_settings(), j, t), std::runtime_error);
+  // The table knows the old key as the row's, and writes only the new one.
+  const std::vector<std::string> keys = stored_keys(model_settings());
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "attention"), 1);
+  EXPECT_EQ(settings_to_json(model_settings(), c).count("attention"), 0u);
 }

@@ -42,7 +42,7 @@ namespace {
 std::string write_resumable(const std::string& path, const std::string& attention = "softmax") {
   Tokenizer tok = Tokenizer::from_text(U"abcdefgh é\n");
   ModelConfig c;
-  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.attention = attention;
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.mixer = attention;
   GPT model(c, parse_layer_masks("causal", 2));
   model.init_weights(5);
   ResumeState state;
@@ -84,7 +84,7 @@ TEST(TamperHeader, EveryCheckpointRecordsTheChecksumOfItsCanonicalHeader) {
   const std::string canonical = nlohmann::json::parse(stripped.dump()).dump();  // std::map: sorted keys
   EXPECT_EQ(meta.at(kHeaderChecksumKey).get<std::string>(), crc32c_hex(crc32c(canonical.data(), canonical.size())));
   Checkpoint ckpt = load_checkpoint(dir / "c.safetensors");
-  EXPECT_EQ(ckpt.note, "");  // verified: nothing to say
+  EXPECT_TRUE(ckpt.notes.empty());  // verified: nothing to say
 }
 
 // The edits the attacker made (issue 23, item 1): each loaded silently before the header had a checksum.
@@ -105,7 +105,7 @@ TEST(TamperHeader, EditsOfTheSettingsStepAndTensorTableAreRefused) {
       {"adam_t", [](ojson& h) { h["__metadata__"]["adam_t"] = "3"; }},
       {"batch_rng", [](ojson& h) { h["__metadata__"]["batch_rng"] = "987654321"; }},
       {"n_head", [](ojson& h) { h["__metadata__"]["n_head"] = "1"; }},
-      {"attention", [](ojson& h) { h["__metadata__"]["attention"] = "linear"; }},
+      {"mixer", [](ojson& h) { h["__metadata__"]["mixer"] = "linear"; }},
       {"attn_scale", [](ojson& h) { h["__metadata__"]["attn_scale"] = "inv"; }},
       {"mask", [](ojson& h) { h["__metadata__"]["mask"] = "bidirectional"; }},
       {"optimizer", [](ojson& h) {
@@ -250,7 +250,7 @@ TEST(TamperHeader, AFormat2FileOlderThanASettingLoadsWithItsDefault) {
     if (key != "objective")
       EXPECT_NE(std::find(after.defaulted_settings.begin(), after.defaulted_settings.end(), key),
                 after.defaulted_settings.end());
-    EXPECT_EQ(after.model->config.attention, attention);
+    EXPECT_EQ(after.model->config.mixer, attention);
     EXPECT_EQ(describe(after.model->config), describe(before.model->config));  // the file held the defaults
     ASSERT_EQ(after.model->num_params(), before.model->num_params());
     EXPECT_TRUE(std::equal(after.model->params_memory().begin(), after.model->params_memory().end(),
@@ -290,8 +290,9 @@ TEST(TamperHeader, ARowNewerThanTheFileTakesItsAbsentValue) {
 TEST(TamperHeader, Format1FilesStillLoadWithANote) {
   // The committed fixture from commit 5b9387c, and a format-1 file with a key newer programs do not write.
   Checkpoint old = load_checkpoint("tests/fixtures/ckpt_5b9387c.safetensors");
-  EXPECT_CONTAINS(old.note, "format-1");
-  EXPECT_CONTAINS(old.note, "cannot be verified");
+  ASSERT_EQ(old.notes.size(), 1u);
+  EXPECT_CONTAINS(old.notes[0], "format-1");
+  EXPECT_CONTAINS(old.notes[0], "cannot be verified");
   TempDir dir;
   const std::string path = dir / "c.safetensors";
   const std::string good = write_resumable(path);
@@ -301,7 +302,8 @@ TEST(TamperHeader, Format1FilesStillLoadWithANote) {
   header["__metadata__"]["written_by"] = "an older plaingpt";
   write_file(path, with_header(good, header));
   Checkpoint ckpt = load_checkpoint(path);
-  EXPECT_CONTAINS(ckpt.note, path);
+  ASSERT_EQ(ckpt.notes.size(), 1u);
+  EXPECT_CONTAINS(ckpt.notes[0], path);
   // ./sample prints the note as one line on stderr and still works.
   const progutil::RunResult r =
       progutil::run_command("./sample --threads 1 -n 3 --ckpt " + quote(path), dir.path());

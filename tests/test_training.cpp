@@ -71,7 +71,7 @@ void expect_resume_continues_exactly(const std::string& optimizer, const std::st
   const int N = 20;
   TrainConfig straight = tiny_config(dir, "straight", N);
   straight.optimizer = optimizer;
-  straight.model.attention = attention;
+  straight.model.mixer = attention;
   straight.model.n_layer = 1 + (int)std::count(attention.begin(), attention.end(), ',');
   TrainResult r1 = run_training(straight);
   EXPECT_EQ(r1.step, N);

@@ -8,7 +8,8 @@
 //   settings_to_json the JSON a checkpoint stores
 //   settings_from_json reads it back: type and range checked, naming the key and the file; a key the file lacks
 //                    (a setting newer than the file) keeps its default (or the row's `absent` value), and is
-//                    listed so the caller can say so
+//                    listed so the caller can say so; a key stored under its row's old_key (a renamed setting)
+//                    is read under it, and noted
 //   check_ranges     refuses a value outside its row's range, naming the flag
 // The settings struct still declares each field with its default (C++ needs the typed field); the table row says
 // everything else. See src/model/config.cpp (the model), src/train/train_config.cpp (./train) and
@@ -62,6 +63,9 @@ struct Setting {
   // What a checkpoint without this key meant, as JSON, when that differs from the default (a setting whose default
   // changed after it was added: files from before it kept the old behaviour). Null: the default.
   const char* absent = nullptr;
+  // The key this setting was stored under before it was renamed: files written then still load (the value read
+  // under the old key, and a note saying what it became); a file holding both keys is refused. Null: never renamed.
+  const char* old_key = nullptr;
 };
 
 // The rows of a nested settings struct (TrainConfig::model's ModelConfig rows), as rows of the outer struct: each
@@ -71,7 +75,7 @@ std::vector<Setting<Outer>> nested_settings(const std::vector<Setting<Inner>>& r
   std::vector<Setting<Outer>> out;
   for (const Setting<Inner>& r : rows)
     out.push_back({r.key, r.flag, r.help, [field = r.field, member](Outer& o) { return field(o.*member); }, r.range,
-                   r.scope, r.absent});
+                   r.scope, r.absent, r.old_key});
   return out;
 }
 
@@ -315,29 +319,49 @@ nlohmann::json settings_to_json(const std::vector<Setting<Config>>& table, const
   return j;
 }
 
+// Every key a file may hold for these rows: each stored row's key, and its old key if it was renamed (format 2's
+// strict check knows both).
+template <typename Config>
+std::vector<std::string> stored_keys(const std::vector<Setting<Config>>& table) {
+  std::vector<std::string> keys;
+  for (const Setting<Config>& s : table)
+    if (s.key && s.scope != Scope::Invocation)
+      for (const char* key : {s.key, s.old_key})
+        if (key) keys.push_back(key);
+  return keys;
+}
+
 // Reads the stored rows from `j` into `config` (which holds the defaults). Throws on a value of the wrong type
-// or outside its range, naming the key. Returns the keys `j` lacks: those keep their defaults.
+// or outside its range, naming the key, and on a setting stored under both its key and its old key. Returns the
+// keys `j` lacks: those keep their defaults. `renamed` (if given) gets one line per old key read: "key 'attention'
+// is now 'mixer'".
 template <typename Config>
 std::vector<std::string> settings_from_json(const std::vector<Setting<Config>>& table, const nlohmann::json& j,
-                                            Config& config) {
+                                            Config& config, std::vector<std::string>* renamed = nullptr) {
   if (!j.is_object()) throw std::runtime_error("not a JSON object");
   std::vector<std::string> missing;
   for (const Setting<Config>& s : table) {
     if (!s.key || s.scope == Scope::Invocation) continue;
-    if (!j.contains(s.key)) {
+    const bool as_old = s.old_key && j.contains(s.old_key);
+    if (as_old && j.contains(s.key))
+      throw std::runtime_error(std::string("both '") + s.key + "' and '" + s.old_key + "' (its old name) are given: "
+                               "one setting, stored twice");
+    const char* key = as_old ? s.old_key : s.key;
+    if (!j.contains(key)) {
       missing.push_back(s.key);
       if (s.absent)
         std::visit([&](auto* field) { settings_detail::read_json_value(nlohmann::json::parse(s.absent), s.key, *field); },
                    s.field(config));
       continue;
     }
+    if (as_old && renamed) renamed->push_back(std::string("key '") + s.old_key + "' is now '" + s.key + "'");
     std::visit(
         [&](auto* field) {
           using T = std::remove_pointer_t<decltype(field)>;
-          settings_detail::read_json_value(j.at(s.key), s.key, *field);
+          settings_detail::read_json_value(j.at(key), key, *field);
           if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
             if (!settings_detail::in_range(s.range, double(*field)))
-              throw std::runtime_error(std::string("'") + s.key + "' = " + j.at(s.key).dump() + " is out of range: " +
+              throw std::runtime_error(std::string("'") + key + "' = " + j.at(key).dump() + " is out of range: " +
                                        settings_detail::range_text(s.range));
         },
         s.field(config));
@@ -365,27 +389,31 @@ std::map<std::string, std::string> settings_to_metadata(const std::vector<Settin
 }
 
 // Reads those strings back into `config` (which holds the defaults), type and range checked like
-// settings_from_json. Returns the keys the metadata lacks (they keep their defaults).
+// settings_from_json (old keys too). Returns the keys the metadata lacks (they keep their defaults).
 template <typename Config>
 std::vector<std::string> settings_from_metadata(const std::vector<Setting<Config>>& table,
-                                                const std::map<std::string, std::string>& meta, Config& config) {
+                                                const std::map<std::string, std::string>& meta, Config& config,
+                                                std::vector<std::string>* renamed = nullptr) {
   nlohmann::json j = nlohmann::json::object();
   Config probe = config;
   for (const Setting<Config>& s : table) {
-    if (!s.key || s.scope == Scope::Invocation || !meta.count(s.key)) continue;
-    const std::string& text = meta.at(s.key);
-    std::visit(
-        [&](auto* field) {
-          using T = std::remove_pointer_t<decltype(field)>;
-          if constexpr (std::is_same_v<T, std::string>) {
-            j[s.key] = text;
-          } else {
-            const nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-            if (v.is_discarded()) throw std::runtime_error(std::string("'") + s.key + "' is not a value (got '" + text + "')");
-            j[s.key] = v;
-          }
-        },
-        s.field(probe));
+    if (!s.key || s.scope == Scope::Invocation) continue;
+    for (const char* key : {s.key, s.old_key}) {
+      if (!key || !meta.count(key)) continue;
+      const std::string& text = meta.at(key);
+      std::visit(
+          [&](auto* field) {
+            using T = std::remove_pointer_t<decltype(field)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              j[key] = text;
+            } else {
+              const nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+              if (v.is_discarded()) throw std::runtime_error(std::string("'") + key + "' is not a value (got '" + text + "')");
+              j[key] = v;
+            }
+          },
+          s.field(probe));
+    }
   }
-  return settings_from_json(table, j, config);
+  return settings_from_json(table, j, config, renamed);
 }

@@ -22,7 +22,7 @@ void save_checkpoint(const std::string& path, const GPT& model, const Tokenizer&
   for (const TensorSpec& t : model.table()) tensors.push_back({t.name, t.shape, model.params_memory().data() + t.offset});
   const ModelConfig& c = model.config;
   ModelConfig stored = c;
-  stored.attention = canonical_mixers(c);
+  stored.mixer = canonical_mixers(c);
   std::map<std::string, std::string> meta = settings_to_metadata(model_settings(), stored);  // n_layer, …
   meta.insert({
       {"format", kCheckpointFormat},
@@ -121,8 +121,7 @@ void check_keys_of_format_2(const std::string& path, const std::map<std::string,
   static const std::set<std::string> model_keys = [] {
     std::set<std::string> keys = always_written_keys();
     keys.insert("objective");
-    for (const Setting<ModelConfig>& s : model_settings())  // n_layer, …: the model's settings table
-      if (s.key) keys.insert(s.key);
+    for (const std::string& key : stored_keys(model_settings())) keys.insert(key);  // n_layer, …, and old names
     return keys;
   }();
   static const std::set<std::string> resume_keys = {"step", "adam_t", "batch_rng", "train_config"};
@@ -156,8 +155,8 @@ Checkpoint load_checkpoint(const std::string& path) {
                                "' is missing: the file was changed or damaged after it was written");
     check_keys_of_format_2(path, file.metadata, has_optimizer_tensors);
   } else if (!file.header_verified) {
-    ckpt.note = path + " is a format-1 checkpoint: its header (settings, step, tensor table) carries no checksum, "
-                "so it cannot be verified (saving it again, e.g. by --resume, writes format 2)";
+    ckpt.notes.push_back(path + " is a format-1 checkpoint: its header (settings, step, tensor table) carries no checksum, "
+                "so it cannot be verified (saving it again, e.g. by --resume, writes format 2)");
   }
   std::vector<std::string> specials;
   try {
@@ -171,13 +170,17 @@ Checkpoint load_checkpoint(const std::string& path) {
   // The model's settings, by their table (model/config.cpp). A setting newer than the file keeps its `absent` value
   // or its default, which is what the file meant (softmax attention, 1/√d_k, MLPs), in every format version; the
   // sizes have been in every file since version 1.
+  // A setting stored under its old name (a file written before it was renamed) is read under it, and said once.
   ModelConfig config;
   for (const std::string& key : always_written_keys()) meta.text(key);
+  std::vector<std::string> renamed;
   try {
-    ckpt.defaulted_settings = settings_from_metadata(model_settings(), file.metadata, config);
+    ckpt.defaulted_settings = settings_from_metadata(model_settings(), file.metadata, config, &renamed);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": metadata: " + escape_for_message(e.what()));
   }
+  for (const std::string& line : renamed)
+    ckpt.notes.push_back(path + ": metadata " + line + " (the file loads as it is; saving it again writes the new key)");
   if (config.vocab_size != ckpt.tokenizer.size())
     throw std::runtime_error(path + ": vocab_size is " + std::to_string(config.vocab_size) + " but the vocabulary has " +
                              std::to_string(ckpt.tokenizer.size()) + " tokens");
@@ -234,8 +237,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   return ckpt;
 }
 
-void print_checkpoint_note(const Checkpoint& ckpt) {
-  if (!ckpt.note.empty()) std::fprintf(stderr, "note: %s\n", escape_for_message(ckpt.note).c_str());
+void print_checkpoint_notes(const Checkpoint& ckpt) {
+  for (const std::string& note : ckpt.notes) std::fprintf(stderr, "note: %s\n", escape_for_message(note).c_str());
 }
 
 std::string checkpoint_path(const std::string& out_dir) { return out_dir + "/ckpt.safetensors"; }

@@ -1,8 +1,9 @@
 // Checkpoints: one safetensors file. The weights carry Hugging Face GPT-2 names ("wte.weight",
 // "h.0.attn.c_attn.weight", …; linear weights [in, out]) and each mixer kind's own names ("h.0.mamba.A_log", …);
 // "__metadata__" holds the model's settings (model_settings(): the shared ones and each mixer kind's, e.g.
-// ssm_state), the vocabulary, the masks, the mixer kind of every layer ("attention": one of the registered kinds,
-// softmax, linear, mamba, …, or a per-layer list; absent = softmax) and the format version (2: the header is
+// ssm_state), the vocabulary, the masks, the mixer kind of every layer ("mixer": one of the registered kinds,
+// softmax, linear, mamba, …, or a per-layer list; absent = softmax; files written before it was renamed call it
+// "attention") and the format version (2: the header is
 // covered by a checksum too, safetensors.h). A checkpoint written during training also holds AdamW's m and v (as
 // "optimizer.m.<name>", "optimizer.v.<name>"; under --optimizer muon, m holds Muon's momentum for its tensors and
 // v zeros, optim/muon.h) plus the step and the batch sampler's state, so --resume continues the run exactly.
@@ -11,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "optim/adamw.h"
 #include "model/model.h"
@@ -19,11 +21,12 @@
 
 constexpr const char* kCheckpointFormat = "plaingpt";
 // Version 2 (this one) carries checksums of the header and of the data and must match both; its metadata keys
-// are parsed strictly: an unknown key is refused by name, and so is a missing key that every file has held (the
+// are parsed strictly: an unknown key is refused by name (a renamed setting's old key is known: files written
+// before the rename hold it), and so is a missing key that every file has held (the
 // sizes, the vocabulary, the masks). A setting newer than the file is missing from it and takes the value every
 // earlier file meant (its row's `absent`, or its default), in version 2 as in version 1; Checkpoint::
 // defaulted_settings lists them. Version 1 files (written before the header checksum existed) still load, with
-// Checkpoint::note saying they cannot be verified.
+// Checkpoint::notes saying they cannot be verified.
 constexpr int kCheckpointVersion = 2;
 
 // What a checkpoint holds beyond the model: enough to continue training where it stopped.
@@ -49,11 +52,13 @@ struct Checkpoint {
   // Model settings the file's metadata lacks (it predates them): they hold their rows' `absent` values or their
   // defaults (model/config.h).
   std::vector<std::string> defaulted_settings;
-  std::string note;        // one line for the user when the file loads but could not be fully verified (format 1)
+  // One line each for the user about a file that loads as it is: it could not be fully verified (format 1), a
+  // setting is stored under its old name ("metadata key 'attention' is now 'mixer'").
+  std::vector<std::string> notes;
 };
 
-// Prints ckpt.note (if any) to stderr as "note: …", escaped.
-void print_checkpoint_note(const Checkpoint& ckpt);
+// Prints ckpt.notes to stderr, each as "note: …", escaped.
+void print_checkpoint_notes(const Checkpoint& ckpt);
 
 // Throws std::runtime_error naming the file and what is wrong with it; never returns a half-loaded model.
 Checkpoint load_checkpoint(const std::string& path);

@@ -70,7 +70,7 @@ static nlohmann::json to_json(const AttentionDump& d) {
   }
   return {{"tokens", d.tokens}, {"n_layer", d.n_layer}, {"n_head", NH}, {"T", T},
           {"masks", masks},    {"mask", mask},         {"attn", attn},   {"scores", scores},
-          {"attention", d.attention.empty() ? std::vector<std::string>(d.n_layer, ModelConfig{}.attention) : d.attention},
+          {"attention", d.attention.empty() ? std::vector<std::string>(d.n_layer, ModelConfig{}.mixer) : d.attention},
           {"probabilities", d.probabilities.empty() ? std::vector<bool>(d.n_layer, true) : d.probabilities},
           {"implied", d.implied.empty() ? std::vector<bool>(d.n_layer, false) : d.implied},
           {"descriptions", d.descriptions.empty() ? std::vector<std::string>(d.n_layer, "") : d.descriptions}};

@@ -15,8 +15,8 @@
 const std::vector<Setting<ModelConfig>>& model_settings() {
   using S = Scope;
   // The mixer kinds' names come from their registry (model/mixers/registry.cpp), so a new kind needs no edit here.
-  static const std::string attention_help = "mixer of every layer: " + mixer_kind_names() + " (docs/tour.md)";
-  static const std::string layer_attention_help =
+  static const std::string mixer_help = "mixer of every layer: " + mixer_kind_names() + " (docs/tour.md)";
+  static const std::string layer_mixer_help =
       "one mixer per layer, comma-separated, each one of " + mixer_kind_names();
   // clang-format off
   static const std::vector<Setting<ModelConfig>> shared = {
@@ -28,10 +28,9 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
     {"attn_only",  "attn-only",  "blocks without MLPs (attention-only transformer)",  FIELD(attn_only),  any_value(),                      S::Run},
     {"attn_scale", "attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
                                                                                      FIELD(attn_scale), any_value(),                      S::Run},
-    {"attention",  "mixer",      attention_help.c_str(),
-                                                                                     FIELD(attention),  any_value(),                      S::Run},
-    {nullptr,      "layer-mixer", layer_attention_help.c_str(),
-                                                                                     FIELD(attention),  any_value(),                      S::Run},
+    {"mixer",      "mixer",      mixer_help.c_str(),                                 FIELD(mixer),      any_value(),                      S::Run,
+     /*absent=*/nullptr, /*old_key=*/"attention"},  // its name until checkpoints said what it is
+    {nullptr,      "layer-mixer", layer_mixer_help.c_str(),                          FIELD(mixer),      any_value(),                      S::Run},
   };
   // clang-format on
   static const std::vector<Setting<ModelConfig>> with_kinds = [] {
@@ -56,12 +55,12 @@ std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& c) {
   try {
     mixers = make_layer_mixers(c);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string("attention (--mixer, --layer-mixer): ") + e.what());
+    throw std::runtime_error(std::string("mixer (--mixer, --layer-mixer): ") + e.what());
   }
   if (c.attn_scale != "sqrt" &&
       std::none_of(mixers.begin(), mixers.end(), [](const auto& m) { return m->lab().logit_scale() > 0; }))
     throw std::runtime_error("attn_scale '" + c.attn_scale + "' (--attn-scale) scales q·k logits, and no layer of "
-                             "this model has any (attention " + canonical_mixers(c) + ")");
+                             "this model has any (mixer " + canonical_mixers(c) + ")");
   return mixers;
 }
 
@@ -81,8 +80,8 @@ std::string describe(const ModelConfig& c) {
   std::string text = std::to_string(c.n_layer) + (c.attn_only ? " attention-only" : "") + " layers, " +
                      std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, block " +
                      std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size);
-  if (c.attention == ModelConfig{}.attention) return text;  // the GPT's own mixer: nothing to add
-  text += ", attention " + c.attention;
+  if (c.mixer == ModelConfig{}.mixer) return text;  // the GPT's own mixer: nothing to add
+  text += ", mixer " + c.mixer;
   // Each kind present says what its own settings are, once.
   std::vector<const MixerKind*> described;
   for (const MixerKind* kind : layer_kinds(c))

@@ -53,7 +53,7 @@ struct ModelConfig {
   std::string attn_scale = "sqrt";  // multiplies q·k: sqrt = 1/√HS, inv = 1/HS, none = 1, or a number
   // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/kinds.h lists them).
   // Only softmax layers have q·k logits, so attn_scale applies to those alone.
-  std::string attention = "softmax";
+  std::string mixer = "softmax";
   MixerSettings mixer_settings;  // each kind's own settings, read only by layers of that kind
 
   int head_size() const { return n_embd / n_head; }

@@ -67,7 +67,7 @@ struct MixerPass {
 class Mixer {
  public:
   virtual ~Mixer() = default;
-  // The name --mixer and the checkpoint's "attention" key use for this kind (its MixerKind's name).
+  // The name --mixer and the checkpoint's "mixer" key use for this kind (its MixerKind's name).
   virtual const char* kind() const = 0;
   virtual std::vector<MixerTensor> tensors() const = 0;
   // Throws, saying why, when this kind cannot run under `mask` (e.g. a recurrence that is causal by construction).

@@ -69,7 +69,7 @@ class GPT {
   // The weights with which each position mixed the others in the last forward, (B, NH, T, T), 0 where nothing
   // flows: what the layer's mixer implies (Mixer::implied_weights). Not kept by training: rebuilt on request.
   const float* attention_probs(int layer) const;
-  // Layer l's mixer (mixer.h), made once from config.attention.
+  // Layer l's mixer (mixer.h), made once from config.mixer.
   const Mixer& mixer(int layer) const { return *mixers_[layer]; }
   // The arguments of layer l's mixer calls in the last forward: its tensors, mask, gates, shape and what it saved
   // (for Mixer::qkv, Mixer::state_from_forward and the like).

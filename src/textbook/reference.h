@@ -20,7 +20,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "base/layer_list.h"    // split_layer_list: config.attention, one kind per layer
+#include "base/layer_list.h"    // split_layer_list: config.mixer, one kind per layer
 #include "model/config.h"       // ModelConfig
 #include "model/params.h"       // gpt_tensor_table: the parameter arena layout
 #include "ops/cross_entropy.h"  // kNoTarget
@@ -430,7 +430,7 @@ struct ReferenceGPT {
   using Layer = RefBlock<F>;
   ModelConfig config;
   std::vector<AttentionMask> masks;  // one per layer
-  std::vector<std::shared_ptr<const RefMixer>> mixers;  // one per layer, by its kind in config.attention
+  std::vector<std::shared_ptr<const RefMixer>> mixers;  // one per layer, by its kind in config.mixer
   std::vector<TensorSpec> table;     // the arena layout
   std::vector<F> params;             // laid out exactly as gpt_tensor_table(config) says
   std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
@@ -444,7 +444,7 @@ struct ReferenceGPT {
   explicit ReferenceGPT(const ModelConfig& c, std::vector<AttentionMask> layer_masks = {})
       : config(c), masks(std::move(layer_masks)), table(gpt_tensor_table(c)), params(total_floats(table), F(0)) {
     if (masks.empty()) masks.assign(c.n_layer, AttentionMask{});
-    for (const std::string& kind : split_layer_list(c.attention, c.n_layer, "attention list"))
+    for (const std::string& kind : split_layer_list(c.mixer, c.n_layer, "mixer list"))
       mixers.push_back(make_ref_mixer(kind, c));
   }
 

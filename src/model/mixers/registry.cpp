@@ -32,13 +32,13 @@ const std::vector<RenamedFlag>& mixer_renamed_flags() {
 static const MixerKind& find_kind(const std::string& name, const std::string& text) {
   for (const MixerKind* k : mixer_kinds())
     if (name == k->name) return *k;
-  throw std::runtime_error("attention '" + name + "' in '" + text + "': expected one of " + mixer_kind_names());
+  throw std::runtime_error("mixer '" + name + "' in '" + text + "': expected one of " + mixer_kind_names());
 }
 
 std::vector<const MixerKind*> layer_kinds(const ModelConfig& config) {
   std::vector<const MixerKind*> kinds;
-  for (const std::string& name : split_layer_list(config.attention, config.n_layer, "attention list"))
-    kinds.push_back(&find_kind(name, config.attention));
+  for (const std::string& name : split_layer_list(config.mixer, config.n_layer, "mixer list"))
+    kinds.push_back(&find_kind(name, config.mixer));
   return kinds;
 }
 

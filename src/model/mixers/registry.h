@@ -1,6 +1,6 @@
-// The mixer kinds a model may use, by the name --mixer, --layer-mixer and the checkpoint's "attention" key spell
-// them (the key keeps its first name, so every checkpoint reads the same way; the flags were --attention and
-// --layer-attention, which still work: mixer_renamed_flags). A kind is its own files (model/mixers/<kind>.cpp, and the op it plugs in, ops/<kind>.{h,cpp}; its
+// The mixer kinds a model may use, by the name --mixer, --layer-mixer and the checkpoint's "mixer" key spell them
+// (the flags were --attention and --layer-attention, which still work: mixer_renamed_flags; the key was
+// "attention", which files written then still hold: the row's old_key, base/settings.h). A kind is its own files (model/mixers/<kind>.cpp, and the op it plugs in, ops/<kind>.{h,cpp}; its
 // double-precision textbook, textbook/<kind>.h) plus one line in model/mixers/kinds.h. Its file defines
 //   const MixerKind& <id>_kind() { static const MixerKind kind = {name, summary, make, settings, describe}; … }
 // and nothing outside those files names it.
@@ -15,7 +15,7 @@
 #include "model/mixer.h"
 
 struct MixerKind {
-  const char* name;     // "softmax": --attention, --layer-attention and the checkpoint spell the kind so
+  const char* name;     // "softmax": --mixer, --layer-mixer and the checkpoint spell the kind so
   const char* summary;  // one line for --help and the docs
   std::unique_ptr<Mixer> (*make)(const ModelConfig& config);
   // The kind's own settings (its struct in config.mixer_settings, fields by MIXER_SETTING_FIELD): rows of
@@ -29,7 +29,7 @@ std::string mixer_kind_names();  // "softmax, linear, …" for messages
 // --attention → --mixer, --layer-attention → --layer-mixer (base/renamed_flags.h).
 const std::vector<RenamedFlag>& mixer_renamed_flags();
 
-// The kind of every layer from config.attention ("softmax", or "softmax,linear,…" one per layer). Throws naming the
+// The kind of every layer from config.mixer ("softmax", or "softmax,linear,…" one per layer). Throws naming the
 // unknown kind and the accepted ones, or the count when the list does not match n_layer.
 std::vector<const MixerKind*> layer_kinds(const ModelConfig& config);
 // One mixer per layer, made by each layer's kind.
@@ -37,5 +37,5 @@ std::vector<std::unique_ptr<Mixer>> make_layer_mixers(const ModelConfig& config)
 // validate(config) (config.h), and the mixers it made to check them: a model builds its mixers this once
 // (defined beside validate, in config.cpp).
 std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& config);
-// config.attention written back in its shortest form (one name when every layer agrees).
+// config.mixer written back in its shortest form (one name when every layer agrees).
 std::string canonical_mixers(const ModelConfig& config);
