@@ -55,7 +55,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
-#include "ops/attention.h"
+#include "ops/softmax_attention.h"
 #include "base/blas.h"
 #include "ops/cross_entropy.h"
 #include "model/decoder.h"

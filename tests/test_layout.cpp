@@ -159,8 +159,14 @@ TEST(Layout, TheKindsComeFromTheRegistry) {
   const std::vector<std::string> stems = kind_stems(root);
   ASSERT_EQ(stems.size(), mixer_kinds().size()) << "kinds.h and the registry disagree";
   for (size_t i = 0; i < stems.size(); i++) {
-    // Each kind's files are parallel: its mixer in mixers/, its textbook mixer registered under its name.
+    // Each kind's files are parallel: its mixer in mixers/, its op in ops/ and its textbook under the same stem
+    // (the GPT's own softmax attention has its textbook in reference.h), its textbook mixer registered under its
+    // name.
     EXPECT_TRUE(fs::exists(root / "src/model/mixers" / (stems[i] + ".cpp"))) << stems[i];
+    EXPECT_TRUE(fs::exists(root / "src/ops" / (stems[i] + ".h"))) << stems[i];
+    EXPECT_TRUE(fs::exists(root / "src/ops" / (stems[i] + ".cpp"))) << stems[i];
+    if (std::string(mixer_kinds()[i]->name) != ModelConfig{}.mixer)
+      EXPECT_TRUE(fs::exists(root / "src/textbook" / (stems[i] + ".h"))) << stems[i];
     EXPECT_NO_THROW(make_ref_mixer(mixer_kinds()[i]->name, ModelConfig{})) << mixer_kinds()[i]->name;
   }
   EXPECT_EQ(ref_mixer_kinds().size(), mixer_kinds().size()) << "a textbook mixer without a fast one, or the reverse";

@@ -172,7 +172,7 @@ TEST(FastModel, MatchesReferenceAcrossShapes) {
     expect_fast_matches_reference(fast, fast.masks(), random_batch(B, T, c.vocab_size, B * 10 + T), B, T);
 }
 
-// Windows longer than the attention's query block (16 rows in src/ops/attention.cpp), at lengths that are not a
+// Windows longer than the attention's query block (16 rows in src/ops/softmax_attention.cpp), at lengths that are not a
 // multiple of it, under a causal and a windowed mask, with ignored targets: the shapes the experiments train at.
 TEST(FastModel, MatchesReferenceBeyondOneQueryBlock) {
   const ModelConfig c = make_config(2, 2, 16, 40, 13);

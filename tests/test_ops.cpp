@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/attention.h"
+#include "ops/softmax_attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/gelu.h"
@@ -376,7 +376,7 @@ TEST(OpsHeadGate, MatchesReferenceAndFiniteDifferences) {
 
 namespace {
 
-// T = 37 spans three query blocks of attention.cpp (16 rows each), the last one partial.
+// T = 37 spans three query blocks of softmax_attention.cpp (16 rows each), the last one partial.
 const AttentionShape kAttentionShapes[] = {{1, 1, 3, 1}, {2, 2, 3, 3}, {1, 7, 9, 3}, {2, 7, 7, 1}, {1, 16, 15, 3},
                                            {1, 37, 4, 2}};
 

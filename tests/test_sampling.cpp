@@ -15,7 +15,7 @@
 
 #include "model/decoder.h"
 #include "train/evaluate.h"
-#include "ops/attention.h"
+#include "ops/softmax_attention.h"
 #include "ops/linear.h"
 #include "model/model.h"
 #include "textbook/reference.h"

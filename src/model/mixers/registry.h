@@ -1,7 +1,9 @@
 // The mixer kinds a model may use, by the name --mixer, --layer-mixer and the checkpoint's "mixer" key spell them
 // (the flags were --attention and --layer-attention, which still work: mixer_renamed_flags; the key was
-// "attention", which files written then still hold: the row's old_key, base/settings.h). A kind is its own files (model/mixers/<kind>.cpp, and the op it plugs in, ops/<kind>.{h,cpp}; its
-// double-precision textbook, textbook/<kind>.h) plus one line in model/mixers/kinds.h. Its file defines
+// "attention", which files written then still hold: the row's old_key, base/settings.h). A kind is its own
+// files, one stem across the folders (model/mixers/<kind>.cpp; the op it plugs in, ops/<kind>.{h,cpp}; its
+// double-precision textbook, textbook/<kind>.h: softmax_attention, linear_attention, mamba, rwkv; the GPT's own
+// softmax attention has its textbook in textbook/reference.h) plus one line in model/mixers/kinds.h. Its file defines
 //   const MixerKind& <id>_kind() { static const MixerKind kind = {name, summary, make, settings, describe}; … }
 // and nothing outside those files names it.
 #pragma once

@@ -6,7 +6,7 @@
 
 #include "model/mixers/qkv_attention.h"
 #include "model/mixers/registry.h"
-#include "ops/attention.h"
+#include "ops/softmax_attention.h"
 
 namespace {
 

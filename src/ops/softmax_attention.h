@@ -8,9 +8,9 @@
 //             dP = dO·Vᵀ                    dP_ij = dO_i·v_j
 //             dS = P ⊙ (dP − rowsum(dP ⊙ P)),  and rowsum(dP ⊙ P)_i = Σ_j P_ij dO_i·v_j = dO_i·O_i
 //             dQ = dS·K·scale,   dK = dSᵀ·Q·scale      (dqkv is written: src/ops/README.md)
-// The work goes in blocks of 16 queries over the union of their rows' key ranges (attention.cpp): a masked pair
-// inside that union is computed, then its P set to exactly 0, so it contributes exactly zero; the keys outside the
-// union are never visited, so a narrow mask costs less.
+// The work goes in blocks of 16 queries over the union of their rows' key ranges (softmax_attention.cpp): a
+// masked pair inside that union is computed, then its P set to exactly 0, so it contributes exactly zero; the keys
+// outside the union are never visited, so a narrow mask costs less.
 //
 // P is B·NH·T² floats, more than everything else a layer keeps at long T (≈ 600 MB for the small preset). So the
 // forward keeps only each row's log-normaliser, lse_i = log Σ_{j ∈ K(i)} exp(S_ij), and the backward rebuilds
@@ -37,7 +37,7 @@ void attention_probs(float* probs, const float* qkv, const float* lse, const Att
 
 // One query against a run of keys and values, in one pass: the KV-cache decoder's attention (decoder.cpp). The
 // training forward computes the same numbers for blocks of queries at once (block_scores / softmax_row in
-// attention.cpp), so that Q·Kᵀ is a matrix product.
+// softmax_attention.cpp), so that Q·Kᵀ is a matrix product.
 //   q (HS); the keys are stored transposed, component d of key j at keys_t[d·key_stride + j], so that one query's
 //   scores are a vector loop over the keys; value j at values + j·value_stride. Writes o (HS) and the weights
 //   P_j into p[begin, end).

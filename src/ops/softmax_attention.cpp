@@ -1,4 +1,4 @@
-#include "ops/attention.h"
+#include "ops/softmax_attention.h"
 
 #include "base/fast_exp.h"
 
