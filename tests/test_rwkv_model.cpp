@@ -81,33 +81,6 @@ std::vector<int> targets_with_gaps(int n, int V, uint32_t seed) {
   return y;
 }
 
-// expect_fast_matches_reference (model_check.h), with each gradient measured against max(its own largest
-// magnitude, 1e-2 × the largest gradient of the model): the reference differentiates an rwkv layer by central
-// differences (h = 1e-6), whose error, ~1e-9 of the loss's scale, is the same for every tensor, so a tensor whose
-// own gradients are 1e-4 meets it at 1e-5 relative, while a wrong formula is O(1) of its own scale.
-void expect_fast_matches_reference_rwkv(const ModelConfig& c, const std::vector<int>& x, const std::vector<int>& y,
-                                        int B, int T) {
-  GPT fast(c);
-  load_params(fast, random_params(c, 202));
-  ReferenceGPT<double> ref(c);
-  ref.params = to_double(fast.params_memory());
-  std::vector<double> grads(ref.params.size(), 0.0);
-  const double loss = ref.forward(x, y, B, T);
-  ref.backward(grads);
-  fast.zero_grad();
-  const float loss_f = fast.forward(x.data(), y.data(), B, T);
-  fast.backward();
-  EXPECT_NEAR(loss_f, loss, kFastTol * std::max(1.0, std::fabs(loss)));
-  EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kFastTol, "logits"));
-  for (int l = 0; l < c.n_layer; l++)
-    EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
-                                   kFastTol, "layer " + std::to_string(l) + " weights"));
-  const double largest = max_abs(grads.data(), grads.size());
-  for (const TensorSpec& t : ref.table)
-    EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
-                                   "gradient of " + t.name, 1e-2 * largest));
-}
-
 std::unique_ptr<GPT> random_model(const ModelCase& mc, int block, int vocab, uint64_t seed) {
   auto model = std::make_unique<GPT>(mc.config(block, vocab));
   Rng rng(seed);
@@ -126,8 +99,8 @@ TEST(RwkvModel, FastModelMatchesReference) {
   for (const ModelCase& mc : kCases)
     for (int T : {3, 19}) {  // 19: the op's states recomputed across a chunk boundary
       SCOPED_TRACE(mc.describe() + " T=" + std::to_string(T));
-      expect_fast_matches_reference_rwkv(mc.config(19, V), random_ids(B * T, V, 11 + T),
-                                         targets_with_gaps(B * T, V, 12 + T), B, T);
+      expect_fast_matches_reference(mc.config(19, V), {}, random_ids(B * T, V, 11 + T),
+                                    targets_with_gaps(B * T, V, 12 + T), B, T, 202, /*gradient_floor=*/1e-2);
     }
 }
 
@@ -145,8 +118,8 @@ TEST(RwkvModel, TwoThreadsMatchReference) {
   const int saved = default_threads();
   set_threads(2);
   const int B = 3, T = 9, V = 7;
-  expect_fast_matches_reference_rwkv(ModelCase{"softmax,rwkv", 2, 2, 8, 3}.config(T, V), random_ids(B * T, V, 31),
-                                     targets_with_gaps(B * T, V, 32), B, T);
+  expect_fast_matches_reference(ModelCase{"softmax,rwkv", 2, 2, 8, 3}.config(T, V), {}, random_ids(B * T, V, 31),
+                                targets_with_gaps(B * T, V, 32), B, T, 202, /*gradient_floor=*/1e-2);
   set_threads(saved);
 }
 
