@@ -88,4 +88,13 @@ GradCheck sampled_check(const std::string& what, const std::vector<float>& fast,
   return check;
 }
 
+// The input's gradient du and every tensor's of `tensors`, each sampled so (GradCheck's "du", "d<name>").
+template <typename Loss>
+std::vector<GradCheck> sampled_checks(const std::vector<float>& du, std::vector<double>& u,
+                                      std::vector<OpTensor>& tensors, Loss loss, size_t count) {
+  std::vector<GradCheck> checks = {sampled_check("du", du, u, loss, count)};
+  for (OpTensor& t : tensors) checks.push_back(sampled_check("d" + t.name, t.grad, t.v, loss, count));
+  return checks;
+}
+
 }  // namespace testutil

@@ -206,12 +206,7 @@ TEST(OpsMamba, TwoThreadsMatchTextbook) {
   set_threads(saved);
   EXPECT_TRUE(close_to_reference(f.out, ref_forward(f.L, f.u, c.B, c.T), kTol, "out"));
   auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
-  auto sampled = [&](const std::string& what, const std::vector<float>& fast, std::vector<double>& x) {
-    return sampled_check(what, fast, x, loss, 16);
-  };
-  std::vector<GradCheck> checks = {sampled("du", du, f.u)};
-  for (OpTensor& t : f.L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
-  expect_gradients(checks);
+  expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 16));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

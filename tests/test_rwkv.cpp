@@ -207,12 +207,7 @@ TEST(OpsRwkv, TwoThreadsMatchTextbook) {
   set_threads(saved);
   EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
   auto loss = [&] { return dot(f.ref_out(), f.R); };
-  auto sampled = [&](const std::string& what, const std::vector<float>& fast, std::vector<double>& x) {
-    return sampled_check(what, fast, x, loss, 12);
-  };
-  std::vector<GradCheck> checks = {sampled("du", du, f.u)};
-  for (OpTensor& t : f.L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
-  expect_gradients(checks);
+  expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));
 }
 
 // Activations and scratch carved for a larger (B, T) serve a smaller run.

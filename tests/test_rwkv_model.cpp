@@ -82,10 +82,7 @@ std::vector<int> targets_with_gaps(int n, int V, uint32_t seed) {
 }
 
 std::unique_ptr<GPT> random_model(const ModelCase& mc, int block, int vocab, uint64_t seed) {
-  auto model = std::make_unique<GPT>(mc.config(block, vocab));
-  Rng rng(seed);
-  for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());
-  return model;
+  return testutil::random_model(mc.config(block, vocab), seed);
 }
 
 }  // namespace
@@ -181,8 +178,8 @@ TEST(RwkvModel, TensorsNamesShapesInitAndOptimizerGroups) {
 // ---------------------------------------------------------------------------------------------------------------
 // Decoding
 
-// Every pushed token's logits against a full forward of the decoder's context, through slides of the window (the
-// state is refilled from the re-encoded context: Mixer::state_from_forward). block 24: re-encodings of 12 positions
+// Every pushed token's logits against a full forward of the decoder's context, through slides of the window, and
+// after a reset (model_check.h). block 24: re-encodings of 12 positions
 // and contexts that reach past the op's chunk of 16.
 TEST(RwkvDecoding, StateMatchesFullRecomputeAcrossSlides) {
   SingleThread one;
@@ -190,37 +187,7 @@ TEST(RwkvDecoding, StateMatchesFullRecomputeAcrossSlides) {
   for (const ModelCase& mc : kCases)
     for (int block : {8, 24}) {
       SCOPED_TRACE(mc.describe() + " block=" + std::to_string(block));
-      auto model = random_model(mc, block, V, 5);
-      Decoder decoder(*model);
-      ASSERT_TRUE(decoder.uses_cache());
-      std::vector<int> context;
-      Rng rng(9);
-      int slides = 0;
-      for (int i = 0; i < 3 * block + 3; i++) {
-        const int token = rng.below(V);
-        if ((int)context.size() == block) context.erase(context.begin(), context.end() - block / 2), slides++;
-        context.push_back(token);
-        const float* cached = decoder.push(token);
-        const std::vector<float> got(cached, cached + V);
-        ASSERT_EQ(decoder.context(), context);
-        const int T = (int)context.size();
-        model->forward(context.data(), nullptr, 1, T);
-        const float* full = model->logits() + (size_t)(T - 1) * V;
-        double worst = 0, lo = full[0], hi = full[0];
-        for (int v = 0; v < V; v++) {
-          worst = std::max(worst, (double)std::fabs(got[v] - full[v]));
-          lo = std::min(lo, (double)full[v]), hi = std::max(hi, (double)full[v]);
-        }
-        EXPECT_LT(worst, 1e-4) << "token " << i << ", context " << T;
-        EXPECT_GT(hi - lo, 0.1) << "token " << i << ": logits too flat for the comparison to mean anything";
-      }
-      EXPECT_GE(slides, 3);
-      decoder.reset();
-      const std::vector<int> fresh = {3, 1, 4};
-      const float* cached = nullptr;
-      for (int token : fresh) cached = decoder.push(token);
-      model->forward(fresh.data(), nullptr, 1, 3);
-      for (int v = 0; v < V; v++) EXPECT_NEAR(cached[v], model->logits()[2 * V + v], 1e-4) << "after reset, logit " << v;
+      expect_decoder_matches_full_forward(*random_model(mc, block, V, 5), 3 * block + 3);
     }
 }
 
