@@ -59,7 +59,7 @@ struct ModelConfig {
   int head_size() const { return n_embd / n_head; }
 };
 
-// The field of a kind's settings struct that a row sets: MIXER_SETTING_FIELD(MambaSettings, ssm_state).
+// The field of a kind's settings struct that a row sets: MIXER_SETTING_FIELD(KindSettings, field).
 #define MIXER_SETTING_FIELD(Settings, member) \
   [](ModelConfig & c) -> SettingField { return &c.mixer_settings.get<Settings>().member; }
 
