@@ -272,7 +272,7 @@ TEST(TamperHeader, UnknownKeysOfAFormat2FileAreRefusedByName) {
   }
 }
 
-// A format-2 file written before a setting existed lacks its key: it loads with the value every earlier file meant
+// A format-3 (as a format-2) file written before a setting existed lacks its key: it loads with the value every earlier file meant
 // (the row's default here), as a format-1 file does, and says which settings it defaulted. Shown by taking the keys
 // out of real files (header checksum recomputed): a shared setting, and a mixer kind's own (Mamba's).
 TEST(TamperHeader, AFormat2FileOlderThanASettingLoadsWithItsDefault) {

@@ -7,7 +7,7 @@
 // MixerKind (model/mixers/registry.h): ModelConfig carries them in `mixer_settings`, one struct per kind, created
 // with its defaults on first use, so this file never changes for a new kind. model_settings() is the shared rows
 // followed by every kind's rows, so ./train's flags and --help, the range checks, the checkpoint's metadata (written
-// and read, under the same keys as ever), format 2's known keys, --print-settings and the experiments'
+// and read, under the same keys as ever), the known keys of format 2 and later, --print-settings and the experiments'
 // select_settings see a kind's settings exactly as they see the shared ones.
 //
 // To add a model setting: a field with its default (here, or in the kind's settings struct), its row (in
