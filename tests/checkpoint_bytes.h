@@ -33,14 +33,24 @@ inline std::string with_header(const std::string& bytes, const nlohmann::ordered
   return out + text + bytes.substr(8 + header_length(bytes));
 }
 
-// The same, with the header's own checksum brought up to date (when it carries one): what a careful forger, or
-// another writer, produces; for tests about what lies beyond that checksum.
+// `bytes` with the header's own checksum brought up to date (when its header begins with one): what a careful
+// forger, or another writer, produces; for tests about what lies beyond that checksum. Computed here from its
+// definition (the CRC-32C of the first 8 + N bytes but the eight digits that follow header_checksum_field()).
+inline std::string resealed(std::string bytes) {
+  const std::string field = header_checksum_field();
+  if (bytes.compare(8, field.size(), field) != 0) return bytes;
+  const size_t at = 8 + field.size(), end = 8 + header_length(bytes);
+  const uint32_t crc = crc32c(bytes.data() + at + 8, end - at - 8, crc32c(bytes.data(), at));
+  return bytes.replace(at, 8, crc32c_hex(crc));
+}
+
+// with_header, then resealed; a format-2 file's canonical checksum is brought up to date instead.
 inline std::string with_header_and_its_checksum(const std::string& bytes, nlohmann::ordered_json header) {
-  if (header["__metadata__"].contains(kHeaderChecksumKey)) {
+  if (header["__metadata__"].contains(kCanonicalHeaderChecksumKey)) {
     const std::string canonical = header_canonical_text(header.dump());
-    header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
+    header["__metadata__"][kCanonicalHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
   }
-  return with_header(bytes, header);
+  return resealed(with_header(bytes, header));
 }
 
 // The message load_checkpoint(path) fails with, or "" when it loads.

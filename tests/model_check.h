@@ -1,18 +1,22 @@
-// The whole-model checks shared by test_masks.cpp and test_mamba_model.cpp: the double reference model
+// The whole-model checks shared by test_masks.cpp, test_mamba_model.cpp and test_rwkv_model.cpp: the double reference model
 // (textbook/reference.h) against central differences of its own forward, and the fast float model against the
 // reference (loss, logits, each layer's weights P — M for a mamba layer — and every gradient).
 //
 // Tolerances as in test_model.cpp: the reference's difference quotients with h = 1e-6 carry ~1e-10 of rounding and
 // ~1e-12 of truncation, so 1e-6 relative + 1e-9 absolute; the fast model through ≤ 3 float blocks is within ~2e-6
-// of each tensor's scale, so 3e-5 of that scale (a wrong term is O(1)).
+// of each tensor's scale, so 3e-5 of that scale (a wrong term is O(1)). Also the decoder's check shared by the
+// mamba and rwkv model tests: its cached one-token steps against full forwards.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/rng.h"
+#include "model/decoder.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "textbook/reference.h"
@@ -45,9 +49,13 @@ inline void expect_reference_matches_finite_differences(const ModelConfig& c, co
   }
 }
 
+// `gradient_floor` > 0 measures each gradient against max(its own largest magnitude, gradient_floor × the largest
+// gradient of the model): for a reference that differentiates a layer by central differences (an rwkv layer,
+// h = 1e-6), whose error, ~1e-9 of the loss's scale, is the same for every tensor, so that a tensor whose own
+// gradients are 1e-4 meets it at 1e-5 relative, while a wrong formula is O(1) of its own scale.
 inline void expect_fast_matches_reference(const ModelConfig& c, const std::vector<AttentionMask>& masks,
                                           const std::vector<int>& x, const std::vector<int>& y, int B, int T,
-                                          uint32_t seed = 202) {
+                                          uint32_t seed = 202, double gradient_floor = 0) {
   GPT fast(c, masks);
   load_params(fast, random_params(c, seed));
   ReferenceGPT<double> ref(c, masks);
@@ -63,9 +71,56 @@ inline void expect_fast_matches_reference(const ModelConfig& c, const std::vecto
   for (int l = 0; l < c.n_layer; l++)
     EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
                                    kFastTol, "layer " + std::to_string(l) + " P"));
+  const double largest = max_abs(grads.data(), grads.size());
   for (const TensorSpec& t : ref.table)
     EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
-                                   "gradient of " + t.name));
+                                   "gradient of " + t.name, gradient_floor * largest));
+}
+
+// A model of `c` with every parameter N(0, 0.3): far from the initialisation, so that every term matters.
+inline std::unique_ptr<GPT> random_model(const ModelConfig& c, uint64_t seed) {
+  auto model = std::make_unique<GPT>(c);
+  Rng rng(seed);
+  for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());
+  return model;
+}
+
+// `pushes` tokens pushed one at a time into a decoder of `model` (V = vocab_size): every pushed token's logits
+// against a full forward of the decoder's context, through at least three slides of the window (the state is
+// rebuilt from the re-encoded context: Mixer::state_from_forward); then reset() starts a new sequence, and the state
+// left by the last one must not leak into it.
+inline void expect_decoder_matches_full_forward(GPT& model, int pushes) {
+  const int V = model.config.vocab_size, block = model.config.block_size;
+  Decoder decoder(model);
+  ASSERT_TRUE(decoder.uses_cache());
+  std::vector<int> context;
+  Rng rng(9);
+  int slides = 0;
+  for (int i = 0; i < pushes; i++) {
+    const int token = rng.below(V);
+    if ((int)context.size() == block) context.erase(context.begin(), context.end() - block / 2), slides++;
+    context.push_back(token);
+    const float* cached = decoder.push(token);
+    const std::vector<float> got(cached, cached + V);
+    ASSERT_EQ(decoder.context(), context);
+    const int T = (int)context.size();
+    model.forward(context.data(), nullptr, 1, T);
+    const float* full = model.logits() + (size_t)(T - 1) * V;
+    double worst = 0, lo = full[0], hi = full[0];
+    for (int v = 0; v < V; v++) {
+      worst = std::max(worst, (double)std::fabs(got[v] - full[v]));
+      lo = std::min(lo, (double)full[v]), hi = std::max(hi, (double)full[v]);
+    }
+    EXPECT_LT(worst, 1e-4) << "token " << i << ", context " << T;
+    EXPECT_GT(hi - lo, 0.1) << "token " << i << ": logits too flat for the comparison to mean anything";
+  }
+  EXPECT_GE(slides, 3);
+  decoder.reset();
+  const std::vector<int> fresh = {3, 1, 4};
+  const float* cached = nullptr;
+  for (int token : fresh) cached = decoder.push(token);
+  model.forward(fresh.data(), nullptr, 1, 3);
+  for (int v = 0; v < V; v++) EXPECT_NEAR(cached[v], model.logits()[2 * V + v], 1e-4) << "after reset, logit " << v;
 }
 
 }  // namespace testutil

@@ -23,6 +23,7 @@
 #include "io/crc32c.h"
 #include "io/safetensors.h"
 #include "io/checkpoint.h"
+#include "checkpoint_bytes.h"
 #include "program_util.h"
 #include "base/rng.h"
 #include "train/trainer.h"
@@ -87,7 +88,7 @@ std::string error_of(const std::string& path) {
 
 // A checkpoint file split into its header JSON and data section, to edit and write back by hand.
 struct RawFile {
-  json header;
+  nlohmann::ordered_json header;  // in the order written: the header's checksum stays first
   std::string data;
 
   static RawFile read(const std::string& path) {
@@ -96,7 +97,7 @@ struct RawFile {
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | (uint8_t)bytes[i];
     RawFile f;
-    f.header = json::parse(bytes.substr(8, n));
+    f.header = nlohmann::ordered_json::parse(bytes.substr(8, n));
     f.data = bytes.substr(8 + n);
     return f;
   }
@@ -271,7 +272,7 @@ TEST(CheckpointFormat, PlainSafetensorsWithGpt2NamesAndShapes) {
   }
   const json& meta = header.at("__metadata__");
   EXPECT_EQ(meta.at("format"), "plaingpt");
-  EXPECT_EQ(meta.at("format_version"), "2");
+  EXPECT_EQ(meta.at("format_version"), "3");
   EXPECT_EQ(meta.at("n_layer"), "2");
   EXPECT_EQ(meta.at("n_embd"), "8");
   EXPECT_EQ(meta.at("mask"), "causal,window:3");
@@ -300,12 +301,9 @@ class CheckpointRejects : public ::testing::Test {
     edit(raw);
     if (raw.header.contains("__metadata__") && raw.header["__metadata__"].contains(kDataChecksumKey))
       raw.header["__metadata__"][kDataChecksumKey] = crc32c_hex(crc32c(raw.data.data(), raw.data.size()));
-    if (raw.header.contains("__metadata__") && raw.header["__metadata__"].contains(kHeaderChecksumKey)) {
-      const std::string canonical = header_canonical_text(raw.header.dump());
-      raw.header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
-    }
     const std::string path = dir_ / name;
     raw.write(path);
+    write_file(path, ckptbytes::resealed(read_file(path)));
     return path;
   }
   std::string edited_metadata(const std::string& name, const std::string& key, const std::string& value) {

@@ -23,6 +23,7 @@
 #include "base/rng.h"
 #include "base/threads.h"
 #include "ops/mamba.h"
+#include "op_layer.h"
 #include "test_util.h"
 #include "textbook/mamba.h"
 
@@ -53,14 +54,6 @@ const Case kCases[] = {
     {3, 3, 1, 1, 2, true, 3, 5},  {6, 3, 2, 4, 4, true, 1, 1},
 };
 
-// One tensor of a test layer: its values in double (rounded to float, so both sides start from the same numbers),
-// their float copy, and a float gradient buffer.
-struct Tensor {
-  std::string name;
-  std::vector<double> v;
-  std::vector<float> f, grad;
-};
-
 template <typename Ptr>
 std::vector<std::pair<std::string, Ptr MambaTensors<Ptr>::*>> slots() {
   using M = MambaTensors<Ptr>;
@@ -73,9 +66,8 @@ std::vector<std::pair<std::string, Ptr MambaTensors<Ptr>::*>> slots() {
 
 // A layer with random parameters far from the initialisation, so that every term matters: Δ from ~0.1 to ~2,
 // decay rates −a from ~0.4 to ~2.7 (ā from ~0.01 to ~0.96), D and the norm's weight away from 1.
-struct Layer {
-  MambaDims d;
-  std::vector<Tensor> tensors;  // in mamba_tensor_shapes order
+struct Layer : OpLayer<MambaTensors, Layer> {
+  MambaDims d;  // tensors in mamba_tensor_shapes order
 
   Layer(const MambaDims& dims, uint32_t seed) : d(dims) {
     std::mt19937 rng(seed);
@@ -88,47 +80,29 @@ struct Layer {
       if (s.name == "mamba.A_log") lo = -1.0, hi = 1.0;
       if (s.name == "mamba.D" || s.name == "mamba.norm.weight") lo = 0.5, hi = 1.5;
       if (s.name == "mamba.B" || s.name == "mamba.C") lo = -1.0, hi = 1.0;
-      Tensor t{s.name, float_exact(uniform(n, rng, lo, hi)), {}, {}};
-      t.f = to_float(t.v);
-      t.grad.assign(n, 0.0f);
-      tensors.push_back(std::move(t));
+      tensors.emplace_back(s.name, uniform(n, rng, lo, hi));
     }
   }
-  template <typename Ptr, typename Get>
-  MambaTensors<Ptr> bind(Get get) {
-    MambaTensors<Ptr> m;
-    for (Tensor& t : tensors)
-      for (const auto& [name, slot] : slots<Ptr>())
-        if (name == t.name) m.*slot = get(t);
-    return m;
-  }
-  MambaTensors<const double*> ref() {
-    return bind<const double*>([](Tensor& t) { return t.v.data(); });
-  }
-  MambaWeights weights() {
-    return bind<const float*>([](Tensor& t) { return t.f.data(); });
-  }
-  MambaGrads grads() {
-    return bind<float*>([](Tensor& t) { return t.grad.data(); });
+  template <typename Ptr>
+  Ptr MambaTensors<Ptr>::*slot(size_t i) const {
+    for (const auto& [name, member] : slots<Ptr>())
+      if (name == tensors[i].name) return member;
+    throw std::logic_error("no slot for " + tensors[i].name);
   }
 };
 
 // A case's layer, an input u and an upstream gradient R (the loss is Σ out ⊙ R), and the fast forward on u, with
 // the activations and scratch its backward needs.
-struct Forwarded {
+struct Forwarded : OpInputs {
   Case c;
   MambaDims d;
   Layer L;
-  std::vector<double> u, R;
-  std::vector<float> u_f, R_f, acts, scratch, out;
+  std::vector<float> acts, scratch, out;
   MambaActivations a;
   Forwarded(const Case& cs, uint32_t seed)
-      : c(cs), d(cs.dims()), L(d, seed), acts(mamba_activation_floats(d, cs.B, cs.T), NAN),
-        scratch(mamba_scratch_floats(d, cs.B, cs.T), NAN), out((size_t)cs.B * cs.T * cs.C, NAN),
-        a(mamba_activations(acts.data(), d, cs.B, cs.T)) {
-    std::mt19937 rng(seed);
-    u = float_exact(uniform(out.size(), rng)), R = float_exact(uniform(out.size(), rng));
-    u_f = to_float(u), R_f = to_float(R);
+      : OpInputs((size_t)cs.B * cs.T * cs.C, seed), c(cs), d(cs.dims()), L(d, seed),
+        acts(mamba_activation_floats(d, cs.B, cs.T), NAN), scratch(mamba_scratch_floats(d, cs.B, cs.T), NAN),
+        out((size_t)cs.B * cs.T * cs.C, NAN), a(mamba_activations(acts.data(), d, cs.B, cs.T)) {
     mamba_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
   }
   void backward(float* du) {
@@ -136,20 +110,7 @@ struct Forwarded {
   }
 };
 
-// A fast gradient and its finite difference.
-struct GradCheck {
-  std::string what;
-  std::vector<float> fast;
-  std::vector<double> fd;
-};
-// Each gradient within kGradTol of max(its own largest magnitude, 1e-2 × the largest of all of them): a parameter
-// summed over rows and heads (A_log, B, C) cancels terms much larger than itself, and float rounding follows the
-// terms. A wrong formula is still O(1) of its own scale, far above 2e-7 of the case's.
-void expect_gradients(const std::vector<GradCheck>& checks) {
-  double largest = 0;
-  for (const GradCheck& c : checks) largest = std::max(largest, max_abs(c.fd.data(), c.fd.size()));
-  for (const GradCheck& c : checks) EXPECT_TRUE(close_to_reference(c.fast, c.fd, kGradTol, c.what, 1e-2 * largest));
-}
+void expect_gradients(const std::vector<GradCheck>& checks) { testutil::expect_gradients(checks, kGradTol); }
 
 // Parameter gradients are added to (+=), input gradients written (=): a second backward on top of the first must
 // double every parameter gradient and leave the input gradients as they were.
@@ -198,13 +159,13 @@ TEST(OpsMamba, BackwardMatchesFiniteDifferencesOfTextbook) {
 
     auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
     std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, f.u.data(), f.u.size())}};
-    for (Tensor& t : f.L.tensors)
+    for (OpTensor& t : f.L.tensors)
       checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
     expect_gradients(checks);
 
     std::vector<std::vector<float>> first;
     std::vector<float*> params;
-    for (Tensor& t : f.L.tensors) first.push_back(t.grad), params.push_back(t.grad.data());
+    for (OpTensor& t : f.L.tensors) first.push_back(t.grad), params.push_back(t.grad.data());
     const std::vector<float> first_du = du;
     f.backward(du.data());
     expect_accumulates(first, params, {first_du}, {du.data()});
@@ -245,18 +206,7 @@ TEST(OpsMamba, TwoThreadsMatchTextbook) {
   set_threads(saved);
   EXPECT_TRUE(close_to_reference(f.out, ref_forward(f.L, f.u, c.B, c.T), kTol, "out"));
   auto loss = [&] { return dot(ref_forward(f.L, f.u, c.B, c.T), f.R); };
-  auto sampled = [&](const std::string& what, const std::vector<float>& fast, std::vector<double>& x) {
-    GradCheck check{what, {}, {}};
-    const size_t step = std::max<size_t>(1, x.size() / 16);
-    for (size_t i = (x.size() - 1) % step; i < x.size(); i += step) {  // ends at the last entry
-      check.fast.push_back(fast[i]);
-      check.fd.push_back(finite_differences(loss, x.data() + i, 1)[0]);
-    }
-    return check;
-  };
-  std::vector<GradCheck> checks = {sampled("du", du, f.u)};
-  for (Tensor& t : f.L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
-  expect_gradients(checks);
+  expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 16));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -379,7 +329,7 @@ TEST(OpsMambaParts, SelectiveScan) {
     EXPECT_TRUE(close_to_reference(y_f, y, kTol, "scan y"));
 
     std::vector<float> dxbc(xbc.size(), NAN), ddt(dt.size(), NAN), scratch(mamba_scan_scratch_floats(d, B, T), NAN);
-    for (Tensor& t : L.tensors) std::fill(t.grad.begin(), t.grad.end(), 0.0f);
+    for (OpTensor& t : L.tensors) std::fill(t.grad.begin(), t.grad.end(), 0.0f);
     const std::vector<float> R_f = to_float(R);
     auto backward = [&] {
       mamba_scan_backward(dxbc.data(), ddt.data(), L.grads(), R_f.data(), xbc_f.data(), dt_f.data(), L.weights(), d,
@@ -390,7 +340,7 @@ TEST(OpsMambaParts, SelectiveScan) {
                                      {"dΔ", ddt, finite_differences(loss, dt.data(), dt.size())}};
     std::vector<std::vector<float>> first;
     std::vector<float*> params;
-    for (Tensor& t : L.tensors) {
+    for (OpTensor& t : L.tensors) {
       if (t.name != "mamba.A_log" && t.name != "mamba.D" && t.name != "mamba.B" && t.name != "mamba.C") continue;
       checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
       first.push_back(t.grad), params.push_back(t.grad.data());

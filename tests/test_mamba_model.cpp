@@ -196,52 +196,18 @@ TEST(MambaModel, TensorsNamesShapesInitAndOptimizerGroups) {
 
 namespace {
 std::unique_ptr<GPT> random_model(const ModelCase& mc, int block, int vocab, uint64_t seed) {
-  auto model = std::make_unique<GPT>(mc.config(block, vocab));
-  Rng rng(seed);
-  for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());
-  return model;
+  return testutil::random_model(mc.config(block, vocab), seed);
 }
 }  // namespace
 
-// Every pushed token's logits against a full forward of the decoder's context, through slides of the window (the
-// state is rebuilt from the re-encoded context: Mixer::state_from_forward).
+// Every pushed token's logits against a full forward of the decoder's context, through slides of the window, and
+// after a reset (model_check.h).
 TEST(MambaDecoding, StateMatchesFullRecomputeAcrossSlides) {
   SingleThread one;
   const int V = 11, block = 8;
   for (const ModelCase& mc : kCases) {
     SCOPED_TRACE(mc.describe());
-    auto model = random_model(mc, block, V, 5);
-    Decoder decoder(*model);
-    ASSERT_TRUE(decoder.uses_cache());
-    std::vector<int> context;
-    Rng rng(9);
-    int slides = 0;
-    for (int i = 0; i < 27; i++) {
-      const int token = rng.below(V);
-      if ((int)context.size() == block) context.erase(context.begin(), context.end() - block / 2), slides++;
-      context.push_back(token);
-      const float* cached = decoder.push(token);
-      const std::vector<float> got(cached, cached + V);
-      ASSERT_EQ(decoder.context(), context);
-      const int T = (int)context.size();
-      model->forward(context.data(), nullptr, 1, T);
-      const float* full = model->logits() + (size_t)(T - 1) * V;
-      double worst = 0, lo = full[0], hi = full[0];
-      for (int v = 0; v < V; v++) {
-        worst = std::max(worst, (double)std::fabs(got[v] - full[v]));
-        lo = std::min(lo, (double)full[v]), hi = std::max(hi, (double)full[v]);
-      }
-      EXPECT_LT(worst, 1e-4) << "token " << i << ", context " << T;
-      EXPECT_GT(hi - lo, 0.1) << "token " << i << ": logits too flat for the comparison to mean anything";
-    }
-    EXPECT_GE(slides, 3);
-    // reset() starts a new sequence: the state left by the last one must not leak into it.
-    decoder.reset();
-    const std::vector<int> fresh = {3, 1, 4};
-    const float* cached = nullptr;
-    for (int token : fresh) cached = decoder.push(token);
-    model->forward(fresh.data(), nullptr, 1, 3);
-    for (int v = 0; v < V; v++) EXPECT_NEAR(cached[v], model->logits()[2 * V + v], 1e-4) << "after reset, logit " << v;
+    expect_decoder_matches_full_forward(*random_model(mc, block, V, 5), 27);
   }
 }
 

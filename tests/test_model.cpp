@@ -81,8 +81,9 @@ void expect_fast_matches_reference(GPT& fast, const std::vector<AttentionMask>& 
   set_arena(fast.grads_memory(), seed);
   const float loss_f = fast.forward(batch.inputs.data(), batch.targets.data(), B, T);
   fast.backward();
-  if (fast.gated())
+  if (fast.gated()) {
     EXPECT_TRUE(close_to_reference(fast.head_gate_grads(), ref.gate_grads, kModelTol, "head gate gradients"));
+  }
 
   EXPECT_NEAR(loss_f, loss, kModelTol * std::max(1.0, std::fabs(loss)));
   EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kModelTol, "logits"));

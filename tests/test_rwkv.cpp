@@ -20,6 +20,7 @@
 #include "base/rng.h"
 #include "base/threads.h"
 #include "ops/rwkv.h"
+#include "op_layer.h"
 #include "test_util.h"
 #include "textbook/rwkv.h"
 
@@ -52,17 +53,10 @@ const Case kCases[] = {
     {6, 2, 2, 2, 18, Rate::Free, false}, {4, 2, 1, 1, 9, Rate::One, false},
 };
 
-struct Tensor {
-  std::string name;
-  std::vector<double> v;
-  std::vector<float> f, grad;
-};
-
 // A layer with random parameters far from the initialisation, so that every term matters: decays d from ~0.55 to
 // ~0.95, rates a across (0, 1) (or forced: a0 = ∓30 with the rate LoRA zero), gains away from 1.
-struct Layer {
-  RwkvDims d;
-  std::vector<Tensor> tensors;  // in rwkv_tensor_slots order
+struct Layer : OpLayer<RwkvTensors, Layer> {
+  RwkvDims d;  // tensors in rwkv_tensor_slots order
 
   Layer(const RwkvDims& dims, uint32_t seed, Rate rate = Rate::Free) : d(dims) {
     std::mt19937 rng(seed);
@@ -78,45 +72,26 @@ struct Layer {
       std::vector<double> v = uniform(n, rng, lo, hi);
       if (rate != Rate::Free && (s.name == "rwkv.a1" || s.name == "rwkv.a2")) v.assign(n, 0.0);
       if (rate != Rate::Free && s.name == "rwkv.a0") v.assign(n, rate == Rate::Zero ? -30.0 : 30.0);
-      Tensor t{s.name, float_exact(v), {}, {}};
-      t.f = to_float(t.v);
-      t.grad.assign(n, 0.0f);
-      tensors.push_back(std::move(t));
+      tensors.emplace_back(s.name, v);
     }
   }
-  template <typename Ptr, typename Get>
-  RwkvTensors<Ptr> bind(Get get) {
-    RwkvTensors<Ptr> m;
-    const auto slots = rwkv_tensor_slots<Ptr>(d);
-    for (size_t i = 0; i < slots.size(); i++) m.*slots[i].member = get(tensors[i]);
-    return m;
-  }
-  RwkvTensors<const double*> ref() {
-    return bind<const double*>([](Tensor& t) { return t.v.data(); });
-  }
-  RwkvWeights weights() {
-    return bind<const float*>([](Tensor& t) { return t.f.data(); });
-  }
-  RwkvGrads grads() {
-    return bind<float*>([](Tensor& t) { return t.grad.data(); });
+  template <typename Ptr>
+  Ptr RwkvTensors<Ptr>::*slot(size_t i) const {
+    return rwkv_tensor_slots<Ptr>(d)[i].member;
   }
 };
 
 // A case's layer, input u, upstream gradient R (the loss is Σ out ⊙ R), and the fast forward on u.
-struct Forwarded {
+struct Forwarded : OpInputs {
   Case c;
   RwkvDims d;
   Layer L;
-  std::vector<double> u, R;
-  std::vector<float> u_f, R_f, acts, scratch, out;
+  std::vector<float> acts, scratch, out;
   RwkvActivations a;
   Forwarded(const Case& cs, uint32_t seed)
-      : c(cs), d(cs.dims()), L(d, seed, cs.rate), acts(rwkv_activation_floats(d, cs.B, cs.T), NAN),
-        scratch(rwkv_scratch_floats(d, cs.B, cs.T), NAN), out((size_t)cs.B * cs.T * cs.C, NAN),
-        a(rwkv_activations(acts.data(), d, cs.B, cs.T)) {
-    std::mt19937 rng(seed);
-    u = float_exact(uniform(out.size(), rng)), R = float_exact(uniform(out.size(), rng));
-    u_f = to_float(u), R_f = to_float(R);
+      : OpInputs((size_t)cs.B * cs.T * cs.C, seed), c(cs), d(cs.dims()), L(d, seed, cs.rate),
+        acts(rwkv_activation_floats(d, cs.B, cs.T), NAN), scratch(rwkv_scratch_floats(d, cs.B, cs.T), NAN),
+        out((size_t)cs.B * cs.T * cs.C, NAN), a(rwkv_activations(acts.data(), d, cs.B, cs.T)) {
     rwkv_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
   }
   void backward(float* du) {
@@ -129,18 +104,7 @@ struct Forwarded {
   }
 };
 
-struct GradCheck {
-  std::string what;
-  std::vector<float> fast;
-  std::vector<double> fd;
-};
-// Each gradient within kGradTol of max(its own largest magnitude, 1e-2 × the largest of all of them): a parameter
-// summed over rows (mix, w0, k_k, …) cancels terms much larger than itself.
-void expect_gradients(const std::vector<GradCheck>& checks) {
-  double largest = 0;
-  for (const GradCheck& c : checks) largest = std::max(largest, max_abs(c.fd.data(), c.fd.size()));
-  for (const GradCheck& c : checks) EXPECT_TRUE(close_to_reference(c.fast, c.fd, kGradTol, c.what, 1e-2 * largest));
-}
+void expect_gradients(const std::vector<GradCheck>& checks) { testutil::expect_gradients(checks, kGradTol); }
 
 }  // namespace
 
@@ -179,12 +143,12 @@ TEST(OpsRwkv, BackwardMatchesFiniteDifferencesOfTextbook) {
     f.backward(du.data());
     auto loss = [&] { return dot(f.ref_out(), f.R); };
     std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, f.u.data(), f.u.size())}};
-    for (Tensor& t : f.L.tensors)
+    for (OpTensor& t : f.L.tensors)
       checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
     expect_gradients(checks);
 
     std::vector<std::vector<float>> first;
-    for (Tensor& t : f.L.tensors) first.push_back(t.grad);
+    for (OpTensor& t : f.L.tensors) first.push_back(t.grad);
     const std::vector<float> first_du = du;
     f.backward(du.data());
     for (size_t i = 0; i < first.size(); i++)
@@ -243,18 +207,7 @@ TEST(OpsRwkv, TwoThreadsMatchTextbook) {
   set_threads(saved);
   EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
   auto loss = [&] { return dot(f.ref_out(), f.R); };
-  auto sampled = [&](const std::string& what, const std::vector<float>& fast, std::vector<double>& x) {
-    GradCheck check{what, {}, {}};
-    const size_t step = std::max<size_t>(1, x.size() / 12);
-    for (size_t i = (x.size() - 1) % step; i < x.size(); i += step) {
-      check.fast.push_back(fast[i]);
-      check.fd.push_back(finite_differences(loss, x.data() + i, 1)[0]);
-    }
-    return check;
-  };
-  std::vector<GradCheck> checks = {sampled("du", du, f.u)};
-  for (Tensor& t : f.L.tensors) checks.push_back(sampled("d" + t.name, t.grad, t.v));
-  expect_gradients(checks);
+  expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));
 }
 
 // Activations and scratch carved for a larger (B, T) serve a smaller run.

@@ -81,38 +81,8 @@ std::vector<int> targets_with_gaps(int n, int V, uint32_t seed) {
   return y;
 }
 
-// expect_fast_matches_reference (model_check.h), with each gradient measured against max(its own largest
-// magnitude, 1e-2 × the largest gradient of the model): the reference differentiates an rwkv layer by central
-// differences (h = 1e-6), whose error, ~1e-9 of the loss's scale, is the same for every tensor, so a tensor whose
-// own gradients are 1e-4 meets it at 1e-5 relative, while a wrong formula is O(1) of its own scale.
-void expect_fast_matches_reference_rwkv(const ModelConfig& c, const std::vector<int>& x, const std::vector<int>& y,
-                                        int B, int T) {
-  GPT fast(c);
-  load_params(fast, random_params(c, 202));
-  ReferenceGPT<double> ref(c);
-  ref.params = to_double(fast.params_memory());
-  std::vector<double> grads(ref.params.size(), 0.0);
-  const double loss = ref.forward(x, y, B, T);
-  ref.backward(grads);
-  fast.zero_grad();
-  const float loss_f = fast.forward(x.data(), y.data(), B, T);
-  fast.backward();
-  EXPECT_NEAR(loss_f, loss, kFastTol * std::max(1.0, std::fabs(loss)));
-  EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kFastTol, "logits"));
-  for (int l = 0; l < c.n_layer; l++)
-    EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
-                                   kFastTol, "layer " + std::to_string(l) + " weights"));
-  const double largest = max_abs(grads.data(), grads.size());
-  for (const TensorSpec& t : ref.table)
-    EXPECT_TRUE(close_to_reference(fast.grads_memory().data() + t.offset, grads.data() + t.offset, t.numel, kFastTol,
-                                   "gradient of " + t.name, 1e-2 * largest));
-}
-
 std::unique_ptr<GPT> random_model(const ModelCase& mc, int block, int vocab, uint64_t seed) {
-  auto model = std::make_unique<GPT>(mc.config(block, vocab));
-  Rng rng(seed);
-  for (float& p : model->params_memory()) p = (float)(0.3 * rng.normal());
-  return model;
+  return testutil::random_model(mc.config(block, vocab), seed);
 }
 
 }  // namespace
@@ -126,8 +96,8 @@ TEST(RwkvModel, FastModelMatchesReference) {
   for (const ModelCase& mc : kCases)
     for (int T : {3, 19}) {  // 19: the op's states recomputed across a chunk boundary
       SCOPED_TRACE(mc.describe() + " T=" + std::to_string(T));
-      expect_fast_matches_reference_rwkv(mc.config(19, V), random_ids(B * T, V, 11 + T),
-                                         targets_with_gaps(B * T, V, 12 + T), B, T);
+      expect_fast_matches_reference(mc.config(19, V), {}, random_ids(B * T, V, 11 + T),
+                                    targets_with_gaps(B * T, V, 12 + T), B, T, 202, /*gradient_floor=*/1e-2);
     }
 }
 
@@ -145,8 +115,8 @@ TEST(RwkvModel, TwoThreadsMatchReference) {
   const int saved = default_threads();
   set_threads(2);
   const int B = 3, T = 9, V = 7;
-  expect_fast_matches_reference_rwkv(ModelCase{"softmax,rwkv", 2, 2, 8, 3}.config(T, V), random_ids(B * T, V, 31),
-                                     targets_with_gaps(B * T, V, 32), B, T);
+  expect_fast_matches_reference(ModelCase{"softmax,rwkv", 2, 2, 8, 3}.config(T, V), {}, random_ids(B * T, V, 31),
+                                targets_with_gaps(B * T, V, 32), B, T, 202, /*gradient_floor=*/1e-2);
   set_threads(saved);
 }
 
@@ -208,8 +178,8 @@ TEST(RwkvModel, TensorsNamesShapesInitAndOptimizerGroups) {
 // ---------------------------------------------------------------------------------------------------------------
 // Decoding
 
-// Every pushed token's logits against a full forward of the decoder's context, through slides of the window (the
-// state is refilled from the re-encoded context: Mixer::state_from_forward). block 24: re-encodings of 12 positions
+// Every pushed token's logits against a full forward of the decoder's context, through slides of the window, and
+// after a reset (model_check.h). block 24: re-encodings of 12 positions
 // and contexts that reach past the op's chunk of 16.
 TEST(RwkvDecoding, StateMatchesFullRecomputeAcrossSlides) {
   SingleThread one;
@@ -217,37 +187,7 @@ TEST(RwkvDecoding, StateMatchesFullRecomputeAcrossSlides) {
   for (const ModelCase& mc : kCases)
     for (int block : {8, 24}) {
       SCOPED_TRACE(mc.describe() + " block=" + std::to_string(block));
-      auto model = random_model(mc, block, V, 5);
-      Decoder decoder(*model);
-      ASSERT_TRUE(decoder.uses_cache());
-      std::vector<int> context;
-      Rng rng(9);
-      int slides = 0;
-      for (int i = 0; i < 3 * block + 3; i++) {
-        const int token = rng.below(V);
-        if ((int)context.size() == block) context.erase(context.begin(), context.end() - block / 2), slides++;
-        context.push_back(token);
-        const float* cached = decoder.push(token);
-        const std::vector<float> got(cached, cached + V);
-        ASSERT_EQ(decoder.context(), context);
-        const int T = (int)context.size();
-        model->forward(context.data(), nullptr, 1, T);
-        const float* full = model->logits() + (size_t)(T - 1) * V;
-        double worst = 0, lo = full[0], hi = full[0];
-        for (int v = 0; v < V; v++) {
-          worst = std::max(worst, (double)std::fabs(got[v] - full[v]));
-          lo = std::min(lo, (double)full[v]), hi = std::max(hi, (double)full[v]);
-        }
-        EXPECT_LT(worst, 1e-4) << "token " << i << ", context " << T;
-        EXPECT_GT(hi - lo, 0.1) << "token " << i << ": logits too flat for the comparison to mean anything";
-      }
-      EXPECT_GE(slides, 3);
-      decoder.reset();
-      const std::vector<int> fresh = {3, 1, 4};
-      const float* cached = nullptr;
-      for (int token : fresh) cached = decoder.push(token);
-      model->forward(fresh.data(), nullptr, 1, 3);
-      for (int v = 0; v < V; v++) EXPECT_NEAR(cached[v], model->logits()[2 * V + v], 1e-4) << "after reset, logit " << v;
+      expect_decoder_matches_full_forward(*random_model(mc, block, V, 5), 3 * block + 3);
     }
 }
 

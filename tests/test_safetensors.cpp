@@ -182,21 +182,48 @@ TEST(Safetensors, HandBuiltFileParses) {
 }
 
 // The same file as the writer makes it: the metadata also holds the data's CRC-32C (checked against the standard
-// check values in test_integrity.cpp) and the CRC-32C of the header's canonical text, written out here by hand
-// (keys sorted, no spaces, no checksum keys), and the header is padded for the longer metadata.
+// check values in test_integrity.cpp) and, first in the header, the CRC-32C of the file's first 8 + N bytes without
+// its own eight digits, written out here by hand; the header is padded for the longer metadata.
 static std::vector<uint8_t> hand_built_file_with_checksum() {
   const std::vector<uint8_t> floats = bytes_of({0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0});
   const std::string crc = crc32c_hex(crc32c(floats.data(), floats.size()));
-  const std::string canonical = R"({"__metadata__":{"a":"b"},"x":{"data_offsets":[0,8],"dtype":"F32","shape":[2]}})";
-  const std::string header_crc = crc32c_hex(crc32c(canonical.data(), canonical.size()));
-  std::string header = R"({"__metadata__":{"a":"b","plaingpt.data_crc32c":")" + crc +
-                       R"(","plaingpt.header_crc32c":")" + header_crc +
-                       R"("},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";  // 151 bytes
-  header.append((8 - header.size() % 8) % 8, ' ');                                    // 152
-  std::vector<uint8_t> file = bytes_of({uint8_t(header.size()), 0, 0, 0, 0, 0, 0, 0});
-  append(file, header);
+  const std::string before = R"({"__metadata__":{"plaingpt.header_bytes_crc32c":")";
+  std::string after = R"(","a":"b","plaingpt.data_crc32c":")" + crc +
+                      R"("},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";  // 155 bytes in all
+  after.append((8 - (before.size() + 8 + after.size()) % 8) % 8, ' ');              // 160
+  const std::string length = {char(before.size() + 8 + after.size()), 0, 0, 0, 0, 0, 0, 0};
+  const std::string covered = length + before + after;
+  const std::string header_crc = crc32c_hex(crc32c(covered.data(), covered.size()));
+  std::vector<uint8_t> file;
+  append(file, length + before + header_crc + after);
   file.insert(file.end(), floats.begin(), floats.end());
   return file;
+}
+
+// Format 2's header checksum, of the header's canonical text (keys sorted, no spaces, no checksum keys), is still
+// verified: a file as format 2 wrote it loads, and one canonical byte changed is refused.
+TEST(Safetensors, AFormat2HeaderChecksumIsStillVerified) {
+  const std::vector<uint8_t> floats = bytes_of({0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0});
+  const std::string crc = crc32c_hex(crc32c(floats.data(), floats.size()));
+  for (const std::string value : {"b", "c"}) {
+    const std::string canonical = R"({"__metadata__":{"a":"b"},"x":{"data_offsets":[0,8],"dtype":"F32","shape":[2]}})";
+    const std::string header_crc = crc32c_hex(crc32c(canonical.data(), canonical.size()));
+    std::string header = R"({"__metadata__":{"a":")" + value + R"(","plaingpt.data_crc32c":")" + crc +
+                         R"(","plaingpt.header_crc32c":")" + header_crc +
+                         R"("},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    std::vector<uint8_t> file = bytes_of({uint8_t(header.size()), 0, 0, 0, 0, 0, 0, 0});
+    append(file, header);
+    file.insert(file.end(), floats.begin(), floats.end());
+    SCOPED_TRACE(value);
+    if (value == "b") {
+      const SafetensorsContents contents = parse_safetensors(file.data(), file.size(), "format 2");
+      EXPECT_TRUE(contents.canonical_header_verified);
+      EXPECT_FALSE(contents.header_verified);
+      EXPECT_EQ(contents.metadata, (std::map<std::string, std::string>{{"a", "b"}}));
+    } else {
+      expect_rejected(file, {"the header (settings, step, tensor table) does not match the checksum"});
+    }
+  }
 }
 
 TEST_F(SafetensorsFiles, WriterProducesTheHandBuiltBytes) {

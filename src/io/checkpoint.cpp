@@ -112,12 +112,12 @@ const std::set<std::string>& always_written_keys() {
   return keys;
 }
 
-// Format 2 is strict about what it does not know: every key is one this program writes (a flipped bit in a key
+// Format 2 and later are strict about what they do not know: every key is one this program writes (a flipped bit in a key
 // name must not be read as a setting that happens to be missing). A known key may be missing: the file predates its
 // setting, and the setting takes the value every earlier file meant (the row's `absent`, or its default), as in
 // format 1 — this is what lets a new setting be its field and its row alone. The header's checksum covers the
 // metadata, so a key lost to damage is caught there, not here. What every file has always held must be there.
-void check_keys_of_format_2(const std::string& path, const std::map<std::string, std::string>& meta, bool resumable) {
+void check_keys_strictly(const std::string& path, const std::map<std::string, std::string>& meta, bool resumable) {
   static const std::set<std::string> model_keys = [] {
     std::set<std::string> keys = always_written_keys();
     keys.insert("objective");
@@ -128,7 +128,7 @@ void check_keys_of_format_2(const std::string& path, const std::map<std::string,
   for (const auto& entry : meta)
     if (!model_keys.count(entry.first) && !resume_keys.count(entry.first))
       throw std::runtime_error(path + ": unknown metadata key '" + escape_for_message(entry.first) +
-                               "' in a format-2 checkpoint (damaged, or written by another program)");
+                               "' in a format-2 or later checkpoint (damaged, or written by another program)");
   for (const std::set<std::string>* keys : {&always_written_keys(), resumable ? &resume_keys : nullptr})
     for (const std::string& key : keys ? *keys : std::set<std::string>{})
       if (!meta.count(key)) throw std::runtime_error(path + ": metadata field '" + key + "' is missing");
@@ -141,22 +141,27 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (meta.text("format") != kCheckpointFormat)
     throw std::runtime_error(path + ": not a plaingpt checkpoint (format '" + escape_for_message(meta.text("format")) + "')");
   const int version = meta.integer("format_version");
-  if (version != 1 && version != kCheckpointVersion)
+  if (version < 1 || version > kCheckpointVersion)
     throw std::runtime_error(path + ": checkpoint format version " + meta.text("format_version") +
-                             " is not a version this program reads (1 or " + std::to_string(kCheckpointVersion) + ")");
+                             " is not a version this program reads (1 to " + std::to_string(kCheckpointVersion) + ")");
   Checkpoint ckpt;
   const bool has_optimizer_tensors = std::any_of(file.tensors.begin(), file.tensors.end(), [](const auto& entry) {
     return entry.first.rfind(kAdamM, 0) == 0 || entry.first.rfind(kAdamV, 0) == 0;
   });
   if (version >= 2) {
-    if (!file.header_verified || !file.data_verified)
-      throw std::runtime_error(path + ": a format-2 checkpoint must carry the checksums of its header and its data, "
-                               "but '" + (file.header_verified ? kDataChecksumKey : kHeaderChecksumKey) +
+    // Format 3 carries the checksum of the header's bytes, format 2 that of its canonical text (safetensors.h).
+    const bool header_verified = version >= 3 ? file.header_verified : file.canonical_header_verified;
+    if (!header_verified || !file.data_verified)
+      throw std::runtime_error(path + ": a format-" + std::to_string(version) + " checkpoint must carry the "
+                               "checksums of its header and its data, but '" +
+                               (header_verified ? kDataChecksumKey
+                                                : version >= 3 ? kHeaderChecksumKey : kCanonicalHeaderChecksumKey) +
                                "' is missing: the file was changed or damaged after it was written");
-    check_keys_of_format_2(path, file.metadata, has_optimizer_tensors);
+    check_keys_strictly(path, file.metadata, has_optimizer_tensors);
   } else if (!file.header_verified) {
     ckpt.notes.push_back(path + " is a format-1 checkpoint: its header (settings, step, tensor table) carries no checksum, "
-                "so it cannot be verified (saving it again, e.g. by --resume, writes format 2)");
+                         "so it cannot be verified (saving it again, e.g. by --resume, writes format " +
+                         std::to_string(kCheckpointVersion) + ")");
   }
   std::vector<std::string> specials;
   try {

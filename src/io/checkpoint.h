@@ -3,8 +3,8 @@
 // "__metadata__" holds the model's settings (model_settings(): the shared ones and each mixer kind's, e.g.
 // ssm_state), the vocabulary, the masks, the mixer kind of every layer ("mixer": one of the registered kinds,
 // softmax, linear, mamba, …, or a per-layer list; absent = softmax; files written before it was renamed call it
-// "attention") and the format version (2: the header is
-// covered by a checksum too, safetensors.h). A checkpoint written during training also holds AdamW's m and v (as
+// "attention") and the format version (3: the header's bytes are covered by a checksum too, safetensors.h). A
+// checkpoint written during training also holds AdamW's m and v (as
 // "optimizer.m.<name>", "optimizer.v.<name>"; under --optimizer muon, m holds Muon's momentum for its tensors and
 // v zeros, optim/muon.h) plus the step and the batch sampler's state, so --resume continues the run exactly.
 // Files are written atomically, and the loader checks everything it reads.
@@ -20,14 +20,16 @@
 #include "data/tokenizer.h"
 
 constexpr const char* kCheckpointFormat = "plaingpt";
-// Version 2 (this one) carries checksums of the header and of the data and must match both; its metadata keys
-// are parsed strictly: an unknown key is refused by name (a renamed setting's old key is known: files written
-// before the rename hold it), and so is a missing key that every file has held (the
-// sizes, the vocabulary, the masks). A setting newer than the file is missing from it and takes the value every
-// earlier file meant (its row's `absent`, or its default), in version 2 as in version 1; Checkpoint::
-// defaulted_settings lists them. Version 1 files (written before the header checksum existed) still load, with
-// Checkpoint::notes saying they cannot be verified.
-constexpr int kCheckpointVersion = 2;
+// Version 3 (this one) carries checksums of the header and of the data and must match both; the header's covers
+// its every byte and the data's checksum (safetensors.h), so any flipped bit of the header is reported as header
+// damage. Version 2 carried a checksum of the header's canonical text that left the data's checksum out; those
+// files still load, verified the same way. From version 2 on, metadata keys are parsed strictly: an unknown key is
+// refused by name (a renamed setting's old key is known: files written before the rename hold it), and so is a
+// missing key that every file has held (the sizes, the vocabulary, the masks). A setting newer than the file is
+// missing from it and takes the value every earlier file meant (its row's `absent`, or its default), in every
+// version; Checkpoint::defaulted_settings lists them. Version 1 files (written before the header checksum existed)
+// still load, with Checkpoint::notes saying they cannot be verified.
+constexpr int kCheckpointVersion = 3;
 
 // What a checkpoint holds beyond the model: enough to continue training where it stopped.
 struct ResumeState {

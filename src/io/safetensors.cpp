@@ -66,7 +66,8 @@ static std::string short_dump(const json& value) {
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   // ordered_json keeps the keys in the order written, so the header reads like the tensor list. The metadata
-  // (with the data's checksum, known only once the tensors are laid out) is filled in after the loop.
+  // (with the data's checksum, known only once the tensors are laid out) is filled in after the loop; it comes
+  // first, led by the header's checksum, whose place is then fixed (header_checksum_field).
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   header["__metadata__"] = nlohmann::ordered_json::object();
 
@@ -107,16 +108,14 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   // The checksum covers the data section exactly as it lies in the file (little-endian on every host).
   uint32_t crc = 0;
   for (const ByteChunk& chunk : data_chunks) crc = crc32c(chunk.data, chunk.size, crc);
-  std::map<std::string, std::string> metadata_with_checksum = metadata;
-  metadata_with_checksum.erase(kHeaderChecksumKey);
-  metadata_with_checksum[kDataChecksumKey] = crc32c_hex(crc);
-  header["__metadata__"] = metadata_with_checksum;
+  nlohmann::ordered_json& meta = header["__metadata__"];
+  meta[kHeaderChecksumKey] = "00000000";  // its digits are written once the bytes around them are known
+  for (const auto& [key, value] : metadata)
+    if (key != kHeaderChecksumKey && key != kCanonicalHeaderChecksumKey && key != kDataChecksumKey) meta[key] = value;
+  meta[kDataChecksumKey] = crc32c_hex(crc);
 
   std::string header_text;
   try {
-    // The header's checksum is of its canonical text, which leaves both checksum keys out: add it last.
-    const std::string canonical = header_canonical_text(header.dump());
-    header["__metadata__"][kHeaderChecksumKey] = crc32c_hex(crc32c(canonical.data(), canonical.size()));
     header_text = header.dump();
   } catch (const std::exception& error) {  // names and metadata must be valid UTF-8
     throw std::runtime_error(path + ": cannot encode the header: " + error.what());
@@ -128,6 +127,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   std::string prefix(length_prefix_bytes, '\0');
   for (size_t i = 0; i < length_prefix_bytes; ++i) prefix[i] = char((uint64_t(header_text.size()) >> (8 * i)) & 0xff);
   prefix += header_text;
+  const std::string seal = crc32c_hex(header_bytes_crc32c(reinterpret_cast<const uint8_t*>(prefix.data()), header_text.size()));
+  prefix.replace(length_prefix_bytes + header_checksum_field().size(), seal.size(), seal);
 
   std::vector<ByteChunk> chunks = {{prefix.data(), prefix.size()}};
   chunks.insert(chunks.end(), data_chunks.begin(), data_chunks.end());
@@ -140,9 +141,18 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 static std::string canonical_dump(json header) {
   if (header.is_object() && header.contains("__metadata__") && header["__metadata__"].is_object()) {
     header["__metadata__"].erase(kDataChecksumKey);
+    header["__metadata__"].erase(kCanonicalHeaderChecksumKey);
     header["__metadata__"].erase(kHeaderChecksumKey);
   }
   return header.dump();
+}
+
+std::string header_checksum_field() { return std::string("{\"__metadata__\":{\"") + kHeaderChecksumKey + "\":\""; }
+
+uint32_t header_bytes_crc32c(const uint8_t* file, uint64_t header_size) {
+  const size_t digits_at = length_prefix_bytes + header_checksum_field().size();
+  const uint32_t before = crc32c(file, digits_at);
+  return crc32c(file + digits_at + 8, size_t(length_prefix_bytes + header_size - digits_at - 8), before);
 }
 
 std::string header_canonical_text(const std::string& header_json) {
@@ -358,18 +368,57 @@ static bool verify_data_checksum(const std::map<std::string, std::string>& metad
   return true;
 }
 
-// The same for the header: its canonical text (the settings, the step, the tensor table with every offset) must
-// be what was written. Returns whether it was checked.
-static bool verify_header_checksum(const std::map<std::string, std::string>& metadata, const json& header,
-                                   const std::string& source) {
+static const char* kHeaderMismatch = ") does not match the checksum recorded when the file was written (CRC-32C ";
+
+// Format 2's header checksum: the header's canonical text (the settings, the step, the tensor table with every
+// offset) must be what was written. Returns whether it was checked.
+static bool verify_canonical_header_checksum(const std::map<std::string, std::string>& metadata, const json& header,
+                                             const std::string& source) {
   uint32_t stored = 0;
-  if (!stored_checksum(metadata, kHeaderChecksumKey, source, &stored)) return false;
+  if (!stored_checksum(metadata, kCanonicalHeaderChecksumKey, source, &stored)) return false;
   const std::string canonical = canonical_dump(header);
   const uint32_t computed = crc32c(canonical.data(), canonical.size());
   if (stored != computed)
-    fail(source, "the header (settings, step, tensor table) does not match the checksum recorded when the file was "
-                 "written (CRC-32C " + crc32c_hex(stored) + " recorded, " + crc32c_hex(computed) + " now): the "
-                 "file was changed or damaged after it was written; use another copy");
+    fail(source, std::string("the header (settings, step, tensor table") + kHeaderMismatch + crc32c_hex(stored) +
+                     " recorded, " + crc32c_hex(computed) + " now): the file was changed or damaged after it was "
+                     "written; use another copy");
+  return true;
+}
+
+// The header's own checksum (kHeaderChecksumKey), read from its fixed place and checked on the bytes before the
+// header is parsed, so that a header whose checksum no longer matches is reported as that, whatever else the damage
+// broke (the JSON, a key, the data's checksum). Returns whether the header carries it.
+static bool verify_header_checksum(const uint8_t* bytes, size_t size, uint64_t header_size, const std::string& source) {
+  const std::string field = header_checksum_field();
+  const size_t digits_at = length_prefix_bytes + field.size(), field_end = digits_at + 9;  // eight digits and '"'
+  if (size < field_end) return false;
+  // The field's fixed bytes as written, but for at most one: a file that differs in more never carried the field
+  // (an older file, or another tool's); one byte off is a flipped bit in the field itself.
+  size_t differing = 0, first_difference = 0;
+  for (size_t i = 0; i <= field.size(); i++) {
+    const size_t at = i < field.size() ? length_prefix_bytes + i : field_end - 1;
+    const char expected = i < field.size() ? field[i] : '"';
+    if (char(bytes[at]) != expected && differing++ == 0) first_difference = at;
+  }
+  if (differing > 1) return false;
+  if (differing == 1)
+    fail(source, "byte " + std::to_string(first_difference) + " of the file is '" +
+                     escape_for_message(std::string(1, char(bytes[first_difference]))) + "': the header is damaged (its "
+                     "checksum field, the first " + std::to_string(field_end - length_prefix_bytes) + " bytes of the "
+                     "header, is not as written)");
+  const std::string digits(reinterpret_cast<const char*>(bytes) + digits_at, 8);
+  if (digits.find_first_not_of("0123456789abcdef") != std::string::npos)
+    fail(source, std::string("__metadata__ value for '") + kHeaderChecksumKey + "' is '" + escape_for_message(digits) +
+                     "', expected eight lower-case hex digits (a CRC-32C): the header is damaged");
+  if (header_size < field_end - length_prefix_bytes + 2)  // the field, then at least "}}"
+    fail(source, "header length " + std::to_string(header_size) + " is shorter than the checksum field the header "
+                 "begins with: the header length is damaged");
+  const uint32_t stored = uint32_t(std::strtoul(digits.c_str(), nullptr, 16));
+  const uint32_t computed = header_bytes_crc32c(bytes, header_size);
+  if (stored != computed)
+    fail(source, std::string("the header (its length, settings, step, tensor table, the data's checksum") +
+                     kHeaderMismatch + crc32c_hex(stored) + " recorded, " + crc32c_hex(computed) + " now): the file "
+                     "was changed or damaged after it was written; use another copy");
   return true;
 }
 
@@ -386,7 +435,8 @@ static uint64_t checked_header_length(const uint8_t* bytes, uint64_t size, const
   const uint64_t bytes_after_prefix = size - length_prefix_bytes;
   if (header_size > bytes_after_prefix)
     fail(source, "header length is " + std::to_string(header_size) + " bytes, but only " +
-                     std::to_string(bytes_after_prefix) + " bytes follow (file truncated?)");
+                     std::to_string(bytes_after_prefix) + " bytes follow (the file is truncated, or its length is "
+                     "damaged)");
   if (header_size < 2)  // "{}" is the shortest header; a file of zeros is no checkpoint however long it is
     fail(source, "header is not valid JSON: its length is " + std::to_string(header_size) +
                      " bytes, too short for a JSON object");
@@ -402,22 +452,25 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
   const uint64_t header_size = checked_header_length(bytes, size, source);
   const uint64_t bytes_after_prefix = size - length_prefix_bytes;
 
-  const json header = parse_header_json(bytes + length_prefix_bytes, size_t(header_size), source, header_events);
-  if (!header.is_object()) fail(source, "header is a JSON " + std::string(header.type_name()) + ", expected an object");
+  const bool header_verified = verify_header_checksum(bytes, size, header_size, source);
   const uint8_t* data_section = bytes + length_prefix_bytes + header_size;
   const uint64_t data_section_size = bytes_after_prefix - header_size;
 
+  const json header = parse_header_json(bytes + length_prefix_bytes, size_t(header_size), source, header_events);
+  if (!header.is_object()) fail(source, "header is a JSON " + std::string(header.type_name()) + ", expected an object");
   SafetensorsContents contents;
-  std::vector<TensorEntry> entries;
-  // The metadata first: a header whose checksum no longer matches is reported as that, whatever else it broke.
   if (header.contains("__metadata__")) contents.metadata = parse_metadata(header.at("__metadata__"), source);
-  contents.header_verified = verify_header_checksum(contents.metadata, header, source);
+  contents.header_verified = header_verified;
+  // Format 2's, of the canonical text, before the tensor table is read: a damaged header is reported as that.
+  contents.canonical_header_verified = verify_canonical_header_checksum(contents.metadata, header, source);
+  std::vector<TensorEntry> entries;
   for (const auto& [name, entry] : header.items())
     if (name != "__metadata__") entries.push_back(parse_tensor_entry(name, entry, data_section_size, source));
   check_no_overlap(entries, source);
   contents.data_verified = verify_data_checksum(contents.metadata, data_section, data_section_size, source);
   contents.metadata.erase(kDataChecksumKey);  // verified; what the caller wrote is what it reads back
   contents.metadata.erase(kHeaderChecksumKey);
+  contents.metadata.erase(kCanonicalHeaderChecksumKey);
   // Only now allocate: without overlaps, the tensors together need at most the data section's size.
   for (const TensorEntry& entry : entries) {
     LoadedTensor& tensor = contents.tensors[entry.name];

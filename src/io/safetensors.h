@@ -7,14 +7,19 @@
 //   the rest  the data section; each tensor's bytes lie at [begin, end) relative to its start
 // Only F32 (little-endian float32) tensors are written or accepted.
 //
-// Integrity: the writer stores two CRC-32Cs in "__metadata__", as eight hex digits each: kDataChecksumKey of the
-// whole data section, and kHeaderChecksumKey of the header in its canonical form (header_canonical_text: the
-// JSON without these two keys, keys sorted, no spaces), so the settings, the step, the tensor table and every
-// offset are covered too. The reader recomputes each one present and refuses a file that no longer matches (it
-// was changed or damaged after it was written); SafetensorsContents says which were present. A CRC detects
-// damage, not a deliberate edit: whoever edits a file can recompute it. The keys are the file's own business: the
-// reader removes them, so metadata written is exactly metadata read. Keys are parsed strictly: a key given twice
-// anywhere in the header, or a tensor entry with a key other than dtype, shape and data_offsets, is refused.
+// Integrity: the writer stores two CRC-32Cs in "__metadata__", as eight lower-case hex digits each. The header's
+// own comes first of all, at a fixed place: the header begins with {"__metadata__":{"plaingpt.header_bytes_crc32c":
+// "XXXXXXXX", and XXXXXXXX is the CRC-32C of the file's first 8 + N bytes (the length, the whole header with its
+// padding, the data's checksum included) without those eight digits. It is checked on the bytes, before the JSON is
+// parsed, so any flipped bit of the length or the header is reported as header damage, never as bad JSON or as
+// damaged data. kDataChecksumKey holds the CRC-32C of the whole data section. (Files written before this, format 2
+// of the checkpoints, carry kCanonicalHeaderChecksumKey instead: the CRC-32C of header_canonical_text, the JSON
+// without the checksum keys, keys sorted, no spaces; it is still verified.) The reader recomputes each one present
+// and refuses a file that no longer matches (it was changed or damaged after it was written); SafetensorsContents
+// says which were present. A CRC detects damage, not a deliberate edit: whoever edits a file can recompute it. The
+// keys are the file's own business: the reader removes them, so metadata written is exactly metadata read. Keys are
+// parsed strictly: a key given twice anywhere in the header, or a tensor entry with a key other than dtype, shape
+// and data_offsets, is refused.
 #pragma once
 
 #include <cstddef>
@@ -25,12 +30,19 @@
 
 // "__metadata__" key of the data section's CRC-32C (crc32c.h), e.g. "e3069283".
 constexpr const char* kDataChecksumKey = "plaingpt.data_crc32c";
-// "__metadata__" key of the canonical header's CRC-32C.
-constexpr const char* kHeaderChecksumKey = "plaingpt.header_crc32c";
+// "__metadata__" key of the header's CRC-32C, the first key of the header (see above).
+constexpr const char* kHeaderChecksumKey = "plaingpt.header_bytes_crc32c";
+// The header's first bytes when it carries kHeaderChecksumKey; its eight hex digits follow, then '"'.
+std::string header_checksum_field();
+// The CRC-32C that kHeaderChecksumKey holds, of a file whose header (`header_size` bytes after the 8-byte length)
+// begins with header_checksum_field(): the first 8 + header_size bytes without the eight digits.
+uint32_t header_bytes_crc32c(const uint8_t* file, uint64_t header_size);
+// Format 2's header checksum: of header_canonical_text.
+constexpr const char* kCanonicalHeaderChecksumKey = "plaingpt.header_crc32c";
 
-// The header as its checksum sees it: `header_json` parsed, kDataChecksumKey and kHeaderChecksumKey taken out of
-// "__metadata__", then written back with keys sorted by their UTF-8 bytes, no whitespace, non-ASCII characters as
-// UTF-8 — what Python's json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False) writes.
+// The header as format 2's checksum sees it: `header_json` parsed, the checksum keys taken out of "__metadata__",
+// then written back with keys sorted by their UTF-8 bytes, no whitespace, non-ASCII characters as UTF-8 — what
+// Python's json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False) writes.
 // Throws std::runtime_error if `header_json` is not JSON.
 std::string header_canonical_text(const std::string& header_json);
 
@@ -54,8 +66,9 @@ struct LoadedTensor {
 struct SafetensorsContents {
   std::map<std::string, std::string> metadata;
   std::map<std::string, LoadedTensor> tensors;
-  bool data_verified = false;    // the file carried kDataChecksumKey, and it matched
-  bool header_verified = false;  // the file carried kHeaderChecksumKey, and it matched
+  bool data_verified = false;              // the file carried kDataChecksumKey, and it matched
+  bool header_verified = false;            // the file carried kHeaderChecksumKey, and it matched
+  bool canonical_header_verified = false;  // the file carried kCanonicalHeaderChecksumKey, and it matched
 };
 
 // Parses a whole safetensors file held in memory; `source` (usually the file name) prefixes error messages.

@@ -7,7 +7,7 @@
 // MixerKind (model/mixers/registry.h): ModelConfig carries them in `mixer_settings`, one struct per kind, created
 // with its defaults on first use, so this file never changes for a new kind. model_settings() is the shared rows
 // followed by every kind's rows, so ./train's flags and --help, the range checks, the checkpoint's metadata (written
-// and read, under the same keys as ever), format 2's known keys, --print-settings and the experiments'
+// and read, under the same keys as ever), the known keys of format 2 and later, --print-settings and the experiments'
 // select_settings see a kind's settings exactly as they see the shared ones.
 //
 // To add a model setting: a field with its default (here, or in the kind's settings struct), its row (in
@@ -59,7 +59,7 @@ struct ModelConfig {
   int head_size() const { return n_embd / n_head; }
 };
 
-// The field of a kind's settings struct that a row sets: MIXER_SETTING_FIELD(MambaSettings, ssm_state).
+// The field of a kind's settings struct that a row sets: MIXER_SETTING_FIELD(KindSettings, field).
 #define MIXER_SETTING_FIELD(Settings, member) \
   [](ModelConfig & c) -> SettingField { return &c.mixer_settings.get<Settings>().member; }
 

@@ -36,8 +36,8 @@ struct TensorSpec {
   std::string name;  // GPT-2 / Hugging Face name, e.g. "h.3.attn.c_attn.weight"
   std::vector<int64_t> shape;
   Init init;
-  bool weight_decay;  // AdamW's decoupled decay: on for the 2-D weights (embeddings and linear layers), off for
-                      // biases and LayerNorm's weights and biases
+  bool weight_decay;  // AdamW's decoupled decay: on for the embeddings and the linear layers' weights, off for
+                      // biases, LayerNorm's weights and biases and the mixer tensors whose kind leaves it off
   bool matrix;        // the weight of a linear map inside a block: Muon's (optim/muon.h)
   size_t offset;      // first float of this tensor in the arena
   size_t numel;

@@ -1,5 +1,5 @@
-// Muon (Keller Jordan; the optimizer of the modded-nanogpt speed-run records): the 2-D weights inside the blocks
-// step along their momentum *orthogonalised* — U·Vᵀ of the momentum's SVD U·S·Vᵀ — so that every direction the
+// Muon (Keller Jordan; the optimizer of the modded-nanogpt speed-run records): the linear maps' weights inside the
+// blocks step along their momentum *orthogonalised* — U·Vᵀ of the momentum's SVD U·S·Vᵀ — so that every direction the
 // momentum moves along gets the same step, however small its singular value. Everything else (the embeddings,
 // which are lookups rather than linear maps, and with wte the LM head tied to it; the biases; LayerNorm) keeps
 // AdamW with its own settings. `./train --optimizer muon` (train/train_config.cpp).

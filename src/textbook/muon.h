@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-// ---- Muon's step for one 2-D weight (optim/muon.h). u, out, theta, buf, grad (rows, cols), stored [fan_in, fan_out].
+// ---- Muon's step for one linear weight (optim/muon.h). u, out, theta, buf, grad (rows, cols), stored [fan_in, fan_out].
 // NS5: X = U/(‖U‖_F + 1e-7), transposed when rows > cols; 5 times A = X·Xᵀ, X ← a·X + (b·A + c·A·A)·X; transposed back.
 template <typename F>
 void ref_newton_schulz5(F* out, const F* u, int rows, int cols) {

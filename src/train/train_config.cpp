@@ -42,7 +42,7 @@ static const std::vector<Setting<TrainConfig>>& run_settings() {
                                                                                            FIELD(adamw.weight_decay), at_least(0),  S::Run},
     {"grad_clip",    "grad-clip",    "clip the global gradient norm to this (0 = off)",    FIELD(adamw.grad_clip),
                                                                                 at_least(0, " (0 turns clipping off)"), S::Run},
-    {"optimizer",    "optimizer",    "adamw, or muon: orthogonalised momentum for the blocks' 2-D weights, AdamW for the rest",
+    {"optimizer",    "optimizer",    "adamw, or muon: orthogonalised momentum for the blocks' linear weights, AdamW for the rest",
                                                                                            FIELD(optimizer),          any_value(),  S::Run,
                                                                                            "\"adamw\""},  // files from before Muon
     {"muon_lr",      "muon-lr",      "Muon's peak learning rate (on --lr's warm-up and cosine schedule)",

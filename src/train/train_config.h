@@ -26,7 +26,7 @@ struct TrainConfig {
   int batch = 12;
   int steps = 1000;          // total optimizer steps of the run (the cosine schedule ends here)
   AdamWConfig adamw;
-  std::string optimizer = "muon";  // adamw | muon (optim/muon.h: Muon for the blocks' 2-D weights, AdamW for the rest)
+  std::string optimizer = "muon";  // adamw | muon (optim/muon.h: Muon for the blocks' linear weights, AdamW for the rest)
   MuonConfig muon;
   int eval_every = 200;      // 0 = only at the start and the end
   int eval_iters = 20;       // batches per split per evaluation
