@@ -9,7 +9,6 @@
 #include "generate/fill.h"
 #include "generate/generate.h"
 #include "lab/head_scores.h"
-#include "lab/html_report.h"
 #include "model/mixer_lab.h"
 #include "train/evaluate.h"
 
@@ -35,12 +34,6 @@ const float* ExploredModel::logits_for(const std::vector<int>& ids) {
     remember(ids);
   }
   return g.logits();
-}
-
-AttentionDump ExploredModel::dump(const std::vector<int>& ids) {
-  AttentionDump d = dump_attention(model(), ids, ckpt.tokenizer);
-  remember(ids);
-  return d;
 }
 
 void ExploredModel::forward_rows(const int* ids, int B, int T) {
@@ -112,8 +105,9 @@ static json mixer_notes(const GPT& model) {
 json model_summary(ExploredModel& m) {
   const ModelConfig& c = m.model().config;
   m.model().set_masks(m.loaded_masks);
-  // The attention kind of every layer, as the lab names it, from a one-character run.
-  const AttentionDump one = m.dump({0});
+  // The mixer kind of every layer, as the lab names it.
+  json kinds = json::array();
+  for (int l = 0; l < c.n_layer; l++) kinds.push_back(m.model().mixer(l).kind());
   std::vector<std::string> masks;
   for (const AttentionMask& mask : m.loaded_masks) masks.push_back(mask.to_string());
   return {{"n_layer", c.n_layer},
@@ -124,7 +118,7 @@ json model_summary(ExploredModel& m) {
           {"objective", to_string(m.ckpt.objective)},
           {"masked_lm", m.mask_token >= 0},
           {"masks", masks},
-          {"attention", one.attention},
+          {"attention", kinds},
           {"mixers", mixer_notes(m.model())},
           {"step", m.ckpt.resumable ? json(m.ckpt.resume.step) : json(nullptr)},
           {"chars", texts_of(first_ids(m.ckpt.tokenizer.num_chars()), m.ckpt.tokenizer)},
@@ -243,33 +237,41 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
   if (layer < 0 || layer >= L) throw BadRequest("layer " + std::to_string(layer) + " does not exist (0 to " + std::to_string(L - 1) + ")");
   if (head < 0 || head >= NH) throw BadRequest("head " + std::to_string(head) + " does not exist (0 to " + std::to_string(NH - 1) + ")");
   model.set_masks(m.loaded_masks);
-  const AttentionDump d = m.dump(ids);
-  if (!std::all_of(d.attn.begin(), d.attn.end(), [](float p) { return std::isfinite(p); }))
-    throw std::runtime_error("the model's attention weights are not finite numbers: its weights are too large or broken");
+  // Every layer's weights (NH × T × T), read in place after the forward (as lab/html_report.h's dump_attention
+  // reads them, without its copy: 64 MB at T = 1000 for the tiny preset).
+  m.logits_for(ids);
+  const std::vector<AttentionMask> masks = model.masks();
+  std::vector<const float*> weights(L);
+  for (int l = 0; l < L; l++) {
+    weights[l] = model.attention_probs(l);
+    if (!std::all_of(weights[l], weights[l] + (size_t)NH * T * T, [](float p) { return std::isfinite(p); }))
+      throw std::runtime_error("the model's attention weights are not finite numbers: its weights are too large or broken");
+  }
+  auto head_of = [&](int l, int h) { return weights[l] + (size_t)h * T * T; };
   auto row_of = [&](int l, int h, int q) {
-    const float* r = &d.attn[(((size_t)l * NH + h) * T + q) * T];
+    const float* r = head_of(l, h) + (size_t)q * T;
     json row = json::array();
     for (int k = 0; k < T; k++) row.push_back(rounded(r[k]));
     return row;
   };
   auto mask_row = [&](int l, int q) {
     json row = json::array();
-    for (int k = 0; k < T; k++) row.push_back(d.masks[l].allows(q, k, T) ? 1 : 0);
+    for (int k = 0; k < T; k++) row.push_back(masks[l].allows(q, k, T) ? 1 : 0);
     return row;
   };
   // The chosen key's column: how much every query takes from `position` ("what attends to this character").
   auto column_of = [&](int l, int h, int k) {
     json col = json::array();
-    for (int q = 0; q < T; q++) col.push_back(rounded(d.attn[(((size_t)l * NH + h) * T + q) * T + k]));
+    for (int q = 0; q < T; q++) col.push_back(rounded(head_of(l, h)[(size_t)q * T + k]));
     return col;
   };
   auto mask_column = [&](int l, int k) {
     json col = json::array();
-    for (int q = 0; q < T; q++) col.push_back(d.masks[l].allows(q, k, T) ? 1 : 0);
+    for (int q = 0; q < T; q++) col.push_back(masks[l].allows(q, k, T) ? 1 : 0);
     return col;
   };
   json rows = json::array(), mask_rows = json::array(), cols = json::array(), mask_cols = json::array();
-  json map = json::array(), spellings = json::array();
+  json map = json::array(), spellings = json::array(), kinds = json::array();
   for (int l = 0; l < L; l++) {
     json heads = json::array(), to = json::array();
     for (int h = 0; h < NH; h++) heads.push_back(row_of(l, h, position)), to.push_back(column_of(l, h, position));
@@ -277,10 +279,10 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     cols.push_back(to);
     mask_rows.push_back(mask_row(l, position));
     mask_cols.push_back(mask_column(l, position));
-    spellings.push_back(d.masks[l].to_string());
+    spellings.push_back(masks[l].to_string()), kinds.push_back(model.mixer(l).kind());
   }
-  json j = {{"chars", d.tokens}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
-            {"masks", spellings}, {"attention", d.attention}, {"mixers", mixer_notes(model)}, {"rows", rows},
+  json j = {{"chars", texts_of(ids, m.ckpt.tokenizer)}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
+            {"masks", spellings}, {"attention", kinds}, {"mixers", mixer_notes(model)}, {"rows", rows},
             {"mask_rows", mask_rows}, {"cols", cols}, {"mask_cols", mask_cols}, {"layer", layer}, {"head", head}};
   // In one pass over each head's map: its largest |weight| (the page scales a head whose weights are not
   // probabilities, signed and unnormalised, by it, as ./inspect attention's page does; a masked weight is 0, so
@@ -295,7 +297,7 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     json largest = json::array(), heads = json::array(), scores = json::array();
     const bool probabilities = model.mixer(l).lab().weights_are_probabilities();
     for (int h = 0; h < NH; h++) {
-      const float* P = &d.attn[((size_t)l * NH + h) * T * T];
+      const float* P = head_of(l, h);
       std::vector<float> cells((size_t)S * S, 0.0f);
       float most = 0;
       for (int q = 0; q < T; q++) {
@@ -316,7 +318,7 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
         continue;
       }
       HeadScores hs;
-      score_pattern(hs, P, ids.data(), T, d.masks[l]);
+      score_pattern(hs, P, ids.data(), T, masks[l]);
       auto value = [](const Mean& m) { return m.count ? json(m.value()) : json(nullptr); };
       scores.push_back({{"previous_token", value(hs.previous_token)}, {"induction", value(hs.induction)},
                         {"duplicate_token", value(hs.duplicate_token)}, {"sink", value(hs.sink)},
@@ -332,8 +334,8 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     // the page shows): at T = 1000 a causal map is half a million numbers, not a million and a 0/1 mask beside.
     json begin = json::array();
     for (int q = 0; q < T; q++) {
-      const KeyRange K = d.masks[layer].keys_for(q, T);
-      const float* row = &d.attn[(((size_t)layer * NH + head) * T + q) * T];
+      const KeyRange K = masks[layer].keys_for(q, T);
+      const float* row = head_of(layer, head) + (size_t)q * T;
       json weights = json::array();
       for (int k = K.begin; k < K.end; k++) weights.push_back(std::round(row[k] * 1e4) / 1e4);
       map.push_back(weights), begin.push_back(K.begin);

@@ -7,8 +7,8 @@
 //              batched forwards); bits/char = mean of s_t over the predicted characters
 //   attention  the row of one query position for every layer × head (P[l][h][pos][·], the implied weights of a
 //              linear layer) and its column, thumbnails and head scores, on request the full map of one chosen
-//              head (each query's allowed keys only, 4 decimals), from lab/html_report.h's dump_attention, the
-//              rows rounded like ./inspect attention's JSON
+//              head (each query's allowed keys only, 4 decimals), read as lab/html_report.h's dump_attention
+//              reads them, the rows rounded like ./inspect attention's JSON
 //   next       the distribution of the character after the text: softmax(z) and the distribution a sample is drawn
 //              from after temperature, top-k and top-p (sampling_distribution)
 //   fill       a masked LM's blanks filled, most confident first (generate/fill.h)
@@ -21,10 +21,11 @@
 // generator's functions, and restores the masks the checkpoint was loaded with before it runs, so the order in
 // which requests arrive never changes an answer (a prefix-LM's N is set per call).
 //
-// Forward passes. Every forward this file runs goes through ExploredModel::logits_for, ::dump or ::forward_rows
-// (Explore.EveryForwardGoesThroughTheCountedSeam checks that no other line calls the model), which count them in
-// `forwards`. logits_for reuses the last forward when it read the same ids under the same masks: score, attention
-// and next of one short text cost one forward, not three.
+// Forward passes. Every forward this file runs goes through ExploredModel::logits_for or ::forward_rows
+// (ExploreApi.EveryForwardGoesThroughTheCountedSeam checks that no other line calls the model), which count them
+// in `forwards`. logits_for reuses the last forward when it read the same ids under the same masks (its logits,
+// and the weights GPT::attention_probs rebuilds from it): score, attention and next of one short text cost one
+// forward, not three.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -34,7 +35,6 @@
 
 #include "generate/sampling.h"
 #include "io/checkpoint.h"
-#include "lab/html_report.h"
 
 // A request the caller got wrong (the server answers HTTP 400 with its message).
 struct BadRequest : std::runtime_error {
@@ -54,9 +54,6 @@ struct ExploredModel {
   // The logits (T × V) of ids (one row, B = 1) under the masks set now: the last forward's when it read these ids
   // under these masks, else a new forward's. Valid until the model runs again.
   const float* logits_for(const std::vector<int>& ids);
-  // dump_attention (lab/html_report.h) of ids under the masks set now: always a forward (it keeps every weight),
-  // after which logits_for(ids) needs none.
-  AttentionDump dump(const std::vector<int>& ids);
   // B rows of T ids (a masked LM's batch), or what another module runs (generate, fill: pass B = 0, ids unused):
   // the model's state no longer matches `last_`.
   void forward_rows(const int* ids, int B, int T);
