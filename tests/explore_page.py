@@ -266,12 +266,17 @@ CONTRAST_JS = """(() => {
 def accessibility_checks(dt, check):
     """Contrast of every text (the strip coloured by surprise and by attention included), labels, live regions, heads
     as labelled buttons."""
-    for lens in ("surprise", "from"):
+    # The "to" lens on the first character: every query's weight on it, up to 1 (the darkest blue) in a causal head.
+    wait = refreshed(dt, "S.pos === 0")
+    dt.js("document.querySelectorAll('#strip span')[0].click(); document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'})); 1")
+    dt.wait_for(*wait)
+    for lens in ("surprise", "from", "to"):
         dt.js(f"(() => {{ const r = document.querySelector('input[name=lens][value={lens}]'); r.checked = true;"
               " r.dispatchEvent(new Event('change')); return 1; })()")
         c = dt.js(CONTRAST_JS)
         check(c["count"] > 20 and c["worst"][0][0] >= 4.5,
               f"text contrast at least 4.5:1 ({lens} lens, {c['count']} texts; lowest {c['worst'][:2]})")
+    dt.js("S.pos = -1; 1")
     dt.js("(() => { const r = document.querySelector('input[name=lens][value=surprise]'); r.checked = true;"
           " r.dispatchEvent(new Event('change')); return 1; })()")
     unnamed = dt.js("""Array.from(document.querySelectorAll('input, select, textarea, button, canvas[tabindex], [tabindex="0"]'))
@@ -345,8 +350,8 @@ def small_bug_checks(dt, a, n, check):
       try { await api('/api/model', {}); return 'no error'; } catch (e) { return e.message; } finally { window.fetch = f0; } })()""")
     check("the server is not answering" in msg, "a server that went away is named: " + msg)
     # A long text: the page no wider than the window, and a key answered in seconds, not ~25 s.
-    long_text = (a.prompt + " ") * (1000 // (len(a.prompt) + 1) + 1)
-    long_text = long_text[:1000]
+    word = "".join(c for c in a.prompt if c.isalpha())  # one 1000-letter word: only the strip's break-all wraps it
+    long_text = (word * (1000 // len(word) + 1))[:1000]
     wait = refreshed(dt, "document.querySelectorAll('#strip span').length === 1000")
     start = time.time()
     set_text(dt, long_text)
@@ -360,9 +365,12 @@ def small_bug_checks(dt, a, n, check):
     dt.wait_for(*wait)
 
 
-def phone_checks(dt, check):
+def phone_checks(dt, prompt, check):
     """At 390 px: nothing wider than the screen, the bars do not overlap, the tooltip stays on the screen and goes
     with a tap elsewhere."""
+    wait = refreshed(dt)
+    set_text(dt, prompt)
+    dt.wait_for(*wait)
     dt.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
     time.sleep(0.5)
     wide = dt.js("""(() => { const W = document.documentElement.clientWidth, out = [];
@@ -373,10 +381,12 @@ def phone_checks(dt, check):
     overlap = dt.js("""(() => { const rows = Array.from(document.querySelectorAll('#bars .bar')), W = document.documentElement.clientWidth, bad = [];
       rows.forEach((row, i) => { const [ch, track, num] = Array.from(row.children).map(c => c.getBoundingClientRect());
         if (ch.right > track.left + 0.5 || track.right > num.left + 0.5 || num.right > W) bad.push('row ' + i + ' across');
-        if (i + 1 < rows.length && row.getBoundingClientRect().bottom > rows[i + 1].getBoundingClientRect().top + 0.5) bad.push('row ' + i + ' down'); });
+        const bottom = Math.max(row.getBoundingClientRect().bottom, ch.bottom, track.bottom, num.bottom);
+        if (i + 1 < rows.length && bottom > rows[i + 1].getBoundingClientRect().top + 0.5) bad.push('row ' + i + ' down'); });
       return [rows.length, bad.slice(0, 3)]; })()""")
     check(overlap[0] >= 5 and overlap[1] == [], f"at 390 px the bars do not overlap ({overlap})")
-    tip = dt.js("""(() => { const spans = document.querySelectorAll('#strip span'), sp = spans[spans.length - 1], r = sp.getBoundingClientRect();
+    tip = dt.js("""(() => { const spans = Array.from(document.querySelectorAll('#strip span'));
+      const sp = spans.reduce((a, b) => b.getBoundingClientRect().right > a.getBoundingClientRect().right ? b : a), r = sp.getBoundingClientRect();
       sp.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.right - 1, clientY: r.top + 2}));
       const t = document.getElementById('tip').getBoundingClientRect();
       return [t.left, t.right, document.documentElement.clientWidth, document.getElementById('tip').style.display]; })()""")
@@ -601,7 +611,7 @@ def main():
             layout_checks(dt, check)
             accessibility_checks(dt, check)
             keyboard_checks(dt, n, check)
-            phone_checks(dt, check)
+            phone_checks(dt, a.prompt, check)
             small_bug_checks(dt, a, n, check)
 
             if a.mamba_ckpt:

@@ -857,3 +857,15 @@ TEST(ExploreApi, AFillDoesNotLeaveStaleLogitsBehind) {
   ASSERT_EQ(server.post("/api/fill", {{"text", "a_c d_"}}).first, 200);   // one row of 6, as that
   EXPECT_EQ(server.post("/api/next", {{"text", "abc d"}}).second, before);
 }
+
+// The README says what `make explore` does: it prints the address to open (it opened no browser, as the README
+// once said).
+TEST(ExplorePage, TheReadmeSaysMakeExplorePrintsTheAddress) {
+  const std::string readme = progutil::read_file(progutil::source_root() + "/README.md");
+  const size_t at = readme.find("`make explore` serves");
+  ASSERT_NE(at, std::string::npos) << "the README no longer says what make explore does";
+  const std::string sentence = readme.substr(at, readme.find(')', at) - at);
+  EXPECT_CONTAINS(sentence, "prints the address");
+  for (const char* wrong : {"opens the browser", "opens your browser", "opens a browser"})
+    EXPECT_EQ(readme.find(wrong), std::string::npos) << wrong;
+}
