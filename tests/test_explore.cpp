@@ -142,6 +142,22 @@ struct Folder {
   std::vector<int> ids(const std::string& text) const { return tok.encode(utf8_decode(text, "test"), "test"); }
 };
 
+// A run folder with one random masked LM (bidirectional, [MASK] in its vocabulary) saved as bert.safetensors.
+struct MaskedFolder {
+  progutil::TempDir dir;
+  Tokenizer tok = Tokenizer::from_text(kVocab);
+  std::unique_ptr<GPT> model;
+  explicit MaskedFolder(int block_size = 32) {
+    tok.add_special(kMaskToken);
+    ModelConfig c = explore_config(tok);
+    c.block_size = block_size;
+    model = std::make_unique<GPT>(c, std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
+    randomise(*model, 8);
+    save_checkpoint(ckpt(), *model, tok, nullptr, Objective::MLM);
+  }
+  std::string ckpt() const { return dir / "bert.safetensors"; }
+};
+
 const std::string kText = "a <b> & \"c\" dea.j'i hg";  // 22 characters, block 32
 
 }  // namespace
@@ -349,19 +365,15 @@ TEST(ExploreApi, GenerateStreamsWhatSampleGenerates) {
 }
 
 TEST(ExploreApi, FillIsWhatSampleFillWritesForAMaskedLm) {
-  progutil::TempDir dir;
-  Tokenizer tok = Tokenizer::from_text(kVocab);
-  tok.add_special(kMaskToken);
-  GPT model(explore_config(tok), std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
-  randomise(model, 8);
-  save_checkpoint(dir / "bert.safetensors", model, tok, nullptr, Objective::MLM);
-  Running server(dir / "bert.safetensors");
+  MaskedFolder bert;
+  const Tokenizer& tok = bert.tok;
+  Running server(bert.ckpt());
   const std::string text = "a_c <_> d__ f";
   auto [status, j] = server.post("/api/fill", {{"text", text}, {"blank", "_"}});
   ASSERT_EQ(status, 200) << j.dump();
   EXPECT_EQ(j["filled"], json({1, 5, 9, 10}));
   progutil::RunResult r = progutil::run_command(
-      "./sample --ckpt " + dir / "bert.safetensors" + " --fill " + progutil::quote(text) + " --threads 1", dir.path());
+      "./sample --ckpt " + bert.ckpt() + " --fill " + progutil::quote(text) + " --threads 1", bert.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.out, j["text"].get<std::string>() + "\n");
   // A masked LM's score: position t predicted with [MASK] at t and both sides visible, as the textbook computes it.
@@ -373,7 +385,7 @@ TEST(ExploreApi, FillIsWhatSampleFillWritesForAMaskedLm) {
   for (int t = 0; t < 5; t++) {
     std::vector<int> masked = ids;
     masked[t] = mask;
-    ReferenceGPT<double> ref = reference_of(model, masked);
+    ReferenceGPT<double> ref = reference_of(*bert.model, masked);
     EXPECT_NEAR(score["bits"][t].get<double>(), surprisal_bits(&ref.logits[(size_t)t * V], V, ids[t]), 1e-4) << t;
   }
   // Generation is the page's choice for next-token models only; a fill on one is refused.
@@ -757,15 +769,8 @@ TEST(ExploreApi, ALongTextIsScoredWithSlidingWindows) {
 // A masked LM's long score (one forward per character) lets other requests in between its batches: another tab's
 // request is answered while it runs, not after it.
 TEST(ExploreApi, ALongMaskedScoreDoesNotHoldTheModelForEveryTab) {
-  progutil::TempDir dir;
-  Tokenizer tok = Tokenizer::from_text(kVocab);
-  tok.add_special(kMaskToken);
-  ModelConfig c = explore_config(tok);
-  c.block_size = 160;
-  GPT model(c, std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
-  randomise(model, 8);
-  save_checkpoint(dir / "bert.safetensors", model, tok, nullptr, Objective::MLM);
-  Running server(dir / "bert.safetensors");
+  MaskedFolder bert(160);
+  Running server(bert.ckpt());
   std::string text;
   while (text.size() < 160) text += "abc de.";
   text.resize(160);
@@ -846,13 +851,8 @@ TEST(ExploreApi, EveryForwardGoesThroughTheCountedSeam) {
 // A forward outside the seam (fill runs the model itself) must not leave a stale match: a masked LM's next after a
 // fill of the same length is the next before it.
 TEST(ExploreApi, AFillDoesNotLeaveStaleLogitsBehind) {
-  progutil::TempDir dir;
-  Tokenizer tok = Tokenizer::from_text(kVocab);
-  tok.add_special(kMaskToken);
-  GPT model(explore_config(tok), std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
-  randomise(model, 8);
-  save_checkpoint(dir / "bert.safetensors", model, tok, nullptr, Objective::MLM);
-  Running server(dir / "bert.safetensors");
+  MaskedFolder bert;
+  Running server(bert.ckpt());
   const json before = server.post("/api/next", {{"text", "abc d"}}).second;  // reads "abc d[MASK]"
   ASSERT_EQ(server.post("/api/fill", {{"text", "a_c d_"}}).first, 200);   // one row of 6, as that
   EXPECT_EQ(server.post("/api/next", {{"text", "abc d"}}).second, before);
