@@ -336,6 +336,9 @@ def small_bug_checks(dt, a, n, check):
     dt.wait_for(*wait)
     check(dt.js(panels) == [0, 0, 0, 0] and "not in the model's vocabulary" in err(),
           f"after an error no panel is left from before ({dt.js(panels)})")
+    wait = refreshed(dt, "document.querySelectorAll('#strip span').length > 0")
+    set_text(dt, a.prompt)
+    dt.wait_for(*wait)
     wait = refreshed(dt)
     set_text(dt, "")
     dt.wait_for(*wait)

@@ -49,6 +49,7 @@ section { min-width: 0; }
 #heads button.head:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 .hl { font-size: 10px; color: #666; }
 #map { border: 1px solid #999; image-rendering: pixelated; max-width: 100%; }
+#map[width="0"] { display: none; }  /* no map yet: not even its border */
 #map:focus-visible, #strip:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 #tip { position: absolute; display: none; background: #ffffe8; border: 1px solid #888; padding: 3px 7px;
        font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; color: #000; }
