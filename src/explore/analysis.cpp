@@ -38,7 +38,7 @@ const float* ExploredModel::logits_for(const std::vector<int>& ids) {
 
 void ExploredModel::forward_rows(const int* ids, int B, int T) {
   if (B > 0) model().forward(ids, nullptr, B, T), forwards++;
-  forget();
+  last_ids_.clear();
 }
 
 std::vector<int> request_ids(const ExploredModel& m, const std::string& utf8, const std::string& what, int min_chars,

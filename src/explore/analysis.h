@@ -13,7 +13,6 @@
 //              from after temperature, top-k and top-p (sampling_distribution)
 //   fill       a masked LM's blanks filled, most confident first (generate/fill.h)
 //   generate   the text continued token by token through the KV-cache decoder (generate/generate.h)
-//
 //   refresh    what the page draws after a key: score, attention around the chosen character and next, from one
 //              forward pass when the text fits the block (the three read the same characters under the same masks)
 //
@@ -54,10 +53,9 @@ struct ExploredModel {
   // The logits (T × V) of ids (one row, B = 1) under the masks set now: the last forward's when it read these ids
   // under these masks, else a new forward's. Valid until the model runs again.
   const float* logits_for(const std::vector<int>& ids);
-  // B rows of T ids (a masked LM's batch), or what another module runs (generate, fill: pass B = 0, ids unused):
-  // the model's state no longer matches `last_`.
+  // B rows of T ids (a masked LM's batch), or, with B = 0, notice that another module is about to run the model
+  // (generate, fill): either way no remembered forward matches the model's state afterwards.
   void forward_rows(const int* ids, int B, int T);
-  void forget() { last_ids_.clear(); }  // the model ran outside the seam
 
  private:
   std::vector<int> last_ids_;  // the last forward's one row (empty: none, or not one row)
@@ -85,7 +83,8 @@ nlohmann::json fill_json(ExploredModel& m, const std::vector<int>& ids_with_mask
 // One refresh of the page: {score, attention, next, window_start, forwards}. ids: the text the score reads (any
 // length for a next-token model); position: the chosen character in it; attention reads the block_size
 // characters ending at it (a masked LM's: around it), starting at window_start; next reads the last block_size.
-// forwards: the forward passes it ran (1 for a next-token model's text of at most block_size characters).
+// forwards: the forward passes it ran (1 for a next-token model's text of at most block_size characters, 2 for
+// a prefix-LM's, whose next reads the text as its prefix).
 nlohmann::json refresh_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head,
                             bool with_map, const SamplingOptions& options,
                             const std::function<void()>& between = nullptr);
