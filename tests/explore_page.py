@@ -180,6 +180,269 @@ def attention_on_text_checks(dt, n, check):
     dt.js("S.pos = -1; 1")
 
 
+def key(dt, name, code, text=None):
+    """A real key press (DevTools Input.dispatchKeyEvent): the browser's own default actions run, as for a user."""
+    params = dict(key=name, code=name, windowsVirtualKeyCode=code)
+    if text:
+        dt.call("Input.dispatchKeyEvent", type="keyDown", text=text, **params)
+    else:
+        dt.call("Input.dispatchKeyEvent", type="rawKeyDown", **params)
+    dt.call("Input.dispatchKeyEvent", type="keyUp", **params)
+
+
+def refreshed(dt, condition="true", seconds=30):
+    """Wait for a refresh after the one counted now and for `condition` (a JavaScript expression)."""
+    return f"+document.body.dataset.refreshes > {dt.js('+document.body.dataset.refreshes')} && ({condition})", seconds
+
+
+def set_text(dt, text):
+    """The box's text replaced at once and an input event sent (as a paste would)."""
+    dt.js(f"(() => {{ const b = document.getElementById('text'); b.value = {json.dumps(text)};"
+          " b.dispatchEvent(new Event('input')); return 1; })()")
+
+
+def one_request_per_key_checks(dt, check):
+    """A key costs one request, and the server says that request cost one forward pass (a text within the block)."""
+    wait = refreshed(dt)
+    set_text(dt, "Tom")
+    dt.wait_for(*wait)
+    dt.js("window.__fetches = []; if (!window.__fetch) { window.__fetch = window.fetch;"
+          " window.fetch = (u, o) => { window.__fetches.push(String(u)); return window.__fetch(u, o); }; } 1")
+    wait = refreshed(dt)
+    dt.call("Input.insertText", text=" ")
+    check(dt.wait_for(*wait), "a key refreshes the page")
+    fetches, forwards = dt.js("window.__fetches"), dt.js("S.forwards")
+    check(fetches == ["/api/refresh"] and forwards == 1,
+          f"one key: one request ({fetches}) and one forward pass on the server ({forwards})")
+    dt.js("window.fetch = window.__fetch; delete window.__fetch; 1")
+
+
+def layout_checks(dt, check):
+    """Wide: the attention panel beside the text and its strip; a phone: stacked, nothing wider than the screen."""
+    def boxes():
+        return dt.js("""(() => { const r = id => { const b = document.getElementById(id).getBoundingClientRect();
+            return {left: b.left, right: b.right, top: b.top, bottom: b.bottom}; };
+          return {reading: r('reading'), attn: r('attnpanel'), strip: r('strip'), heads: r('heads'),
+                  W: document.documentElement.clientWidth, scroll: document.documentElement.scrollWidth}; })()""")
+    for width in (1280, 1920):
+        dt.call("Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
+        time.sleep(0.3)
+        b = boxes()
+        check(b["strip"]["right"] <= b["attn"]["left"] and b["heads"]["left"] >= b["strip"]["right"] and
+              b["attn"]["top"] < b["strip"]["bottom"] and b["scroll"] <= width,
+              f"at {width} px the attention panel is beside the strip (strip ends at {b['strip']['right']:.0f}, "
+              f"attention starts at {b['attn']['left']:.0f}, top {b['attn']['top']:.0f} < {b['strip']['bottom']:.0f})")
+    dt.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+    time.sleep(0.3)
+    b = boxes()
+    check(b["attn"]["top"] >= b["reading"]["bottom"] - 1, "at 390 px the attention panel is under the text")
+    dt.call("Emulation.clearDeviceMetricsOverride")
+    time.sleep(0.3)
+
+
+# WCAG 2 contrast of every element's own text against the first opaque background behind it, computed from the
+# CSS colours the browser resolved (disabled controls and placeholders are exempt, as WCAG exempts them).
+CONTRAST_JS = """(() => {
+  const rgb = s => { const m = /rgba?\(([\d.]+), ([\d.]+), ([\d.]+)(?:, ([\d.]+))?\)/.exec(s);
+                     return m ? [+m[1], +m[2], +m[3], m[4] === undefined ? 1 : +m[4]] : null; };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                     return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const background = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
+                              if (c && c[3] >= 0.99) return c; } return [255, 255, 255, 1]; };
+  const out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const own = Array.from(e.childNodes).some(n => n.nodeType === 3 && n.textContent.trim() !== '');
+    const r = e.getBoundingClientRect();
+    if (!own || r.width === 0 || e.closest('[hidden]') || e.disabled || getComputedStyle(e).visibility === 'hidden') continue;
+    const fg = rgb(getComputedStyle(e).color), bg = background(e);
+    const a = lum(fg), b = lum(bg), ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    out.push([ratio, e.tagName + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '') + ' ' +
+              e.textContent.trim().slice(0, 20)]);
+  }
+  out.sort((x, y) => x[0] - y[0]);
+  return {count: out.length, worst: out.slice(0, 3)}; })()"""
+
+
+def accessibility_checks(dt, check):
+    """Contrast of every text (the strip coloured by surprise and by attention included), labels, live regions, heads
+    as labelled buttons."""
+    # The "to" lens on the first character: every query's weight on it, up to 1 (the darkest blue) in a causal head.
+    wait = refreshed(dt, "S.pos === 0")
+    dt.js("document.querySelectorAll('#strip span')[0].click(); document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'})); 1")
+    dt.wait_for(*wait)
+    for lens in ("surprise", "from", "to"):
+        dt.js(f"(() => {{ const r = document.querySelector('input[name=lens][value={lens}]'); r.checked = true;"
+              " r.dispatchEvent(new Event('change')); return 1; })()")
+        c = dt.js(CONTRAST_JS)
+        check(c["count"] > 20 and c["worst"][0][0] >= 4.5,
+              f"text contrast at least 4.5:1 ({lens} lens, {c['count']} texts; lowest {c['worst'][:2]})")
+    dt.js("S.pos = -1; 1")
+    dt.js("(() => { const r = document.querySelector('input[name=lens][value=surprise]'); r.checked = true;"
+          " r.dispatchEvent(new Event('change')); return 1; })()")
+    unnamed = dt.js("""Array.from(document.querySelectorAll('input, select, textarea, button, canvas[tabindex], [tabindex="0"]'))
+      .filter(e => !(e.getAttribute('aria-label') || (e.labels && e.labels.length) || e.textContent.trim()))
+      .map(e => e.tagName + '#' + e.id)""")
+    check(unnamed == [], f"every control has a label ({unnamed[:5]} have none)")
+    live = dt.js("['error', 'busy', 'total', 'lensnote', 'mapread'].filter(id => { const e = document.getElementById(id);"
+                 " return !(e.getAttribute('aria-live') || ['alert', 'status'].includes(e.getAttribute('role'))); })")
+    check(live == [], f"errors, the busy sign, the total and the readouts are live regions ({live} are not)")
+    heads = dt.js("""(() => { const b = Array.from(document.querySelectorAll('#heads button.head'));
+      return {n: b.length, all: S.model.n_layer * S.model.n_head,
+              labelled: b.filter(x => /layer \\d+ head \\d+/.test(x.getAttribute('aria-label'))).length}; })()""")
+    check(heads["n"] == heads["all"] and heads["labelled"] == heads["all"],
+          f"every head is a button labelled with its layer and head ({heads})")
+
+
+def keyboard_checks(dt, n, check):
+    """Heads and the map by keyboard: Enter on a head's button opens its map; the map takes the focus, left and right
+    read a key out, up moves the chosen character."""
+    dt.js("document.querySelectorAll('#heads button.head')[1].focus(); 1")
+    wait = refreshed(dt, "document.getElementById('maptitle').textContent === 'Layer 0, head 1'")
+    key(dt, "Enter", 13, "\r")
+    check(dt.wait_for(*wait), "Enter on the second head's button opens its map")
+    dt.js("document.getElementById('map').focus(); 1")
+    check(dt.js("document.activeElement === document.getElementById('map')"), "the map takes the keyboard focus")
+    key(dt, "ArrowRight", 39)
+    read = dt.js("document.getElementById('mapread').textContent")
+    check("key 1 " in read, "→ on the map reads the next key out: " + read)
+    before = dt.js("S.pos < 0 ? document.querySelectorAll('#strip span').length - 1 : S.pos")
+    wait = refreshed(dt, f"S.pos === {before - 1}")
+    key(dt, "ArrowUp", 38)
+    check(dt.wait_for(*wait), f"↑ on the map chooses the character before ({before} to {dt.js('S.pos')})")
+    dt.js("S.pos = -1; 1")
+
+
+def small_bug_checks(dt, a, n, check):
+    """The issue's list of small bugs, one check each (docs/testing.md names the break that turns each red)."""
+    err = lambda: dt.js("document.getElementById('error').textContent")
+    panels = "['strip', 'bars', 'heads', 'thumbs'].map(id => document.getElementById(id).children.length)"
+    # An error of a control goes once the control is fixed.
+    dt.js("(() => { const k = document.getElementById('top_k'); k.value = -1; k.dispatchEvent(new Event('input')); return 1; })()")
+    check(dt.wait_for("document.getElementById('error').textContent.includes('top_k must be')", 10),
+          "a bad top-k shows the server's error: " + err())
+    dt.js("(() => { const k = document.getElementById('top_k'); k.value = 40; k.dispatchEvent(new Event('input')); return 1; })()")
+    check(dt.wait_for("document.getElementById('error').textContent === ''", 10), "and the error goes when it is fixed")
+    # Generate's error stays after the refresh that follows it.
+    dt.js("document.getElementById('n').value = 5000; 1")
+    wait = refreshed(dt, "S.generating === null")
+    dt.js("document.getElementById('generate').click(); 1")
+    dt.wait_for(*wait)
+    time.sleep(0.3)
+    check("n must be a whole number" in err(), "Generate's error stays after the refresh: " + err())
+    dt.js("document.getElementById('n').value = 30; 1")
+    # No stale panel after an error or an empty box.
+    wait = refreshed(dt)
+    set_text(dt, a.prompt[:3] + a.outside)
+    dt.wait_for(*wait)
+    check(dt.js(panels) == [0, 0, 0, 0] and "not in the model's vocabulary" in err(),
+          f"after an error no panel is left from before ({dt.js(panels)})")
+    wait = refreshed(dt, "document.querySelectorAll('#strip span').length > 0")
+    set_text(dt, a.prompt)
+    dt.wait_for(*wait)
+    wait = refreshed(dt)
+    set_text(dt, "")
+    dt.wait_for(*wait)
+    check(dt.js(panels) == [0, 0, 0, 0] and err() == "", f"an empty box leaves no panel and no error ({dt.js(panels)})")
+    # A #text= link followed in the same tab.
+    wait = refreshed(dt, f"document.querySelectorAll('#strip span').length === 4")
+    dt.js(f"location.hash = '#text=' + encodeURIComponent({json.dumps(a.prompt[:4])}); 1")
+    check(dt.wait_for(*wait) and dt.js("document.getElementById('text').value") == a.prompt[:4],
+          "a #text= link followed in the same tab opens its text")
+    # "the server is not answering", not the browser's "Failed to fetch".
+    msg = dt.js("""(async () => { const f0 = window.fetch; window.fetch = () => Promise.reject(new TypeError('Failed to fetch'));
+      try { await api('/api/model', {}); return 'no error'; } catch (e) { return e.message; } finally { window.fetch = f0; } })()""")
+    check("the server is not answering" in msg, "a server that went away is named: " + msg)
+    # A long text: the page no wider than the window, and a key answered in seconds, not ~25 s.
+    word = "".join(c for c in a.prompt if c.isalpha())  # one 1000-letter word: only the strip's break-all wraps it
+    long_text = (word * (1000 // len(word) + 1))[:1000]
+    wait = refreshed(dt, "document.querySelectorAll('#strip span').length === 1000")
+    start = time.time()
+    set_text(dt, long_text)
+    ok = dt.wait_for(*wait)
+    seconds = time.time() - start
+    wide = dt.js("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    check(ok and seconds < 5 and wide[0] <= wide[1],
+          f"1000 characters: answered in {seconds:.1f} s, the page {wide[0]} px wide in a {wide[1]} px window")
+    wait = refreshed(dt)
+    set_text(dt, a.prompt)
+    dt.wait_for(*wait)
+
+
+def phone_checks(dt, prompt, check):
+    """At 390 px: nothing wider than the screen, the bars do not overlap, the tooltip stays on the screen and goes
+    with a tap elsewhere."""
+    wait = refreshed(dt)
+    set_text(dt, prompt)
+    dt.wait_for(*wait)
+    dt.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
+    time.sleep(0.5)
+    wide = dt.js("""(() => { const W = document.documentElement.clientWidth, out = [];
+      for (const e of document.querySelectorAll('body *')) { const r = e.getBoundingClientRect();
+        if (r.width > 0 && r.right > W + 1 && getComputedStyle(e).position !== 'absolute') out.push(e.tagName + '#' + e.id + ' ' + Math.round(r.right)); }
+      return {scroll: document.documentElement.scrollWidth, W, out: out.slice(0, 5)}; })()""")
+    check(wide["scroll"] <= 390 and not wide["out"], f"at 390 px the page is {wide['scroll']} px wide: {wide['out']}")
+    overlap = dt.js("""(() => { const rows = Array.from(document.querySelectorAll('#bars .bar')), W = document.documentElement.clientWidth, bad = [];
+      rows.forEach((row, i) => { const [ch, track, num] = Array.from(row.children).map(c => c.getBoundingClientRect());
+        if (ch.right > track.left + 0.5 || track.right > num.left + 0.5 || num.right > W) bad.push('row ' + i + ' across');
+        const bottom = Math.max(row.getBoundingClientRect().bottom, ch.bottom, track.bottom, num.bottom);
+        if (i + 1 < rows.length && bottom > rows[i + 1].getBoundingClientRect().top + 0.5) bad.push('row ' + i + ' down'); });
+      return [rows.length, bad.slice(0, 3)]; })()""")
+    check(overlap[0] >= 5 and overlap[1] == [], f"at 390 px the bars do not overlap ({overlap})")
+    tip = dt.js("""(() => { const spans = Array.from(document.querySelectorAll('#strip span'));
+      const sp = spans.reduce((a, b) => b.getBoundingClientRect().right > a.getBoundingClientRect().right ? b : a), r = sp.getBoundingClientRect();
+      sp.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.right - 1, clientY: r.top + 2}));
+      const t = document.getElementById('tip').getBoundingClientRect();
+      return [t.left, t.right, document.documentElement.clientWidth, document.getElementById('tip').style.display]; })()""")
+    check(tip[3] == "block" and tip[0] >= 0 and tip[1] <= tip[2], f"at 390 px the tooltip stays on the screen ({tip})")
+    dt.js("document.querySelector('h1').dispatchEvent(new Event('touchstart', {bubbles: true})); 1")
+    check(dt.js("document.getElementById('tip').style.display") == "none", "a tap elsewhere hides the tooltip")
+    dt.call("Emulation.clearDeviceMetricsOverride")
+    time.sleep(0.3)
+
+
+def open_ckpt(dt, name):
+    wait = refreshed(dt, f"S.ckpt === {json.dumps(name)} && document.body.dataset.status === 'ok'")
+    dt.js(f"(() => {{ const s = document.getElementById('ckpt'); s.value = {json.dumps(name)};"
+          " s.dispatchEvent(new Event('change')); return 1; })()")
+    return dt.wait_for(*wait)
+
+
+def vanished_checks(dt, folder, check):
+    """↻ after the chosen checkpoint vanished opens the default one, and the info line describes it."""
+    default = dt.js("S.ckpt")
+    default_info = dt.js("document.getElementById('info').textContent")
+    gone = os.path.join(folder, "gone.safetensors")
+    shutil.copy(os.path.join(folder, "mamba.safetensors"), gone)
+    wait = refreshed(dt)
+    dt.js("document.getElementById('relist').click(); 1")
+    dt.wait_for(*wait)
+    check(open_ckpt(dt, "gone.safetensors"), "a new checkpoint in the folder opens after ↻")
+    other_info = dt.js("document.getElementById('info').textContent")
+    os.remove(gone)
+    wait = refreshed(dt, f"S.ckpt === {json.dumps(default)}")
+    dt.js("document.getElementById('relist').click(); 1")
+    ok = dt.wait_for(*wait)
+    info = dt.js("document.getElementById('info').textContent")
+    check(ok and info == default_info and info != other_info,
+          "↻ after it vanished opens the default, and the info line describes the default: " + info)
+
+
+def mlm_checks(dt, name, prompt, check):
+    """A masked LM: Fill underlines what it filled, and the underlines stay when a character is clicked."""
+    check(open_ckpt(dt, name), "the masked-LM checkpoint opens")
+    text = prompt[:2] + "_" + prompt[3:6] + "_" + prompt[7:10]
+    wait = refreshed(dt)
+    set_text(dt, text)
+    dt.wait_for(*wait)
+    wait = refreshed(dt, "document.querySelectorAll('#strip span.filled').length === 2")
+    dt.js("document.getElementById('fill').click(); 1")
+    check(dt.wait_for(*wait), "Fill underlines the two filled characters")
+    wait = refreshed(dt)
+    dt.js("document.querySelectorAll('#strip span')[0].click(); 1")
+    dt.wait_for(*wait)
+    check(dt.js("document.querySelectorAll('#strip span.filled').length") == 2, "the underlines stay after a click")
+
+
 def mamba_checks(dt, name, check):
     """A softmax + Mamba checkpoint: the Mamba layer's signed weights are drawn (red where negative), not blank,
     and its note is Mamba's own."""
@@ -222,6 +485,8 @@ def main():
     ap.add_argument("--outside", default="\u00e9", help="a character outside the vocabulary (negative control)")
     ap.add_argument("--hostile-ckpt", default="", help="a checkpoint file name the picker must show verbatim")
     ap.add_argument("--mamba-ckpt", default="", help="a softmax + Mamba checkpoint in the folder (signed weights)")
+    ap.add_argument("--mlm-ckpt", default="", help="a masked-LM checkpoint in the folder (fill)")
+    ap.add_argument("--folder", default="", help="the served folder (a checkpoint is added to it and removed)")
     ap.add_argument("--screenshot", required=True)
     ap.add_argument("--skip-checks", action="store_true", help="only type the prompt and take the screenshot")
     ap.add_argument("--measure", type=int, default=0,
@@ -345,18 +610,20 @@ def main():
             check(dt.js("document.getElementById('error').textContent") == "", "no error shown after generating")
             check(dt.js("document.body.dataset.status") == "ok", "still no script error")
 
-            # A phone: at 390 px nothing is wider than the screen.
-            dt.call("Emulation.setDeviceMetricsOverride", width=390, height=844, deviceScaleFactor=1, mobile=True)
-            time.sleep(0.5)
-            wide = dt.js("""(() => { const W = document.documentElement.clientWidth, out = [];
-              for (const e of document.querySelectorAll('body *')) { const r = e.getBoundingClientRect();
-                if (r.width > 0 && r.right > W + 1 && getComputedStyle(e).position !== 'absolute') out.push(e.tagName + '#' + e.id + ' ' + Math.round(r.right)); }
-              return {scroll: document.documentElement.scrollWidth, W, out: out.slice(0, 5)}; })()""")
-            check(wide["scroll"] <= 390 and not wide["out"], f"at 390 px the page is {wide['scroll']} px wide: {wide['out']}")
-            dt.call("Emulation.clearDeviceMetricsOverride")
+            one_request_per_key_checks(dt, check)
+            layout_checks(dt, check)
+            accessibility_checks(dt, check)
+            keyboard_checks(dt, n, check)
+            phone_checks(dt, a.prompt, check)
+            small_bug_checks(dt, a, n, check)
 
             if a.mamba_ckpt:
                 mamba_checks(dt, a.mamba_ckpt, check)
+                if a.folder:
+                    open_ckpt(dt, "ckpt.safetensors")
+                    vanished_checks(dt, a.folder, check)
+            if a.mlm_ckpt:
+                mlm_checks(dt, a.mlm_ckpt, a.prompt, check)
 
         if a.measure:
             times = []

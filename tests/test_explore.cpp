@@ -142,6 +142,22 @@ struct Folder {
   std::vector<int> ids(const std::string& text) const { return tok.encode(utf8_decode(text, "test"), "test"); }
 };
 
+// A run folder with one random masked LM (bidirectional, [MASK] in its vocabulary) saved as bert.safetensors.
+struct MaskedFolder {
+  progutil::TempDir dir;
+  Tokenizer tok = Tokenizer::from_text(kVocab);
+  std::unique_ptr<GPT> model;
+  explicit MaskedFolder(int block_size = 32) {
+    tok.add_special(kMaskToken);
+    ModelConfig c = explore_config(tok);
+    c.block_size = block_size;
+    model = std::make_unique<GPT>(c, std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
+    randomise(*model, 8);
+    save_checkpoint(ckpt(), *model, tok, nullptr, Objective::MLM);
+  }
+  std::string ckpt() const { return dir / "bert.safetensors"; }
+};
+
 const std::string kText = "a <b> & \"c\" dea.j'i hg";  // 22 characters, block 32
 
 }  // namespace
@@ -217,9 +233,15 @@ TEST(ExploreApi, AttentionIsTheTextbookPatternAndInspectsJson) {
         const bool sees = position <= k && (l == 0 || position > k - 5);
         EXPECT_EQ(j["mask_cols"][l][k].get<int>(), sees ? 1 : 0) << l << " " << k;
       }
-  for (int q = 0; q < T; q++)
-    for (int k = 0; k < T; k++)
-      EXPECT_NEAR(j["map"][q][k].get<double>(), ref.layers[layer].probs[(((size_t)head * T) + q) * T + k], 2e-6);
+  // The map, compact: each query's allowed keys (window:5: the last 5 up to itself), 4 decimals.
+  for (int q = 0; q < T; q++) {
+    const int begin = std::max(0, q - 4);
+    ASSERT_EQ(j["map_begin"][q].get<int>(), begin) << q;
+    ASSERT_EQ(j["map"][q].size(), (size_t)(q + 1 - begin)) << q;
+    for (int k = begin; k <= q; k++)
+      EXPECT_NEAR(j["map"][q][k - begin].get<double>(), ref.layers[layer].probs[(((size_t)head * T) + q) * T + k], 5.1e-5);
+  }
+  EXPECT_FALSE(j.contains("mask"));
   // Every head's thumbnail (T ≤ 32: one weight a cell, 4 decimals) and its previous-token score, the mean over the
   // queries i ≥ 1 of P[i][i − 1], from the textbook's P.
   ASSERT_EQ(j["thumb_size"], T);
@@ -241,8 +263,16 @@ TEST(ExploreApi, AttentionIsTheTextbookPatternAndInspectsJson) {
   json inspect = json::parse(progutil::read_file(f.dir / "a.json"));
   for (int l = 0; l < 2; l++)
     for (int h = 0; h < NH; h++) EXPECT_EQ(j["rows"][l][h], inspect["attn"][l][h][position]) << l << " " << h;
-  EXPECT_EQ(j["map"], inspect["attn"][layer][head]);
-  EXPECT_EQ(j["mask"], inspect["mask"][layer]);
+  for (int q = 0; q < T; q++) {
+    const int begin = j["map_begin"][q].get<int>();
+    for (int k = 0; k < T; k++) {
+      const bool inside = k >= begin && k < begin + (int)j["map"][q].size();
+      EXPECT_EQ(inside ? 1 : 0, inspect["mask"][layer][q][k].get<int>()) << q << " " << k;
+      if (inside) {
+        EXPECT_NEAR(j["map"][q][k - begin].get<double>(), inspect["attn"][layer][head][q][k].get<double>(), 5.1e-5);
+      }
+    }
+  }
   EXPECT_EQ(j["chars"], inspect["tokens"]);
 }
 
@@ -335,19 +365,15 @@ TEST(ExploreApi, GenerateStreamsWhatSampleGenerates) {
 }
 
 TEST(ExploreApi, FillIsWhatSampleFillWritesForAMaskedLm) {
-  progutil::TempDir dir;
-  Tokenizer tok = Tokenizer::from_text(kVocab);
-  tok.add_special(kMaskToken);
-  GPT model(explore_config(tok), std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
-  randomise(model, 8);
-  save_checkpoint(dir / "bert.safetensors", model, tok, nullptr, Objective::MLM);
-  Running server(dir / "bert.safetensors");
+  MaskedFolder bert;
+  const Tokenizer& tok = bert.tok;
+  Running server(bert.ckpt());
   const std::string text = "a_c <_> d__ f";
   auto [status, j] = server.post("/api/fill", {{"text", text}, {"blank", "_"}});
   ASSERT_EQ(status, 200) << j.dump();
   EXPECT_EQ(j["filled"], json({1, 5, 9, 10}));
   progutil::RunResult r = progutil::run_command(
-      "./sample --ckpt " + dir / "bert.safetensors" + " --fill " + progutil::quote(text) + " --threads 1", dir.path());
+      "./sample --ckpt " + bert.ckpt() + " --fill " + progutil::quote(text) + " --threads 1", bert.dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.out, j["text"].get<std::string>() + "\n");
   // A masked LM's score: position t predicted with [MASK] at t and both sides visible, as the textbook computes it.
@@ -359,7 +385,7 @@ TEST(ExploreApi, FillIsWhatSampleFillWritesForAMaskedLm) {
   for (int t = 0; t < 5; t++) {
     std::vector<int> masked = ids;
     masked[t] = mask;
-    ReferenceGPT<double> ref = reference_of(model, masked);
+    ReferenceGPT<double> ref = reference_of(*bert.model, masked);
     EXPECT_NEAR(score["bits"][t].get<double>(), surprisal_bits(&ref.logits[(size_t)t * V], V, ids[t]), 1e-4) << t;
   }
   // Generation is the page's choice for next-token models only; a fill on one is refused.
@@ -743,15 +769,8 @@ TEST(ExploreApi, ALongTextIsScoredWithSlidingWindows) {
 // A masked LM's long score (one forward per character) lets other requests in between its batches: another tab's
 // request is answered while it runs, not after it.
 TEST(ExploreApi, ALongMaskedScoreDoesNotHoldTheModelForEveryTab) {
-  progutil::TempDir dir;
-  Tokenizer tok = Tokenizer::from_text(kVocab);
-  tok.add_special(kMaskToken);
-  ModelConfig c = explore_config(tok);
-  c.block_size = 160;
-  GPT model(c, std::vector<AttentionMask>(2, AttentionMask::parse("bidirectional")));
-  randomise(model, 8);
-  save_checkpoint(dir / "bert.safetensors", model, tok, nullptr, Objective::MLM);
-  Running server(dir / "bert.safetensors");
+  MaskedFolder bert(160);
+  Running server(bert.ckpt());
   std::string text;
   while (text.size() < 160) text += "abc de.";
   text.resize(160);
@@ -773,4 +792,80 @@ TEST(ExploreApi, ALongMaskedScoreDoesNotHoldTheModelForEveryTab) {
   // Held for the whole score, the short request would be answered just as the long one ends.
   EXPECT_TRUE(short_first && short_at < long_at / 2)
       << "the short request was answered at " << short_at << " s, the long score at " << long_at << " s";
+}
+
+// The page's refresh is one request whose three parts are exactly what score, attention and next answer alone, and
+// one forward pass for a text within the block: attention's forward leaves the logits that next and score of the
+// same characters read (they ran a forward each before). A long text adds its score windows; a prefix-LM's next
+// reads the text as a bidirectional prefix, another mask, so another forward.
+TEST(ExploreApi, RefreshIsScoreAttentionAndNextFromOneForward) {
+  Folder f;
+  Running server(f.ckpt());
+  const httplib::Params sampling = {{"temperature", "0.7"}, {"top_k", "5"}, {"top_p", "0.9"}};
+  auto with = [](httplib::Params a, const httplib::Params& b) { a.insert(b.begin(), b.end()); return a; };
+  auto [status, j] = server.post("/api/refresh", with({{"text", kText}, {"position", "9"}, {"layer", "1"}, {"head", "1"},
+                                                       {"map", "1"}}, sampling));
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(j["forwards"], 1);
+  EXPECT_EQ(j["window_start"], 0);
+  EXPECT_EQ(j["score"], server.post("/api/score", {{"text", kText}}).second);
+  EXPECT_EQ(j["attention"], server.post("/api/attention", {{"text", kText}, {"position", "9"}, {"layer", "1"},
+                                                           {"head", "1"}, {"map", "1"}}).second);
+  EXPECT_EQ(j["next"], server.post("/api/next", with({{"text", kText}}, sampling)).second);
+
+  std::string text;
+  for (int i = 0; i < 4; i++) text += kText + " ";  // 92 characters, block 32: 5 score windows
+  auto [s2, long_text] = server.post("/api/refresh", {{"text", text}});
+  ASSERT_EQ(s2, 200) << long_text.dump();
+  EXPECT_EQ(long_text["forwards"], 5 + 1);
+  EXPECT_EQ(long_text["window_start"], 92 - 32);
+  EXPECT_EQ(long_text["score"], server.post("/api/score", {{"text", text}}).second);
+  EXPECT_EQ(long_text["next"], server.post("/api/next", {{"text", text.substr(92 - 32)}}).second);
+  // Character 40 chosen: attention reads the 32 characters ending at it.
+  auto [s3, early] = server.post("/api/refresh", {{"text", text}, {"position", "40"}});
+  ASSERT_EQ(s3, 200);
+  EXPECT_EQ(early["window_start"], 40 - 31);
+  EXPECT_EQ(early["attention"], server.post("/api/attention", {{"text", text.substr(9, 32)}, {"position", "31"}}).second);
+
+  Folder prefix("softmax", std::vector<AttentionMask>(2, AttentionMask::parse("prefix:0")));
+  Running prefix_server(prefix.ckpt());
+  EXPECT_EQ(prefix_server.post("/api/refresh", {{"text", kText}}).second["forwards"], 2);
+}
+
+// Every forward pass the explorer runs goes through the seam that counts them (analysis.h), so the count the
+// refresh reports is every forward: analysis.cpp calls GPT::forward in two places only, dump_attention nowhere.
+TEST(ExploreApi, EveryForwardGoesThroughTheCountedSeam) {
+  const std::string code = progutil::read_file(progutil::source_root() + "/src/explore/analysis.cpp");
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = code.find(what); at != std::string::npos; at = code.find(what, at + 1)) n++;
+    return n;
+  };
+  EXPECT_EQ(count(".forward("), 2);
+  EXPECT_EQ(count("dump_attention("), 0);
+  EXPECT_EQ(count("forward_rows(nullptr, 0, 0)"), 2);  // before fill_blanks and generate, which run it themselves
+  EXPECT_EQ(count("fill_blanks("), 1);
+  EXPECT_EQ(count("generate(m.model()"), 1);
+}
+
+// A forward outside the seam (fill runs the model itself) must not leave a stale match: a masked LM's next after a
+// fill of the same length is the next before it.
+TEST(ExploreApi, AFillDoesNotLeaveStaleLogitsBehind) {
+  MaskedFolder bert;
+  Running server(bert.ckpt());
+  const json before = server.post("/api/next", {{"text", "abc d"}}).second;  // reads "abc d[MASK]"
+  ASSERT_EQ(server.post("/api/fill", {{"text", "a_c d_"}}).first, 200);   // one row of 6, as that
+  EXPECT_EQ(server.post("/api/next", {{"text", "abc d"}}).second, before);
+}
+
+// The README says what `make explore` does: it prints the address to open (it opened no browser, as the README
+// once said).
+TEST(ExplorePage, TheReadmeSaysMakeExplorePrintsTheAddress) {
+  const std::string readme = progutil::read_file(progutil::source_root() + "/README.md");
+  const size_t at = readme.find("`make explore` serves");
+  ASSERT_NE(at, std::string::npos) << "the README no longer says what make explore does";
+  const std::string sentence = readme.substr(at, readme.find(')', at) - at);
+  EXPECT_CONTAINS(sentence, "prints the address");
+  for (const char* wrong : {"opens the browser", "opens your browser", "opens a browser"})
+    EXPECT_EQ(readme.find(wrong), std::string::npos) << wrong;
 }

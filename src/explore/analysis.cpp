@@ -9,7 +9,6 @@
 #include "generate/fill.h"
 #include "generate/generate.h"
 #include "lab/head_scores.h"
-#include "lab/html_report.h"
 #include "model/mixer_lab.h"
 #include "train/evaluate.h"
 
@@ -18,6 +17,28 @@ using nlohmann::json;
 ExploredModel::ExploredModel(Checkpoint c) : ckpt(std::move(c)) {
   loaded_masks = ckpt.model->masks();
   if (ckpt.objective == Objective::MLM) mask_token = ckpt.tokenizer.special_id(kMaskToken);
+}
+
+void ExploredModel::remember(const std::vector<int>& ids) {
+  forwards++;
+  last_ids_ = ids;
+  last_masks_ = model().masks();
+}
+
+const float* ExploredModel::logits_for(const std::vector<int>& ids) {
+  GPT& g = model();
+  const bool same = !ids.empty() && ids == last_ids_ && g.masks() == last_masks_ && g.last_B() == 1 &&
+                    g.last_T() == (int)ids.size();
+  if (!same) {
+    g.forward(ids.data(), nullptr, 1, (int)ids.size());
+    remember(ids);
+  }
+  return g.logits();
+}
+
+void ExploredModel::forward_rows(const int* ids, int B, int T) {
+  if (B > 0) model().forward(ids, nullptr, B, T), forwards++;
+  last_ids_.clear();
 }
 
 std::vector<int> request_ids(const ExploredModel& m, const std::string& utf8, const std::string& what, int min_chars,
@@ -84,8 +105,9 @@ static json mixer_notes(const GPT& model) {
 json model_summary(ExploredModel& m) {
   const ModelConfig& c = m.model().config;
   m.model().set_masks(m.loaded_masks);
-  // The attention kind of every layer, as the lab names it, from a one-character run.
-  const AttentionDump one = dump_attention(m.model(), {0}, m.ckpt.tokenizer);
+  // The mixer kind of every layer, as the lab names it.
+  json kinds = json::array();
+  for (int l = 0; l < c.n_layer; l++) kinds.push_back(m.model().mixer(l).kind());
   std::vector<std::string> masks;
   for (const AttentionMask& mask : m.loaded_masks) masks.push_back(mask.to_string());
   return {{"n_layer", c.n_layer},
@@ -96,7 +118,7 @@ json model_summary(ExploredModel& m) {
           {"objective", to_string(m.ckpt.objective)},
           {"masked_lm", m.mask_token >= 0},
           {"masks", masks},
-          {"attention", one.attention},
+          {"attention", kinds},
           {"mixers", mixer_notes(m.model())},
           {"step", m.ckpt.resumable ? json(m.ckpt.resume.step) : json(nullptr)},
           {"chars", texts_of(first_ids(m.ckpt.tokenizer.num_chars()), m.ckpt.tokenizer)},
@@ -169,7 +191,7 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::f
         batch.insert(batch.end(), ids.begin(), ids.end());
         batch[(size_t)b * T + start + b] = m.mask_token;
       }
-      model.forward(batch.data(), nullptr, B, T);
+      m.forward_rows(batch.data(), B, T);
       for (int b = 0; b < B; b++) record(model.logits() + ((size_t)b * T + start + b) * V, ids[start + b]);
     }
   } else {
@@ -179,15 +201,14 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::f
     method = leaky ? "next (this model's mask lets a position see the character it predicts)" : "next";
     bits.push_back(nullptr), top.push_back(nullptr), p_actual.push_back(nullptr), rank.push_back(nullptr);
     if (T <= m.block_size()) {
-      model.forward(ids.data(), nullptr, 1, T);
-      for (int t = 1; t < T; t++) record(model.logits() + (size_t)(t - 1) * V, ids[t]);
+      const float* logits = m.logits_for(ids);
+      for (int t = 1; t < T; t++) record(logits + (size_t)(t - 1) * V, ids[t]);
     } else {
       // A text longer than the block: the sliding windows of ./sample --score (train/evaluate.h), each character
       // predicted once, from up to block_size characters before it.
       for (const ScoreWindow& w : score_windows(T, m.block_size())) {
-        model.forward(ids.data() + w.start, nullptr, 1, w.length);
-        for (long t = w.first; t < w.start + w.length; t++)
-          record(model.logits() + (size_t)(t - w.start) * V, ids[t + 1]);
+        const float* logits = m.logits_for(std::vector<int>(ids.begin() + w.start, ids.begin() + w.start + w.length));
+        for (long t = w.first; t < w.start + w.length; t++) record(logits + (size_t)(t - w.start) * V, ids[t + 1]);
       }
     }
   }
@@ -216,33 +237,41 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
   if (layer < 0 || layer >= L) throw BadRequest("layer " + std::to_string(layer) + " does not exist (0 to " + std::to_string(L - 1) + ")");
   if (head < 0 || head >= NH) throw BadRequest("head " + std::to_string(head) + " does not exist (0 to " + std::to_string(NH - 1) + ")");
   model.set_masks(m.loaded_masks);
-  const AttentionDump d = dump_attention(model, ids, m.ckpt.tokenizer);
-  if (!std::all_of(d.attn.begin(), d.attn.end(), [](float p) { return std::isfinite(p); }))
-    throw std::runtime_error("the model's attention weights are not finite numbers: its weights are too large or broken");
+  // Every layer's weights (NH × T × T), read in place after the forward (as lab/html_report.h's dump_attention
+  // reads them, without its copy: 64 MB at T = 1000 for the tiny preset).
+  m.logits_for(ids);
+  const std::vector<AttentionMask> masks = model.masks();
+  std::vector<const float*> weights(L);
+  for (int l = 0; l < L; l++) {
+    weights[l] = model.attention_probs(l);
+    if (!std::all_of(weights[l], weights[l] + (size_t)NH * T * T, [](float p) { return std::isfinite(p); }))
+      throw std::runtime_error("the model's attention weights are not finite numbers: its weights are too large or broken");
+  }
+  auto head_of = [&](int l, int h) { return weights[l] + (size_t)h * T * T; };
   auto row_of = [&](int l, int h, int q) {
-    const float* r = &d.attn[(((size_t)l * NH + h) * T + q) * T];
+    const float* r = head_of(l, h) + (size_t)q * T;
     json row = json::array();
     for (int k = 0; k < T; k++) row.push_back(rounded(r[k]));
     return row;
   };
   auto mask_row = [&](int l, int q) {
     json row = json::array();
-    for (int k = 0; k < T; k++) row.push_back(d.masks[l].allows(q, k, T) ? 1 : 0);
+    for (int k = 0; k < T; k++) row.push_back(masks[l].allows(q, k, T) ? 1 : 0);
     return row;
   };
   // The chosen key's column: how much every query takes from `position` ("what attends to this character").
   auto column_of = [&](int l, int h, int k) {
     json col = json::array();
-    for (int q = 0; q < T; q++) col.push_back(rounded(d.attn[(((size_t)l * NH + h) * T + q) * T + k]));
+    for (int q = 0; q < T; q++) col.push_back(rounded(head_of(l, h)[(size_t)q * T + k]));
     return col;
   };
   auto mask_column = [&](int l, int k) {
     json col = json::array();
-    for (int q = 0; q < T; q++) col.push_back(d.masks[l].allows(q, k, T) ? 1 : 0);
+    for (int q = 0; q < T; q++) col.push_back(masks[l].allows(q, k, T) ? 1 : 0);
     return col;
   };
   json rows = json::array(), mask_rows = json::array(), cols = json::array(), mask_cols = json::array();
-  json map = json::array(), mask = json::array(), spellings = json::array();
+  json map = json::array(), spellings = json::array(), kinds = json::array();
   for (int l = 0; l < L; l++) {
     json heads = json::array(), to = json::array();
     for (int h = 0; h < NH; h++) heads.push_back(row_of(l, h, position)), to.push_back(column_of(l, h, position));
@@ -250,41 +279,37 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     cols.push_back(to);
     mask_rows.push_back(mask_row(l, position));
     mask_cols.push_back(mask_column(l, position));
-    spellings.push_back(d.masks[l].to_string());
+    spellings.push_back(masks[l].to_string()), kinds.push_back(model.mixer(l).kind());
   }
-  // Each head's largest |weight| over its whole map: the page scales a head whose weights are not probabilities
-  // (signed, unnormalised) by it, as ./inspect attention's page does.
-  json scale = json::array();
-  for (int l = 0; l < L; l++) {
-    json heads = json::array();
-    for (int h = 0; h < NH; h++) {
-      float largest = 0;
-      for (int q = 0; q < T; q++)
-        for (int k = 0; k < T; k++)
-          if (d.masks[l].allows(q, k, T)) largest = std::max(largest, std::fabs(d.attn[(((size_t)l * NH + h) * T + q) * T + k]));
-      heads.push_back(rounded(largest));
-    }
-    scale.push_back(heads);
-  }
-  json j = {{"chars", d.tokens}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
-            {"masks", spellings}, {"attention", d.attention}, {"mixers", mixer_notes(model)}, {"rows", rows},
-            {"mask_rows", mask_rows}, {"cols", cols}, {"mask_cols", mask_cols}, {"scale", scale}, {"layer", layer}, {"head", head}};
-  // Every head's whole pattern as a thumbnail of at most kThumb × kThumb cells (each the largest-|weight| entry
-  // of the queries × keys it covers, so a one-cell-wide diagonal stays visible), and the lab's head scores of
-  // this text (lab/head_scores.h) for the layers whose weights are probabilities.
+  json j = {{"chars", texts_of(ids, m.ckpt.tokenizer)}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
+            {"masks", spellings}, {"attention", kinds}, {"mixers", mixer_notes(model)}, {"rows", rows},
+            {"mask_rows", mask_rows}, {"cols", cols}, {"mask_cols", mask_cols}, {"layer", layer}, {"head", head}};
+  // In one pass over each head's map: its largest |weight| (the page scales a head whose weights are not
+  // probabilities, signed and unnormalised, by it, as ./inspect attention's page does; a masked weight is 0, so
+  // the mask need not be asked), and its whole pattern as a thumbnail of at most kThumb × kThumb cells, each the
+  // largest-|weight| entry of the queries × keys it covers (so a one-cell-wide diagonal stays visible). Then the
+  // lab's head scores of this text (lab/head_scores.h) for the layers whose weights are probabilities.
   const int S = std::min(T, kThumb);
-  json thumbs = json::array(), head_scores = json::array();
+  std::vector<int> bin(T);
+  for (int i = 0; i < T; i++) bin[i] = i * S / T;
+  json scale = json::array(), thumbs = json::array(), head_scores = json::array();
   for (int l = 0; l < L; l++) {
-    json heads = json::array(), scores = json::array();
+    json largest = json::array(), heads = json::array(), scores = json::array();
     const bool probabilities = model.mixer(l).lab().weights_are_probabilities();
     for (int h = 0; h < NH; h++) {
-      const float* P = &d.attn[((size_t)l * NH + h) * T * T];
+      const float* P = head_of(l, h);
       std::vector<float> cells((size_t)S * S, 0.0f);
-      for (int q = 0; q < T; q++)
+      float most = 0;
+      for (int q = 0; q < T; q++) {
+        float* cell_row = &cells[(size_t)bin[q] * S];
+        const float* row = P + (size_t)q * T;
         for (int k = 0; k < T; k++) {
-          float& c = cells[(size_t)(q * S / T) * S + k * S / T];
-          if (std::fabs(P[(size_t)q * T + k]) > std::fabs(c)) c = P[(size_t)q * T + k];
+          const float a = std::fabs(row[k]);
+          most = std::max(most, a);
+          if (a > std::fabs(cell_row[bin[k]])) cell_row[bin[k]] = row[k];
         }
+      }
+      largest.push_back(rounded(most));
       json flat = json::array();
       for (float c : cells) flat.push_back(std::round(c * 1e4) / 1e4);
       heads.push_back(flat);
@@ -293,19 +318,29 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
         continue;
       }
       HeadScores hs;
-      score_pattern(hs, P, ids.data(), T, d.masks[l]);
+      score_pattern(hs, P, ids.data(), T, masks[l]);
       auto value = [](const Mean& m) { return m.count ? json(m.value()) : json(nullptr); };
       scores.push_back({{"previous_token", value(hs.previous_token)}, {"induction", value(hs.induction)},
                         {"duplicate_token", value(hs.duplicate_token)}, {"sink", value(hs.sink)},
                         {"entropy_norm", value(hs.entropy_norm)}});
     }
+    scale.push_back(largest);
     thumbs.push_back(heads);
     head_scores.push_back(scores);
   }
-  j["thumb_size"] = S, j["thumbs"] = thumbs, j["head_scores"] = head_scores;
+  j["scale"] = scale, j["thumb_size"] = S, j["thumbs"] = thumbs, j["head_scores"] = head_scores;
   if (with_map) {
-    for (int q = 0; q < T; q++) map.push_back(row_of(layer, head, q)), mask.push_back(mask_row(layer, q));
-    j["map"] = map, j["mask"] = mask;
+    // Compact: each query's allowed keys only (every mask allows one run of keys, ops/mask.h), 4 decimals (what
+    // the page shows): at T = 1000 a causal map is half a million numbers, not a million and a 0/1 mask beside.
+    json begin = json::array();
+    for (int q = 0; q < T; q++) {
+      const KeyRange K = masks[layer].keys_for(q, T);
+      const float* row = head_of(layer, head) + (size_t)q * T;
+      json weights = json::array();
+      for (int k = K.begin; k < K.end; k++) weights.push_back(std::round(row[k] * 1e4) / 1e4);
+      map.push_back(weights), begin.push_back(K.begin);
+    }
+    j["map"] = map, j["map_begin"] = begin;
   }
   return j;
 }
@@ -349,8 +384,7 @@ json next_json(ExploredModel& m, const std::vector<int>& ids, const SamplingOpti
   if ((int)input.size() > m.block_size()) input.erase(input.begin(), input.end() - m.block_size());
   const int T = (int)input.size();
   model.set_prefix_length(T);
-  model.forward(input.data(), nullptr, 1, T);
-  const float* z = model.logits() + (size_t)(T - 1) * V;
+  const float* z = m.logits_for(input) + (size_t)(T - 1) * V;
   require_finite_logits(z, V);
   const double lse = log_sum_exp(z, V);
   std::vector<double> p(V);
@@ -368,6 +402,7 @@ json fill_json(ExploredModel& m, const std::vector<int>& ids) {
     throw BadRequest("fill needs a masked-LM checkpoint (trained with --objective mlm); this one is " +
                      to_string(m.ckpt.objective));
   m.model().set_masks(m.loaded_masks);
+  m.forward_rows(nullptr, 0, 0);  // fill_blanks runs the model itself
   const std::vector<int> filled = fill_blanks(m.model(), ids, m.mask_token, m.ckpt.tokenizer.num_chars());
   json positions = json::array();
   for (size_t t = 0; t < ids.size(); t++)
@@ -387,6 +422,7 @@ void stream_generation(ExploredModel& m, const std::vector<int>& ids, int n, con
     prompt.push_back(newline >= 0 ? newline : 0);
   }
   m.model().set_masks(m.loaded_masks);
+  m.forward_rows(nullptr, 0, 0);  // generate runs the model itself
   Rng rng(seed);
   try {
     generate(m.model(), prompt, n, options, rng, m.mask_token, [&](int token) {
@@ -394,4 +430,29 @@ void stream_generation(ExploredModel& m, const std::vector<int>& ids, int n, con
     });
   } catch (const ReaderLeft&) {
   }
+}
+
+json refresh_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head, bool with_map,
+                  const SamplingOptions& options, const std::function<void()>& between) {
+  const int T = (int)ids.size(), B = m.block_size();
+  if (position < 0 || position >= T)
+    throw BadRequest("position " + std::to_string(position) + " is outside the text (0 to " + std::to_string(T - 1) + ")");
+  const long before = m.forwards;
+  // The window the page's attention panel reads (page.h's attentionWindow): block_size characters ending at the
+  // chosen one (a masked LM's: centred on it), inside the text.
+  const int back = m.mask_token >= 0 ? B / 2 : B - 1;
+  const int start = std::max(0, std::min(position - back, T - B));
+  const std::vector<int> window(ids.begin() + start, ids.begin() + std::min(T, start + B));
+  const std::vector<int> last(ids.begin() + std::max(0, T - B), ids.end());
+  // Attention first: its forward keeps the logits that the next reader of the same characters under the same
+  // masks takes. A text within the block: score (the same masks, always), then next (the same unless a prefix-LM
+  // reads it as its prefix). A longer one: next (the last block_size characters, attention's window when the last
+  // character is chosen), then score's windows.
+  json j = {{"attention", attention_at_json(m, window, position - start, layer, head, with_map)},
+            {"window_start", start}};
+  if (T <= B) j["score"] = score_text_json(m, ids, between);
+  j["next"] = next_json(m, last, options);
+  if (T > B) j["score"] = score_text_json(m, ids, between);
+  j["forwards"] = m.forwards - before;
+  return j;
 }

@@ -29,7 +29,10 @@ textarea { width: 100%; box-sizing: border-box; font: 15px monospace; margin-top
 #strip span.sel { outline: 2px solid #e08000; }
 #strip span.filled { text-decoration: underline; text-decoration-color: #1f4fa0; text-decoration-thickness: 2px; }
 #legend { display: inline-block; width: 160px; height: 10px; vertical-align: middle; border: 1px solid #bbb; }
-.row { display: flex; gap: 22px; flex-wrap: wrap; align-items: flex-start; }
+/* One column; from 1200 px the attention panel beside the text and its strip (each column may shrink: min 0). */
+#layout { display: grid; grid-template-columns: minmax(0, 1fr); gap: 0 28px; align-items: start; }
+@media (min-width: 1200px) { #layout { grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); } }
+section { min-width: 0; }
 .controls label { margin-right: 12px; font-size: 13px; white-space: nowrap; }
 .controls input[type=number] { width: 64px; }
 #bars { font: 13px monospace; }
@@ -45,7 +48,9 @@ textarea { width: 100%; box-sizing: border-box; font: 15px monospace; margin-top
 #heads button.head { padding: 0; border: 0; background: none; display: block; }
 #heads button.head:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 .hl { font-size: 10px; color: #666; }
-#map { border: 1px solid #999; image-rendering: pixelated; }
+#map { border: 1px solid #999; image-rendering: pixelated; max-width: 100%; }
+#map[width="0"] { display: none; }  /* no map yet: not even its border */
+#map:focus-visible, #strip:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 #tip { position: absolute; display: none; background: #ffffe8; border: 1px solid #888; padding: 3px 7px;
        font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; color: #000; }
 #error { color: #a00000; font-size: 13px; min-height: 1em; white-space: pre-wrap; }
@@ -66,14 +71,16 @@ button { font-size: 13px; }
 <body data-status="loading" data-refreshes="0">
 <header>
   <h1>plaingpt explorer</h1>
-  <label>checkpoint <select id="ckpt"></select></label> <button id="relist" title="list the folder again">&#8635;</button>
+  <label>checkpoint <select id="ckpt"></select></label> <button id="relist" title="list the folder again" aria-label="list the folder's checkpoints again">&#8635;</button>
   <span id="info"></span>
 </header>
+<main id="layout">
+<section id="reading" aria-label="the text and its surprise">
 <label for="text" class="note">Text (the model reads it as you type)</label>
 <textarea id="text" rows="4" spellcheck="false" placeholder="Type here"></textarea>
 <div id="error" role="alert"></div>
 <div id="busy" class="note" role="status" hidden>computing&hellip;</div>
-<h2>Surprise of each character <span class="note" id="total"></span> <span class="note" id="lensnote"
+<h2>Surprise of each character <span class="note" id="total" aria-live="polite"></span> <span class="note" id="lensnote"
   aria-live="polite"></span></h2>
 <div class="note">Colour = &minus;log<sub>2</sub> p(character | what the model sees), 0 <span id="legend"></span> 10+ bits.
   Hover a character for what the model expected there; click it to see its attention.</div>
@@ -87,13 +94,11 @@ button { font-size: 13px; }
   <button id="generate">Generate</button> <button id="stop" disabled>Stop</button></span>
   <span id="fillbox" hidden><button id="fill">Fill the blanks (_)</button></span>
 </div>
-<div class="row">
-  <div>
-    <h2>Next character <span class="note" id="nextnote"></span></h2>
-    <div class="note">grey: the model's probabilities; blue: what a sample is drawn from after temperature, top-k, top-p</div>
-    <div id="bars"></div>
-  </div>
-  <div>
+<h2>Next character <span class="note" id="nextnote"></span></h2>
+<div class="note">grey: the model's probabilities; blue: what a sample is drawn from after temperature, top-k, top-p</div>
+<div id="bars" role="list" aria-label="the most likely next characters"></div>
+</section>
+<section id="attnpanel" aria-label="attention">
     <h2 id="attntitle">Attention</h2>
     <div class="note">Each strip: one head's weights from the chosen character to every key (left = first character);
       grey = masked. Hover a head to read it on the text, click it to keep it there and see its full map.</div>
@@ -109,9 +114,10 @@ button { font-size: 13px; }
     <div id="thumbs"></div>
     <h2 id="maptitle"></h2>
     <div class="note" id="mapnote"></div>
-    <canvas id="map" width="0" height="0"></canvas>
-  </div>
-</div>
+    <canvas id="map" width="0" height="0" tabindex="0" role="img" aria-label="the chosen head's full map: arrow keys move along it"></canvas>
+    <div class="note" id="mapread" aria-live="polite"></div>
+</section>
+</main>
 <div id="tip"></div>
 <script>
 'use strict';
@@ -133,6 +139,8 @@ const S = {           // what the page shows now
   generating: null,   // AbortController of the running generation
   typedAt: 0,         // performance.now() of the last key not yet answered by a refresh
   filled: [],         // positions in the box that Fill wrote (underlined until the text is edited)
+  mapKey: 0,          // the key the map's keyboard cursor reads
+  forwards: 0,        // forward passes the last refresh cost (the server counts them)
 };
 
 // ---- the API: parameters as a form body, JSON back; a non-2xx answer becomes an Error with the server's message.
@@ -177,7 +185,8 @@ document.addEventListener('keydown', e => { if (e.key === 'Escape') hideTip(true
 
 // ---- the text box. A next-token model's score reads the whole text (sliding windows of block_size characters,
 // as ./sample --score); a masked LM's the last block_size. Attention reads the block_size characters that end at
-// the chosen one (a masked LM's: around it), the next character the last block_size.
+// the chosen one (a masked LM's: around it; the server says where they start), the next character the last
+// block_size.
 function windowText() {
   const chars = Array.from(box.value);  // code points, as the tokenizer counts them
   const B = S.model ? S.model.block_size : chars.length;
@@ -185,19 +194,13 @@ function windowText() {
   return { chars, B, text: chars.slice(start).join(''), start, total: chars.length,
            last: chars.slice(Math.max(0, chars.length - B)).join('') };
 }
-// The block_size characters attention reads for the character at index `at` of the box.
-function attentionWindow(w, at) {
-  const back = S.model.masked_lm ? Math.floor(w.B / 2) : w.B - 1;
-  const start = Math.max(0, Math.min(at - back, w.total - w.B));
-  return { start, text: w.chars.slice(start, start + w.B).join(''), position: at - start };
-}
 function samplingParams() {
   return { temperature: $('temperature').value, top_k: $('top_k').value, top_p: $('top_p').value };
 }
 
-// One refresh: the three answers asked for at once (the server computes them one after another, but none waits
-// for the page to draw the one before), then drawn together, so the panels never disagree. "busy" shows after
-// 300 ms. An error leaves no stale panel behind, and stays until a refresh succeeds.
+// One refresh: one request, /api/refresh, whose score, attention and next come from one forward pass when the
+// text fits the block; drawn together, so the panels never disagree. "busy" shows after 300 ms. An error leaves
+// no stale panel behind, and stays until a refresh succeeds.
 async function refresh() {
   const seq = ++S.seq;
   const w = windowText();
@@ -215,19 +218,16 @@ async function refresh() {
       const T = Array.from(w.text).length;
       if (S.pos >= T) S.pos = -1;
       const pos = S.pos < 0 ? T - 1 : S.pos;
-      const aw = attentionWindow(w, w.start + pos);
-      const [score, A, N] = await Promise.all([
-        api('/api/score', { ckpt: S.ckpt, text: w.text }),
-        api('/api/attention', { ckpt: S.ckpt, text: aw.text, position: aw.position, layer: S.layer, head: S.head,
-                                map: S.map ? 1 : 0 }),
-        api('/api/next', Object.assign({ ckpt: S.ckpt, text: w.last }, samplingParams()))]);
+      const R = await api('/api/refresh', Object.assign({ ckpt: S.ckpt, text: w.text, position: pos, layer: S.layer,
+                                                          head: S.head, map: S.map ? 1 : 0 }, samplingParams()));
       if (seq !== S.seq) return;
       showError(null);
       S.w = w;
-      drawStrip(score, w);
-      drawAttention(A, aw);
+      S.forwards = R.forwards;
+      drawStrip(R.score, w);
+      drawAttention(R.attention, { start: w.start + R.window_start, position: pos - R.window_start });
       paintStrip();
-      drawNext(N, w.last);
+      drawNext(R.next, w.last);
     }
     if (seq !== S.seq) return;
     document.body.dataset.refreshes = +document.body.dataset.refreshes + 1;
@@ -444,7 +444,15 @@ function drawThumbs(A) {
     }
 }
 
+// The map's weight of query q on key k, or null where the mask forbids it (the answer holds each query's allowed
+// run of keys only, from map_begin[q]).
+function mapAt(A, q, k) {
+  const i = k - A.map_begin[q];
+  return i >= 0 && i < A.map[q].length ? A.map[q][i] : null;
+}
 // The full T × T map of the chosen head: rows are queries, columns keys, grey = masked, the chosen row outlined.
+// By keyboard (it takes the focus): up and down choose the query (the chosen character), left and right a key,
+// read out below it.
 function drawMap(A, pos) {
   const T = A.T, l = A.layer, h = A.head, cell = Math.max(3, Math.min(14, Math.floor(330 / T))), pad = cell >= 9 ? 14 : 0;
   const c = $('map');
@@ -459,7 +467,8 @@ function drawMap(A, pos) {
   }
   for (let q = 0; q < T; q++)
     for (let k = 0; k < T; k++) {
-      ctx.fillStyle = A.mask[q][k] ? headColor(A, l, h, A.map[q][k]) : '#c8c8c8';
+      const v = mapAt(A, q, k);
+      ctx.fillStyle = v === null ? '#c8c8c8' : headColor(A, l, h, v);
       ctx.fillRect(pad + k * cell, pad + q * cell, cell, cell);
     }
   ctx.strokeStyle = '#e08000'; ctx.lineWidth = 2;
@@ -470,10 +479,27 @@ function drawMap(A, pos) {
     const zoom = c.width / c.clientWidth;
     const k = Math.floor((e.offsetX * zoom - pad) / cell), q = Math.floor((e.offsetY * zoom - pad) / cell);
     if (q < 0 || k < 0 || q >= T || k >= T) return hideTip();
-    showTip(e, 'query ' + q + ' \u00ab' + visible(A.chars[q]) + '\u00bb \u2192 key ' + k + ' \u00ab' + visible(A.chars[k]) +
-        '\u00bb: ' + (A.mask[q][k] ? A.map[q][k].toFixed(4) : 'masked'));
+    showTip(e, mapReading(A, q, k));
   };
   c.onmouseleave = hideTip;
+  S.mapKey = Math.min(S.mapKey, T - 1);
+  c.onkeydown = e => {
+    const step = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
+    if (!step) return;
+    e.preventDefault();
+    S.mapKey = Math.max(0, Math.min(T - 1, S.mapKey + step[1]));
+    $('mapread').textContent = mapReading(A, Math.max(0, Math.min(T - 1, pos + step[0])), S.mapKey);
+    if (step[0] && pos + step[0] >= 0 && pos + step[0] < T) {
+      S.pos = S.aw.start - S.w.start + pos + step[0];
+      refresh().then(() => $('map').focus());
+    }
+  };
+}
+
+function mapReading(A, q, k) {
+  const v = mapAt(A, q, k);
+  return 'query ' + q + ' \u00ab' + visible(A.chars[q]) + '\u00bb \u2192 key ' + k + ' \u00ab' + visible(A.chars[k]) +
+         '\u00bb: ' + (v === null ? 'masked' : v.toFixed(4));
 }
 
 // ---- the next character: the 16 most likely, before (grey) and after (blue) temperature, top-k and top-p.

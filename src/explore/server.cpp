@@ -365,6 +365,21 @@ struct ExploreServer::Impl {
     return request_ids(m, p.text("text"), "text", min_chars, m.block_size(), blank);
   }
 
+  // The text a score reads: a next-token model's any length (sliding windows); a masked LM's one block (one
+  // forward per character, each over the whole text).
+  std::vector<int> scored_ids(ExploredModel& m, const Params& p) {
+    return request_ids(m, p.text("text"), "text", 1, m.mask_token >= 0 ? m.block_size() : kMaxScoredChars);
+  }
+  // What a masked LM's long score calls between its batches (at T = 1000 it takes minutes): the other tabs'
+  // requests get the model meanwhile.
+  static std::function<void()> let_others_in(std::unique_lock<std::mutex>& lock) {
+    return [&lock] {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // long enough for a waiting request to take it
+      lock.lock();
+    };
+  }
+
   // Why a request is refused before its body is read ("" = it is not): see the header's Safety.
   std::string refusal(const httplib::Request& req, int& status) const;
   void routes();
@@ -468,16 +483,16 @@ void ExploreServer::Impl::routes() {
   });
   api("/api/score", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
     const std::shared_ptr<ExploredModel> held = shelf.get(p.text("ckpt"));
-    ExploredModel& m = *held;
-    // A next-token model scores any length with sliding windows; a masked LM reads one block (one forward per
-    // character, each over the whole text), and lets the other tabs' requests in between its batches: at
-    // T = 1000 it takes minutes.
-    const int most = m.mask_token >= 0 ? m.block_size() : kMaxScoredChars;
-    return score_text_json(m, request_ids(m, p.text("text"), "text", 1, most), [&] {
-      lock.unlock();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // long enough for a waiting request to take it
-      lock.lock();
-    });
+    return score_text_json(*held, scored_ids(*held, p), let_others_in(lock));
+  });
+  // The page's refresh: score, attention and next in one request (one forward for a text that fits the block).
+  api("/api/refresh", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = shelf.get(p.text("ckpt"));
+    const std::vector<int> ids = scored_ids(*held, p);
+    const int n = (int)ids.size();
+    return refresh_json(*held, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, -1, 1 << 20),
+                        (int)p.integer("head", 0, -1, 1 << 20), p.integer("map", 0, 0, 1) == 1, p.sampling(),
+                        let_others_in(lock));
   });
   api("/api/attention", [this](const Params& p, std::unique_lock<std::mutex>&) {
     ExploredModel& m = model_of(p);

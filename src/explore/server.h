@@ -7,6 +7,8 @@
 //   POST /api/score            ckpt, text → surprisal per character, top-5 predictions, bits/char
 //   POST /api/attention        ckpt, text, position, layer, head → every head's row at position, one head's map
 //   POST /api/next             ckpt, text, temperature, top_k, top_p → the next character's distribution
+//   POST /api/refresh          ckpt, text, position, layer, head, map, temperature, top_k, top_p → score, attention
+//                              and next at once, what the page asks after every key (one forward pass)
 //   POST /api/generate         ckpt, text, n, temperature, top_k, top_p, seed → a stream of JSON lines, one token each
 //   POST /api/fill             ckpt, text, blank → a masked LM's blanks filled
 //
