@@ -14,7 +14,7 @@
 //                               batch-split against op-split threads (train/replicas.h): a training step's median ms
 //                               for shapes from one sequence per thread to the small preset (make bench-split).
 //   build/bench/bench --mixers [--quick] [--json PATH]
-//                               softmax vs linear vs Mamba: training step and decoding per token against T, the
+//                               every mixer kind (softmax, linear, Mamba, RWKV-7): training step and decoding per token against T, the
 //                               kinds alternated round by round, one thread (make bench-mixers; docs/mamba.md).
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
@@ -65,6 +65,7 @@
 #include "ops/linear.h"
 #include "ops/linear_attention.h"
 #include "model/mixers/qkv_attention.h"
+#include "model/mixers/registry.h"
 #include "model/model.h"
 #include "base/rng.h"
 #include "generate/generate.h"
@@ -1030,25 +1031,26 @@ static json linear_vs_softmax(bool quick) {
   return {{"B", B}, {"threads", 1}, {"rows", rows}, {"load_average_end", load_average()}};
 }
 
-// ---- softmax vs linear vs Mamba: cost per token against T, alternated ---------------------------------------
-// The tiny model at block size T with every layer softmax, linear or Mamba (ops/mamba.h: H = 4 heads of
-// P = 2C/4 = 64 channels, N = 16, K = 4), one thread. Unlike section 7, the kinds are timed in turn within each
-// round (a training step of each, then decoding with each, then the next round), so load that comes and goes on
-// a shared machine falls on all three alike; every number is the median over the rounds.
+// ---- every mixer kind: cost per token against T, alternated ------------------------------------------------
+// The tiny model at block size T with every layer of one kind, for each kind the registry holds (softmax, linear,
+// Mamba with H = 4 heads of P = 2C/4 = 64 channels, N = 16, K = 4, RWKV-7 with D = 32, …), one thread. Unlike
+// section 7, the kinds are timed in turn within each round (a training step of each, then decoding with each,
+// then the next round), so load that comes and goes on a shared machine falls on all of them alike; every number
+// is the median over the rounds.
 //   train µs/token   one training step (forward, zero_grad, backward, clip, AdamW) at B = 4, / (4·T)
 //   decode µs/token  Decoder::push for the tokens at context lengths T/2 … T−1 after pushing the first T/2
-//                    (no slide): softmax reads its key/value cache, linear and Mamba update a fixed state
+//                    (no slide): softmax reads its key/value cache, the others update a fixed state
 //   state floats     what one layer keeps while decoding at context T (Mixer::state_floats): softmax 2·C·T,
-//                    linear H·(HS² + HS)... (its z is C = H·HS), Mamba H·P·N + (K−1)·(E + 2N)
+//                    linear H·(HS² + HS)... (its z is C = H·HS), Mamba H·P·N + (K−1)·(E + 2N), RWKV-7 C + H·N²
 static json mixers_cost(bool quick) {
   BenchPreset tiny = get_preset("tiny");
-  const char* kinds[3] = {"softmax", "linear", "mamba"};
-  const int B = 4, rounds = quick ? 2 : 5;
-  std::printf("softmax vs linear vs Mamba, cost per token against T: tiny model (%d layers, %d wide, %d heads), "
-              "1 thread, B = %d, µs per token (median of %d alternated rounds)\n", tiny.model.n_layer,
-              tiny.model.n_embd, tiny.model.n_head, B, rounds);
-  std::printf("  %5s | %9s %9s %9s | %9s %9s %9s | %9s %9s %9s | %8s %8s %8s\n", "T", "tr soft", "lin", "mamba",
-              "dec soft", "lin", "mamba", "st soft", "lin", "mamba", "tr m/s", "tr m/l", "dec m/s");
+  std::vector<std::string> kinds;
+  for (const MixerKind* kind : mixer_kinds()) kinds.push_back(kind->name);
+  const int K = (int)kinds.size(), B = 4, rounds = quick ? 2 : 5;
+  std::printf("every mixer kind, cost per token against T: tiny model (%d layers, %d wide, %d heads), 1 thread, "
+              "B = %d, µs per token (median of %d alternated rounds); x/%s is the ratio to %s\n",
+              tiny.model.n_layer, tiny.model.n_embd, tiny.model.n_head, B, rounds, kinds[0].c_str(), kinds[0].c_str());
+  std::printf("  %5s | %-8s | %9s %9s %9s | %9s %9s\n", "T", "kind", "train", "decode", "state", "train x/", "dec x/");
   set_threads(1);
   json rows = json::array();
   std::vector<int> Ts = {64, 128, 256, 512, 1024};
@@ -1062,58 +1064,58 @@ static json mixers_cost(bool quick) {
       std::vector<double> train_us, decode_us;
       size_t state = 0;
     };
-    Contender c3[3];
+    std::vector<Contender> cs(K);
     Rng rng(29);
     const std::vector<int> x = random_tokens((size_t)B * T, tiny.model.vocab_size, rng),
                            y = random_tokens(x.size(), tiny.model.vocab_size, rng),
                            toks = random_tokens(T, tiny.model.vocab_size, rng);
     TrainConfig acfg;  // AdamW at its defaults, on a 2000-step schedule
     acfg.optimizer = "adamw", acfg.steps = 2000;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < K; k++) {
       ModelConfig c = tiny.model;
       c.block_size = T, c.mixer = kinds[k];
-      c3[k].model = std::make_unique<GPT>(c);
-      c3[k].model->init_weights(3);
-      c3[k].one = std::make_unique<Replicas>(*c3[k].model, 1);
-      c3[k].learner.reset(new Learner{*c3[k].one, OptimizerKind::AdamW, c3[k].optimizer});
-      c3[k].state = c3[k].model->mixer(0).state_floats(c3[k].model->masks()[0]);
+      cs[k].model = std::make_unique<GPT>(c);
+      cs[k].model->init_weights(3);
+      cs[k].one = std::make_unique<Replicas>(*cs[k].model, 1);
+      cs[k].learner.reset(new Learner{*cs[k].one, OptimizerKind::AdamW, cs[k].optimizer});
+      cs[k].state = cs[k].model->mixer(0).state_floats(cs[k].model->masks()[0]);
     }
     auto step = [&](Contender& ct, int i) {
       if (!train_step(*ct.learner, acfg, i, {x.data(), y.data(), B, T}).updated)
         throw std::runtime_error("benchmark step diverged");
     };
-    for (int k = 0; k < 3; k++) step(c3[k], 0);  // warm-up: buffers, optimizer state
+    for (Contender& ct : cs) step(ct, 0);  // warm-up: buffers, optimizer state
     for (int r = 0; r < rounds; r++) {
-      for (int k = 0; k < 3; k++) {
+      for (Contender& ct : cs) {
         const auto t0 = Clock::now();
-        step(c3[k], r + 1);
-        c3[k].train_us.push_back(1000 * ms_since(t0) / (B * T));
+        step(ct, r + 1);
+        ct.train_us.push_back(1000 * ms_since(t0) / (B * T));
       }
-      for (int k = 0; k < 3; k++) {
-        Decoder dec(*c3[k].model);
+      for (Contender& ct : cs) {
+        Decoder dec(*ct.model);
         for (int t = 0; t < T / 2; t++) dec.push(toks[t]);
         const auto t0 = Clock::now();
         for (int t = T / 2; t < T; t++) dec.push(toks[t]);
-        c3[k].decode_us.push_back(1000 * ms_since(t0) / (T - T / 2));
+        ct.decode_us.push_back(1000 * ms_since(t0) / (T - T / 2));
       }
     }
-    double tr[3], de[3];
-    for (int k = 0; k < 3; k++) tr[k] = median(c3[k].train_us), de[k] = median(c3[k].decode_us);
-    std::printf("  %5d | %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f | %9zu %9zu %9zu | %8.2f %8.2f %8.2f\n", T, tr[0],
-                tr[1], tr[2], de[0], de[1], de[2], c3[0].state, c3[1].state, c3[2].state, tr[2] / tr[0],
-                tr[2] / tr[1], de[2] / de[0]);
-    std::fflush(stdout);
     json row = {{"T", T}};
-    for (int k = 0; k < 3; k++) {
-      row[std::string("train_us_per_token_") + kinds[k]] = tr[k];
-      row[std::string("decode_us_per_token_") + kinds[k]] = de[k];
-      row[std::string("state_floats_per_layer_") + kinds[k]] = c3[k].state;
-      row[std::string("train_us_rounds_") + kinds[k]] = c3[k].train_us;
-      row[std::string("decode_us_rounds_") + kinds[k]] = c3[k].decode_us;
+    const double tr0 = median(cs[0].train_us), de0 = median(cs[0].decode_us);
+    for (int k = 0; k < K; k++) {
+      const double tr = median(cs[k].train_us), de = median(cs[k].decode_us);
+      std::printf("  %5d | %-8s | %9.1f %9.1f %9zu | %9.2f %9.2f\n", T, kinds[k].c_str(), tr, de, cs[k].state,
+                  tr / tr0, de / de0);
+      row["train_us_per_token_" + kinds[k]] = tr;
+      row["decode_us_per_token_" + kinds[k]] = de;
+      row["state_floats_per_layer_" + kinds[k]] = cs[k].state;
+      row["train_us_rounds_" + kinds[k]] = cs[k].train_us;
+      row["decode_us_rounds_" + kinds[k]] = cs[k].decode_us;
     }
+    std::fflush(stdout);
     rows.push_back(row);
   }
-  return {{"B", B}, {"threads", 1}, {"rounds", rounds}, {"rows", rows}, {"load_average_end", load_average()}};
+  return {{"B", B}, {"threads", 1}, {"rounds", rounds}, {"kinds", kinds}, {"rows", rows},
+          {"load_average_end", load_average()}};
 }
 
 // A chart described in JSON (the fields of Chart and Series in src/lab/plot.h), rendered to SVG.

@@ -195,19 +195,23 @@ TEST(OpsRwkv, RecurrenceBackwardMatchesFiniteDifferences) {
   }
 }
 
-// With two threads, at a size where worth_threads splits the recurrence's (batch, head) pairs and the projections.
-// Finite differences at 12 spread-out entries of each gradient.
+// With two threads, at sizes where worth_threads splits the recurrence's (batch, head) pairs and the projections:
+// two heads, and one head, where the two threads run the same head of different sequences at once (each pair's
+// scratch must be its own). Finite differences at 12 spread-out entries of each gradient.
 TEST(OpsRwkv, TwoThreadsMatchTextbook) {
   const int saved = default_threads();
-  const Case c{32, 2, 4, 3, 35};  // B·T·C·N = 53760 ≥ worth_threads' 32768
-  set_threads(2);
-  Forwarded f(c, 9);
-  std::vector<float> du(f.u.size(), NAN);
-  f.backward(du.data());
-  set_threads(saved);
-  EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
-  auto loss = [&] { return dot(f.ref_out(), f.R); };
-  expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));
+  // B·T·C·N = 53760 and 34560 ≥ worth_threads' 32768
+  for (const Case& c : {Case{32, 2, 4, 3, 35}, Case{24, 1, 4, 3, 20}}) {
+    SCOPED_TRACE(c.describe());
+    set_threads(2);
+    Forwarded f(c, 9);
+    std::vector<float> du(f.u.size(), NAN);
+    f.backward(du.data());
+    set_threads(saved);
+    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
+    auto loss = [&] { return dot(f.ref_out(), f.R); };
+    expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));
+  }
 }
 
 // Activations and scratch carved for a larger (B, T) serve a smaller run.

@@ -233,11 +233,16 @@ TEST(RwkvModel, SettingIsCheckedNamingItsFlag) {
   for (int bad : {0, -1, 5000}) {
     ModelConfig b = c;
     b.mixer_settings.get<RwkvSettings>().rwkv_lora = bad;
-    try {
-      validate(b);
-      ADD_FAILURE() << "accepted rwkv_lora " << bad;
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("--rwkv-lora"), std::string::npos) << e.what();
+    // The row's range alone (what ./train's flag and a checkpoint's metadata meet first), then validate, which also
+    // meets the op's own check (RwkvDims::make, for callers of ops/rwkv.h that bypass the table).
+    for (const bool table_only : {true, false}) {
+      try {
+        if (table_only) check_ranges(model_settings(), b);
+        else validate(b);
+        ADD_FAILURE() << "accepted rwkv_lora " << bad << (table_only ? " in the settings row's range" : "");
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("--rwkv-lora"), std::string::npos) << e.what();
+      }
     }
   }
   EXPECT_NE(describe(c).find("rwkv (lora 3)"), std::string::npos) << describe(c);
