@@ -107,8 +107,10 @@ class Shelf {
 
   // The model of checkpoint `name` ("" = the default), as the file is now. Only a name list() returns is opened.
   // Shared: a masked LM's long score lets other requests in between its batches (see /api/score), and one of them
-  // may evict the model from the shelf meanwhile.
-  std::shared_ptr<ExploredModel> get(std::string name) {
+  // may evict the model from the shelf meanwhile. `lock`, when given, is the caller's hold on the models' mutex: it
+  // is released while a file is read and parsed (load() touches nothing shared), so a large or slow checkpoint
+  // never holds up the requests for models already on the shelf.
+  std::shared_ptr<ExploredModel> get(std::string name, std::unique_lock<std::mutex>* lock = nullptr) {
     if (name.empty()) name = default_name_;
     const std::vector<Entry> entries = list();
     if (std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; }))
@@ -125,7 +127,11 @@ class Shelf {
     if (it != kept_.end()) kept_.erase(it);  // changed on disk: never serve the old weights under its name
     // A file replaced while we read it is read again once; one that keeps changing is refused for now.
     for (int attempt = 0; attempt < 2; attempt++) {
-      std::shared_ptr<ExploredModel> model = load(name, path, before);
+      std::shared_ptr<ExploredModel> model;
+      {
+        Unlocked outside(lock);
+        model = load(name, path, before);
+      }
       FileStamp after;
       if (!stamp_of(path, after)) throw NotFound(escape_for_message(name) + " is gone from the served folder");
       if (after == before) {
@@ -140,6 +146,17 @@ class Shelf {
   }
 
  private:
+  // Releases the caller's lock for its scope (none given: nothing to release), and takes it again however the
+  // scope ends.
+  struct Unlocked {
+    std::unique_lock<std::mutex>* lock;
+    explicit Unlocked(std::unique_lock<std::mutex>* l) : lock(l) {
+      if (lock) lock->unlock();
+    }
+    ~Unlocked() {
+      if (lock) lock->lock();
+    }
+  };
   // Loads one listed file; what cannot be loaded says why. A file that does not open (no permission) or is larger
   // than this machine's memory would not be loaded by trying again; one that fails the loader's checks may be a
   // copy still being written.
@@ -333,7 +350,7 @@ struct ExploreServer::Impl {
   ServeOptions options;
   Shelf shelf;
   httplib::Server http;
-  std::mutex model_mutex;  // every use of a model (and of the shelf) holds it
+  std::mutex model_mutex;  // every use of a model (and of the shelf) holds it; Shelf::get lets go while it parses a file
   std::map<std::string, Handler> apis;
   int port = 0;
 
@@ -360,7 +377,10 @@ struct ExploreServer::Impl {
     }
   }
 
-  ExploredModel& model_of(const Params& p) { return *shelf.get(p.text("ckpt")); }
+  // The request's model, held for the handler (the shelf may drop it while another request loads a file).
+  std::shared_ptr<ExploredModel> model_of(const Params& p, std::unique_lock<std::mutex>& lock) {
+    return shelf.get(p.text("ckpt"), &lock);
+  }
   std::vector<int> text_ids(ExploredModel& m, const Params& p, int min_chars, char32_t blank = 0) {
     return request_ids(m, p.text("text"), "text", min_chars, m.block_size(), blank);
   }
@@ -476,37 +496,40 @@ void ExploreServer::Impl::routes() {
       list.push_back({{"name", e.name}, {"bytes", e.bytes}, {"modified_unix", e.mtime_ns / 1000000000LL}});
     return json{{"folder", shelf.folder()}, {"default", shelf.default_name()}, {"checkpoints", list}};
   });
-  api("/api/model", [this](const Params& p, std::unique_lock<std::mutex>&) {
-    json j = model_summary(model_of(p));
+  api("/api/model", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    json j = model_summary(*model_of(p, lock));
     j["ckpt"] = p.text("ckpt", shelf.default_name());
     return j;
   });
   api("/api/score", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
-    const std::shared_ptr<ExploredModel> held = shelf.get(p.text("ckpt"));
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
     return score_text_json(*held, scored_ids(*held, p), let_others_in(lock));
   });
   // The page's refresh: score, attention and next in one request (one forward for a text that fits the block).
   api("/api/refresh", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
-    const std::shared_ptr<ExploredModel> held = shelf.get(p.text("ckpt"));
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
     const std::vector<int> ids = scored_ids(*held, p);
     const int n = (int)ids.size();
     return refresh_json(*held, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, -1, 1 << 20),
                         (int)p.integer("head", 0, -1, 1 << 20), p.integer("map", 0, 0, 1) == 1, p.sampling(),
                         let_others_in(lock));
   });
-  api("/api/attention", [this](const Params& p, std::unique_lock<std::mutex>&) {
-    ExploredModel& m = model_of(p);
+  api("/api/attention", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
     const std::vector<int> ids = text_ids(m, p, 1);
     const int n = (int)ids.size();
     return attention_at_json(m, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, -1, 1 << 20),
                              (int)p.integer("head", 0, -1, 1 << 20), p.integer("map", 0, 0, 1) == 1);
   });
-  api("/api/next", [this](const Params& p, std::unique_lock<std::mutex>&) {
-    ExploredModel& m = model_of(p);
+  api("/api/next", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
     return next_json(m, text_ids(m, p, 1), p.sampling());
   });
-  api("/api/fill", [this](const Params& p, std::unique_lock<std::mutex>&) {
-    ExploredModel& m = model_of(p);
+  api("/api/fill", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
     std::u32string blank;
     try {
       blank = utf8_decode(p.text("blank", "_"), "blank");
@@ -526,9 +549,8 @@ void ExploreServer::Impl::generate(const Params& p, httplib::Response& res) {
   int n = 0;
   uint64_t seed = 1;
   try {
-    std::lock_guard<std::mutex> lock(model_mutex);
-    ExploredModel& m = model_of(p);
-    text_ids(m, p, 0);
+    std::unique_lock<std::mutex> lock(model_mutex);
+    text_ids(*model_of(p, lock), p, 0);
     name = p.text("ckpt");
     sampling = p.sampling();
     n = (int)p.integer("n", 200, 0, options.max_generate);
@@ -546,10 +568,11 @@ void ExploreServer::Impl::generate(const Params& p, httplib::Response& res) {
   res.set_header("Cache-Control", "no-store");
   res.set_chunked_content_provider(
       "application/x-ndjson", [this, name, text, sampling, n, seed](size_t, httplib::DataSink& sink) {
-        std::lock_guard<std::mutex> lock(model_mutex);
+        std::unique_lock<std::mutex> lock(model_mutex);
         json last;
         try {
-          ExploredModel& m = *shelf.get(name);  // read again if the file changed since the request was checked
+          const std::shared_ptr<ExploredModel> held = shelf.get(name, &lock);  // read again if the file changed
+          ExploredModel& m = *held;
           const std::vector<int> ids = request_ids(m, text, "text", 0, m.block_size());
           long count = 0;
           stream_generation(m, ids, n, sampling, seed, [&](const std::string& token) {
