@@ -497,6 +497,36 @@ TEST(Hardening3Counts, BatchSplitsReplicasCountInTheMemoryEstimate) {
   EXPECT_NEAR((double)estimate_training_bytes(c, 64, 2), alone + 4.0 * (params + 32 * per_sequence), 8);
 }
 
+TEST(Hardening3Counts, ATrainingRunCountsBatchSplitsReplicasBeforeAllocatingThem) {
+  // The wiring of the estimate above into ./train: a shape whose one model's activations fit in this
+  // machine's memory and 64 replicas' do not. Under a 8 GB address-space limit, so that a run which went on
+  // anyway fails to allocate instead of filling the machine.
+  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0) GTEST_SKIP() << "the system does not report its memory";
+  ModelConfig c;
+  c.n_layer = 1, c.n_head = 1, c.vocab_size = 35;  // the generated text's 35 characters
+  int T = 0, E = 0;
+  for (int e = 8; e <= 1024 && T == 0; e *= 2)
+    for (int t = 1024; t <= 65536 && T == 0; t *= 2) {
+      c.n_embd = e, c.block_size = t;
+      if (estimate_training_bytes(c, 64) < 0.9 * memory && estimate_training_bytes(c, 64, 64) > 1.1 * memory)
+        T = t, E = e;
+    }
+  ASSERT_GT(T, 0) << "no shape puts 64 replicas (and not one model) past " << memory << " bytes";
+  TempDir dir;
+  write_file(dir / "long.txt", progutil::generated_text(size_t(12) * T));
+  const RunResult r = run_in(dir, "ulimit -v 8000000 && OMP_WAIT_POLICY=passive timeout 120 ./train --n-layer 1 "
+                                  "--n-head 1 --n-embd " + std::to_string(E) + " --block " + std::to_string(T) +
+                                  " --batch 64 --eval-iters 1 "
+                                  "--threads 64 --threads-split batch --steps 1 --data " + quote(dir / "long.txt") +
+                                  " --out " + quote(dir / "a"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "to train with batch 64 split between 64 threads, more than this machine's");
+  EXPECT_CONTAINS(r.err, "(or --threads-split ops)");
+  EXPECT_FALSE(fs::exists(dir / "a"));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // NaN outputs refused
 
