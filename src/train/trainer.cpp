@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <stdexcept>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "base/rng.h"
@@ -344,13 +344,13 @@ void TrainingRun::take_over_best_aside() {
     kept = load_checkpoint(best);
   } catch (const std::exception& e) {
     throw std::runtime_error("--out " + cfg_.out + ": " + best + " cannot be this run's best checkpoint (" +
-                             escape_for_message(e.what()) + "); remove it, or give --overwrite");
+                             escape_for_message(e.what()) + "); remove it or move it elsewhere");
   }
   Span<float> params = ckpt_.model->params_memory();
   if (!kept.resumable || kept.model->num_params() != params.size() ||
       describe(kept.model->config) != describe(ckpt_.model->config))
     throw std::runtime_error("--out " + cfg_.out + ": " + best + " is not a checkpoint of this run's model (" +
-                             describe(kept.model->config) + "); remove it, or give --overwrite");
+                             describe(kept.model->config) + "); remove it or move it elsewhere");
   const int step = kept.resume.step;
   if (step > first_step_)
     return remove_it("it holds step " + std::to_string(step) + ", after the step " + std::to_string(first_step_) +
