@@ -715,6 +715,21 @@ TEST(ExploreHardening, MessagesSurviveANulByte) {
   EXPECT_CONTAINS(j2.value("error", ""), "at position 2 is not in the model's vocabulary");
 }
 
+// A format-1 checkpoint (no header checksum: it cannot be verified) is served with the note ./sample prints for it;
+// a verified file's note is empty.
+TEST(ExploreHardening, AFormat1CheckpointIsServedWithItsNote) {
+  Folder f;
+  std::filesystem::copy_file(progutil::source_root() + "/tests/fixtures/ckpt_5b9387c.safetensors",
+                             f.dir / "old.safetensors");
+  Running server(f.ckpt());
+  auto [s1, own] = server.post("/api/model", {});
+  EXPECT_EQ(s1, 200) << own.dump();
+  EXPECT_EQ(own.value("note", "?"), "");
+  auto [s2, old] = server.post("/api/model", {{"ckpt", "old.safetensors"}});
+  EXPECT_EQ(s2, 200) << old.dump();
+  EXPECT_CONTAINS(old.value("note", ""), "is a format-1 checkpoint");
+}
+
 // Every number parameter must be all number: trailing garbage is refused, not read as its leading digits.
 TEST(ExploreHardening, NumbersWithTrailingGarbageAreRefused) {
   Folder f;

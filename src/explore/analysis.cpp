@@ -122,7 +122,8 @@ json model_summary(ExploredModel& m) {
           {"mixers", mixer_notes(m.model())},
           {"step", m.ckpt.resumable ? json(m.ckpt.resume.step) : json(nullptr)},
           {"chars", texts_of(first_ids(m.ckpt.tokenizer.num_chars()), m.ckpt.tokenizer)},
-          {"specials", m.ckpt.tokenizer.specials()}};
+          {"specials", m.ckpt.tokenizer.specials()},
+          {"note", m.ckpt.note}};  // a format-1 file cannot be verified: ./sample prints this, the explorer answers it
 }
 
 // log of Σ_v exp(z_v), in double, so that p_v = exp(z_v − lse).

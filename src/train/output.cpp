@@ -27,7 +27,7 @@ void prepare_output_dir(const std::string& dir) {
     throw std::runtime_error("--out " + dir + ": not a directory");
   // The files the run will replace must be regular files, checked without following a link (lstat): a link
   // planted at OUT/ckpt.safetensors is refused now, not at the first save after all the training.
-  for (const std::string& file : {checkpoint_path(dir), dir + "/metrics.csv"})
+  for (const std::string& file : {checkpoint_path(dir), dir + "/metrics.csv", dir + "/best.safetensors"})
     if (lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
       throw std::runtime_error("--out " + dir + ": " + file + " exists and is " + file_kind(st.st_mode) +
                                ", not a regular file, so the run could not write it; it is left alone (remove it, "

@@ -1,12 +1,17 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "base/rng.h"
 #include "base/runtime.h"
@@ -29,6 +34,8 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::string best_path(const std::string& out) { return out + "/best.safetensors"; }
 
 bool all_finite(Span<const float> values) {
   bool finite = true;
@@ -61,6 +68,7 @@ class TrainingRun : public LoopShell {
   double guard_loss();  // the weights' loss on the divergence guard's fixed validation batch
   bool holds_start() const;  // ckpt_file_ holds the weights this invocation began with
   void drop_best_aside();
+  void take_over_best_aside();  // OUT/best.safetensors of an earlier invocation of this run (or of a replaced one)
   std::runtime_error diverged(int step, const std::string& what) const;
   std::string last_good() const;
 
@@ -135,7 +143,9 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   if (reducer_.writes()) {  // one process of a data-parallel run touches the folder
     prepare_output_dir(cfg.out);
     lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
-    if (!resume) refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv"}, cfg.overwrite);
+    if (!resume)
+      refuse_to_replace_run(cfg.out, {checkpoint_path(cfg.out), cfg.out + "/metrics.csv", best_path(cfg.out)},
+                            cfg.overwrite);
     for (const std::string& stale :
          remove_stale_temporaries(cfg.out, {"ckpt.safetensors", "metrics.csv", "best.safetensors"}))
       std::printf("removed %s, left by a run that was killed while writing it\n", escape_for_message(stale).c_str());
@@ -152,6 +162,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
   guard_->start(guard_loss(), first_step_);
+  if (reducer_.writes()) take_over_best_aside();
 }
 
 void TrainingRun::start_model(Checkpoint* resume) {
@@ -269,6 +280,9 @@ bool TrainingRun::stepped(int step, const StepResult& r) {
   if (!stop && step + 1 != cfg_.stop_at) return true;
   save(step + 1);
   if (out) progress_->stopped(stop, step + 1, ckpt_file_);
+  if (out && !best_aside_.empty())  // kept for the resume, which continues it (take_over_best_aside)
+    std::printf("the best checkpoint (step %d) is kept in %s\n", guard_->best_saved_step(),
+                escape_for_message(best_aside_).c_str());
   result_.interrupted = true;
   return false;
 }
@@ -307,6 +321,50 @@ void TrainingRun::save(int step) {
                 "(step %d; the limit is %.4g): the best checkpoint is kept in %s\n", step, loss, guard_->best_saved(),
                 guard_->best_saved_step(), guard_->much_worse_limit(), escape_for_message(best_aside_).c_str());
   }
+}
+
+// OUT/best.safetensors belongs to the run in OUT. A fresh run, or one that replaces the folder's run (--overwrite),
+// removes it: an older run's best must never pass for this one's. A resumed run continues it: an earlier
+// invocation kept it aside (and stopped, was stopped or was refused) because its checkpoint had become worse. The
+// guard measures its weights on the same fixed batch, so that only better weights replace it and the resumed
+// checkpoint is never put aside over it. One that holds a later step than the resumed checkpoint belongs to the
+// future this resume replaces, and is removed; one of another model is not this run's, and is refused.
+void TrainingRun::take_over_best_aside() {
+  const std::string best = best_path(cfg_.out);
+  struct stat st;
+  if (::lstat(best.c_str(), &st) != 0) return;  // (anything but a regular file was refused up front)
+  auto remove_it = [&](const std::string& why) {
+    if (std::remove(best.c_str()) != 0)
+      throw std::runtime_error("--out " + cfg_.out + ": cannot remove " + best + ": " + std::strerror(errno));
+    std::printf("removed %s: %s\n", escape_for_message(best).c_str(), why.c_str());
+  };
+  if (!resumed_ || cfg_.overwrite) return remove_it("it was the best checkpoint of the run this one replaces");
+  Checkpoint kept;
+  try {
+    kept = load_checkpoint(best);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("--out " + cfg_.out + ": " + best + " cannot be this run's best checkpoint (" +
+                             escape_for_message(e.what()) + "); remove it or move it elsewhere");
+  }
+  Span<float> params = ckpt_.model->params_memory();
+  if (!kept.resumable || kept.model->num_params() != params.size() ||
+      describe(kept.model->config) != describe(ckpt_.model->config))
+    throw std::runtime_error("--out " + cfg_.out + ": " + best + " is not a checkpoint of this run's model (" +
+                             describe(kept.model->config) + "); remove it or move it elsewhere");
+  const int step = kept.resume.step;
+  if (step > first_step_)
+    return remove_it("it holds step " + std::to_string(step) + ", after the step " + std::to_string(first_step_) +
+                     " this run resumes from");
+  // Its loss on the guard's batch, measured with its weights in the model's memory (the replicas share it).
+  const std::vector<float> own(params.begin(), params.end());
+  const Span<const float> its = kept.model->params_memory();
+  std::copy(its.begin(), its.end(), params.begin());
+  const double loss = guard_loss();
+  std::copy(own.begin(), own.end(), params.begin());
+  const double start = guard_->best_saved();
+  if (!guard_->saved(loss, step)) return remove_it("the checkpoint resumed from is as good");
+  best_aside_ = best;
+  degraded_ = guard_->much_worse(start);
 }
 
 void TrainingRun::drop_best_aside() {
