@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "io/checkpoint.h"
+#include "model/mixers/registry.h"
 #include "program_util.h"
 #include "base/threads.h"
 #include "base/rng.h"
@@ -521,4 +524,38 @@ TEST(Training, ReducerSeesEveryStepsGradientBeforeTheUpdate) {
   fresh.init_weights(c.seed);
   EXPECT_TRUE(same_floats(load_checkpoint(checkpoint_path(c.out)).model->params_memory(), fresh.params_memory()))
       << "the weights moved although every gradient reaching the optimizer was zero";
+}
+
+// Each mixer is made once per layer per model (model/mixers/registry.h, mixers_made): a run with ./train's default
+// model (4 layers, block 64, batch 12, Muon) on one thread makes 4 before its first step and none after, the same
+// with every kind in it; on two threads split by batch, the replica makes its own; loading the checkpoint makes
+// 4, and resuming from it none more. Before, a run made each 4 times: validate, the memory estimate before the
+// model, the GPT's constructor, the memory estimate with the split.
+TEST(Training, EachMixerIsMadeOncePerLayerPerModel) {
+  TempDir dir;
+  const std::string corpus = dir / "corpus.txt";
+  progutil::write_file(corpus, progutil::generated_text(6000));
+  TrainConfig c;  // ./train's defaults, for 2 steps
+  c.data = corpus, c.steps = 2, c.eval_iters = 1, c.threads = 1;
+  const size_t L = c.model.n_layer;
+  for (const std::string mixer : {"softmax", "softmax,linear,mamba,rwkv"}) {
+    SCOPED_TRACE(mixer);
+    c.model.mixer = mixer, c.out = dir / ("run-" + std::to_string(mixer.size()));
+    size_t before = mixers_made();
+    run_training(c);
+    EXPECT_EQ(mixers_made() - before, L);
+    before = mixers_made();
+    Checkpoint ckpt = load_checkpoint(checkpoint_path(c.out));
+    EXPECT_EQ(mixers_made() - before, L);
+    TrainConfig more = c;
+    more.steps = 3;
+    before = mixers_made();
+    run_training(more, &ckpt);
+    EXPECT_EQ(mixers_made() - before, 0u);
+  }
+  c.model.mixer = "softmax", c.out = dir / "split", c.threads = 2, c.threads_split = "batch";
+  const size_t before = mixers_made();
+  run_training(c);
+  const size_t models = (size_t)omp_get_max_threads();  // the model and its replicas (fewer cores: fewer)
+  EXPECT_EQ(mixers_made() - before, L * models);
 }

@@ -210,7 +210,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   // Every weight must be in the file with its shape before the model is allocated: the file's own size then
   // bounds the allocation, whatever sizes the metadata claims.
   for (const TensorSpec& t : gpt_tensor_table(config, mixers)) find_tensor(path, t.name, t.shape, file.tensors);
-  ckpt.model = std::make_unique<GPT>(config, masks);
+  ckpt.model = std::make_unique<GPT>(config, masks, std::move(mixers));  // the mixers made above, kept
   GPT& model = *ckpt.model;
 
   std::set<std::string> known;

@@ -53,11 +53,11 @@ size_t activation_floats(const ModelConfig& config, int B, int T, bool gated) {
 }
 
 // Activations grow linearly with B, so the estimate is computed for B = 1 and scaled in long double: a batch
-// size that would overflow 64 bits must be refused, not wrapped around to a small number. The mixers are made once
-// for both counts. With the batch split, each of the R − 1 extra replicas has its own gradient arena and the
+// size that would overflow 64 bits must be refused, not wrapped around to a small number. Both counts use the
+// config's mixers. With the batch split, each of the R − 1 extra replicas has its own gradient arena and the
 // activations of its slice.
-static long double training_bytes(const ModelConfig& config, int B, int replicas) {
-  const std::vector<std::unique_ptr<Mixer>> mixers = make_layer_mixers(config);
+static long double training_bytes(const ModelConfig& config, const std::vector<std::unique_ptr<Mixer>>& mixers,
+                                  int B, int replicas) {
   Activations scratch;
   const long double params = total_floats(gpt_tensor_table(config, mixers));
   const long double per_sequence =
@@ -67,7 +67,7 @@ static long double training_bytes(const ModelConfig& config, int B, int replicas
 }
 
 size_t estimate_training_bytes(const ModelConfig& config, int B, int replicas) {
-  const long double bytes = training_bytes(config, B, replicas);
+  const long double bytes = training_bytes(config, make_layer_mixers(config), B, replicas);
   return bytes >= (long double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
@@ -82,7 +82,12 @@ static std::string whole(long double bytes) {
 }
 
 void check_fits_in_memory(const ModelConfig& config, int B, int replicas) {
-  const long double need = training_bytes(config, B, replicas);
+  check_fits_in_memory(config, make_layer_mixers(config), B, replicas);
+}
+
+void check_fits_in_memory(const ModelConfig& config, const std::vector<std::unique_ptr<Mixer>>& mixers, int B,
+                          int replicas) {
+  const long double need = training_bytes(config, mixers, B, replicas);
   const long double have = memory_bytes();
   if (have > 0 && need > have)
     throw std::runtime_error("this model needs about " + whole(need) + " bytes to train with batch " +
@@ -105,8 +110,12 @@ void check_forward_fits_in_memory(const ModelConfig& config, long B, int T, long
                              whole(have) + " bytes of memory");
 }
 
-GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks)
-    : config(cfg), mixers_(validated_mixers(cfg)) {  // the model's mixers, made once
+GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks, std::vector<std::unique_ptr<Mixer>> mixers)
+    : config(cfg), mixers_(mixers.empty() ? validated_mixers(cfg) : std::move(mixers)) {  // made once
+  const std::vector<const MixerKind*> kinds = layer_kinds(cfg);  // the names alone: nothing is made
+  bool theirs = mixers_.size() == kinds.size();
+  for (size_t l = 0; theirs && l < kinds.size(); l++) theirs = std::string(mixers_[l]->kind()) == kinds[l]->name;
+  if (!theirs) throw std::logic_error("GPT: the mixers given are not its config's (" + canonical_mixers(cfg) + ")");
   set_masks(layer_masks.empty() ? std::vector<AttentionMask>(config.n_layer) : std::move(layer_masks));
   table_ = gpt_tensor_table(config, mixers_);
   own_params_.assign(total_floats(table_), 0.0f);

@@ -48,7 +48,10 @@ struct Activations {
 class GPT {
  public:
   // masks: one per layer (empty = causal everywhere). Parameters start at zero; call init_weights or load them.
-  explicit GPT(const ModelConfig& config, std::vector<AttentionMask> masks = {});
+  // mixers: validated_mixers(config)'s, when the caller made them already (to check the file or the memory
+  // before allocating: model/mixers/registry.h), so a model's mixers are made once; empty: made here.
+  explicit GPT(const ModelConfig& config, std::vector<AttentionMask> masks = {},
+               std::vector<std::unique_ptr<Mixer>> mixers = {});
   GPT(const GPT&) = delete;  // the views point into this object's arenas
   GPT& operator=(const GPT&) = delete;
   // A replica for batch-split threads (train/replicas.h): `source`'s configuration and masks, and its very
@@ -71,6 +74,7 @@ class GPT {
   const float* attention_probs(int layer) const;
   // Layer l's mixer (mixer.h), made once from config.mixer.
   const Mixer& mixer(int layer) const { return *mixers_[layer]; }
+  const std::vector<std::unique_ptr<Mixer>>& mixers() const { return mixers_; }
   // The arguments of layer l's mixer calls in the last forward: its tensors, mask, gates, shape and what it saved
   // (for Mixer::qkv, Mixer::state_from_forward and the like).
   MixerPass mixer_pass(int layer) const;
@@ -139,7 +143,10 @@ size_t activation_floats(const ModelConfig& config, int B, int T, bool gated = f
 // `replicas` > 1 (--threads-split batch, train/replicas.h) also each other replica's gradient arena and the
 // activations of its slice of ⌈B / replicas⌉ rows.
 size_t estimate_training_bytes(const ModelConfig& config, int B, int replicas = 1);
-// Throws, with the estimate in bytes, if training would need more than the machine's physical memory.
+// Throws, with the estimate in bytes, if training would need more than the machine's physical memory. `mixers`:
+// the config's own (validated_mixers, or a model's mixers()), made once; without them they are made for the count.
+void check_fits_in_memory(const ModelConfig& config, const std::vector<std::unique_ptr<Mixer>>& mixers, int B,
+                          int replicas = 1);
 void check_fits_in_memory(const ModelConfig& config, int B, int replicas = 1);
 // The same for a forward alone over B sequences of T tokens (./inspect's --sequences, --batch), plus `extra_bytes`
 // of the caller's own (its token batches); `what` names the flag in the message.

@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/objective.h"
 #include "data/utf8.h"
+#include "model/mixers/registry.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "train/loop.h"
@@ -139,7 +140,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   // The split first: batch-split's replicas (their gradients and activations) count in the estimate.
   const int threads = omp_get_max_threads();
   split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
-  check_fits_in_memory(model.config, rows_.count(), split_ == ThreadSplit::Batch ? threads : 1);
+  check_fits_in_memory(model.config, model.mixers(), rows_.count(), split_ == ThreadSplit::Batch ? threads : 1);
   if (reducer_.writes()) {  // one process of a data-parallel run touches the folder
     prepare_output_dir(cfg.out);
     lock_ = std::make_unique<RunFolderLock>(cfg.out);  // one run per folder (run_folder.h), held for the whole run
@@ -177,10 +178,11 @@ void TrainingRun::start_model(Checkpoint* resume) {
   if (objective_ == Objective::MLM) corpus_.tokenizer.add_special(kMaskToken);
   ModelConfig model_config = cfg_.model;
   model_config.vocab_size = corpus_.tokenizer.size();
-  validate(model_config);
-  check_fits_in_memory(model_config, rows_.count());  // before a single parameter is allocated
+  // Validated, and its memory checked before a single parameter is allocated, with the mixers the model then keeps.
+  std::vector<std::unique_ptr<Mixer>> mixers = validated_mixers(model_config);
+  check_fits_in_memory(model_config, mixers, rows_.count());
   const std::string mask = cfg_.mask.empty() ? default_mask(objective_) : cfg_.mask;
-  ckpt_.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer));
+  ckpt_.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer), std::move(mixers));
   ckpt_.model->init_weights(cfg_.seed);
   // AdamW's moments start at zero; set them now so that even --steps 0 saves a complete (resumable) checkpoint.
   state_.optimizer.m.assign(ckpt_.model->num_params(), 0.0f);

@@ -1,5 +1,6 @@
 #include "model/mixers/registry.h"
 
+#include <atomic>
 #include <stdexcept>
 
 #include "base/layer_list.h"
@@ -42,11 +43,16 @@ std::vector<const MixerKind*> layer_kinds(const ModelConfig& config) {
   return kinds;
 }
 
+static std::atomic<size_t> made{0};
+
 std::vector<std::unique_ptr<Mixer>> make_layer_mixers(const ModelConfig& config) {
   std::vector<std::unique_ptr<Mixer>> mixers;
   for (const MixerKind* kind : layer_kinds(config)) mixers.push_back(kind->make(config));
+  made += mixers.size();
   return mixers;
 }
+
+size_t mixers_made() { return made; }
 
 std::string canonical_mixers(const ModelConfig& config) {
   std::vector<std::string> names;
