@@ -165,8 +165,9 @@ TEST(Layout, TheKindsComeFromTheRegistry) {
     EXPECT_TRUE(fs::exists(root / "src/model/mixers" / (stems[i] + ".cpp"))) << stems[i];
     EXPECT_TRUE(fs::exists(root / "src/ops" / (stems[i] + ".h"))) << stems[i];
     EXPECT_TRUE(fs::exists(root / "src/ops" / (stems[i] + ".cpp"))) << stems[i];
-    if (std::string(mixer_kinds()[i]->name) != ModelConfig{}.mixer)
+    if (std::string(mixer_kinds()[i]->name) != ModelConfig{}.mixer) {
       EXPECT_TRUE(fs::exists(root / "src/textbook" / (stems[i] + ".h"))) << stems[i];
+    }
     EXPECT_NO_THROW(make_ref_mixer(mixer_kinds()[i]->name, ModelConfig{})) << mixer_kinds()[i]->name;
   }
   EXPECT_EQ(ref_mixer_kinds().size(), mixer_kinds().size()) << "a textbook mixer without a fast one, or the reverse";

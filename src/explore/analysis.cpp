@@ -110,6 +110,8 @@ json model_summary(ExploredModel& m) {
   for (int l = 0; l < c.n_layer; l++) kinds.push_back(m.model().mixer(l).kind());
   std::vector<std::string> masks;
   for (const AttentionMask& mask : m.loaded_masks) masks.push_back(mask.to_string());
+  std::string notes;
+  for (const std::string& note : m.ckpt.notes) notes += (notes.empty() ? "" : " ") + note;
   return {{"n_layer", c.n_layer},
           {"n_head", c.n_head},
           {"n_embd", c.n_embd},
@@ -123,7 +125,7 @@ json model_summary(ExploredModel& m) {
           {"step", m.ckpt.resumable ? json(m.ckpt.resume.step) : json(nullptr)},
           {"chars", texts_of(first_ids(m.ckpt.tokenizer.num_chars()), m.ckpt.tokenizer)},
           {"specials", m.ckpt.tokenizer.specials()},
-          {"note", m.ckpt.note}};  // a format-1 file cannot be verified: ./sample prints this, the explorer answers it
+          {"note", notes}};  // a format-1 file cannot be verified, a renamed key: ./sample prints these, the explorer answers them
 }
 
 // log of Σ_v exp(z_v), in double, so that p_v = exp(z_v − lse).
