@@ -2,7 +2,8 @@
 // blocks step along their momentum *orthogonalised* — U·Vᵀ of the momentum's SVD U·S·Vᵀ — so that every direction the
 // momentum moves along gets the same step, however small its singular value. Everything else (the embeddings,
 // which are lookups rather than linear maps, and with wte the LM head tied to it; the biases; LayerNorm) keeps
-// AdamW with its own settings. `./train --optimizer muon` (train/train_config.cpp).
+// AdamW with its own settings. It is ./train's default optimizer; `--optimizer adamw` uses AdamW for everything
+// (train/train_config.cpp).
 //
 // Per Muon tensor W, stored [fan_in, fan_out] = rows × cols (GPT-2's Conv1D layout, params.h), with gradient G
 // after clipping:
