@@ -185,4 +185,14 @@ inline const char* tiny_flags() {
   return "--n-layer 1 --n-head 2 --n-embd 16 --block 16 --batch 4 --eval-iters 1 --threads 1";
 }
 
+// A program run in `dir` (run_command's captured output).
+inline RunResult run_in(const TempDir& dir, const std::string& command) { return run_command(command, dir.path()); }
+
+// ./train with the smallest model on the corpus write_corpus(dir) writes, AdamW unless `extra` says otherwise.
+inline std::string train_command(const TempDir& dir, const std::string& out, const std::string& extra) {
+  return std::string("./train ") + tiny_flags() + " --optimizer adamw --data " + quote(dir / "corpus.txt") +
+         " --out " + quote(out) + " " + extra;
+}
+inline void write_corpus(const TempDir& dir) { write_file(dir / "corpus.txt", generated_text(20000)); }
+
 }  // namespace progutil

@@ -57,14 +57,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-RunResult run_in(const TempDir& dir, const std::string& command) { return progutil::run_command(command, dir.path()); }
-
-std::string train_command(const TempDir& dir, const std::string& out, const std::string& extra) {
-  return std::string("./train ") + progutil::tiny_flags() + " --optimizer adamw --data " + quote(dir / "corpus.txt") +
-         " --out " + quote(out) + " " + extra;
-}
-
-void write_corpus(const TempDir& dir) { write_file(dir / "corpus.txt", progutil::generated_text(20000)); }
+using progutil::run_in;
+using progutil::train_command;
+using progutil::write_corpus;
 
 std::string small_run(const TempDir& dir) {
   write_corpus(dir);

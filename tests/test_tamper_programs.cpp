@@ -27,15 +27,9 @@ using progutil::write_file;
 
 namespace {
 
-RunResult run_in(const TempDir& dir, const std::string& command) { return progutil::run_command(command, dir.path()); }
-
-// ./train with the smallest model on a generated corpus in `dir`, AdamW unless `extra` says otherwise.
-std::string train_command(const TempDir& dir, const std::string& out, const std::string& extra) {
-  return std::string("./train ") + progutil::tiny_flags() + " --optimizer adamw --data " + quote(dir / "corpus.txt") +
-         " --out " + quote(out) + " " + extra;
-}
-
-void write_corpus(const TempDir& dir) { write_file(dir / "corpus.txt", progutil::generated_text(20000)); }
+using progutil::run_in;
+using progutil::train_command;
+using progutil::write_corpus;
 
 }  // namespace
 
