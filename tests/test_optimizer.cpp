@@ -1,6 +1,7 @@
 // The training step after the backward, and the sampler's cut-offs, against their formulas written out here:
 //   OptimizerSchedule  the warm-up + cosine learning rate at every step
-//   OptimizerClip      global-norm clipping when it binds, when it does not, and when it is off
+//   OptimizerClip      global-norm clipping when it binds, when it does not, and when it is off; the norm of a
+//                      long vector against the sum in double
 //   OptimizerAdamW     several AdamW steps on a whole GPT's parameter arena (tensors of every kind) against a
 //                      double-precision AdamW written below: bias-corrected moments, decoupled weight decay on the
 //                      2-D weights only, the learning rate of that step, clipping by the global norm
@@ -119,6 +120,25 @@ TEST(OptimizerClip, ScalesToTheLimitWhenItBinds) {
   EXPECT_FLOAT_EQ(g[1], 0.0f);
   EXPECT_FLOAT_EQ(g[2], -0.8f);
   EXPECT_NEAR(global_norm(g), 1.0, 1e-7);
+}
+
+// The norm of a model-sized vector, whose sum runs in vector lanes (and on two threads, split between them), against
+// the sum of squares in double in index order. A length that is no multiple of any vector width leaves a tail.
+TEST(OptimizerClip, GlobalNormOfALongVectorMatchesTheDoubleSum) {
+  const int saved = default_threads();
+  Rng rng(5);
+  for (size_t n : {(size_t)1000, (size_t)100003}) {
+    std::vector<float> g(n);
+    for (float& x : g) x = (float)rng.normal();
+    g[n - 1] = 300.0f;  // the tail's last element, big enough that leaving it out shows
+    double sum = 0;
+    for (float x : g) sum += (double)x * x;
+    for (int threads : {1, 2}) {
+      set_threads(threads);
+      EXPECT_NEAR(global_norm(g), std::sqrt(sum), 1e-12 * std::sqrt(sum)) << "n " << n << ", threads " << threads;
+    }
+  }
+  set_threads(saved);
 }
 
 TEST(OptimizerClip, LeavesTheGradientAloneWhenItDoesNotBindOrIsOff) {
