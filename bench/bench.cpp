@@ -686,22 +686,7 @@ static void print_breakdown(const std::string& title, const std::vector<OpRow>& 
   std::printf("  %-28s %5s %8s %8s %9.2f %6.1f%% %9.2f %6.1f%% %9.2f %6.1f%%\n", "other (step − sum of ops)", "", "",
               "", other, 100 * other / step_ms, other_min, 100 * other_min / step_min_ms, other_cpu,
               100 * other_cpu / step_cpu_ms);
-  // Where "other" lives: each phase of the real step against the same phase assembled from the ops.
-  double fwd_ops = 0, bwd_ops = 0, fwd_ops_cpu = 0, bwd_ops_cpu = 0;
-  for (const OpRow& r : rows) {
-    if (r.name == "zero_grad" || r.name == "adamw update" || r.name.rfind("grad clip", 0) == 0) continue;
-    fwd_ops += r.count * r.fwd.median, bwd_ops += r.count * r.bwd.median;
-    fwd_ops_cpu += r.count * r.fwd.cpu, bwd_ops_cpu += r.count * r.bwd.cpu;
-  }
-  const double fwd_step = step["phases_ms"]["forward"], bwd_step = step["phases_ms"]["backward"];
-  const double fwd_step_cpu = step["phases_cpu_ms"]["forward"], bwd_step_cpu = step["phases_cpu_ms"]["backward"];
-  std::printf("  in the step: forward %.2f ms (CPU %.2f) vs its ops alone %.2f (CPU %.2f); backward %.2f ms (CPU %.2f)"
-              " vs its ops alone %.2f (CPU %.2f)\n", fwd_step, fwd_step_cpu, fwd_ops, fwd_ops_cpu, bwd_step, bwd_step_cpu,
-              bwd_ops, bwd_ops_cpu);
   out = {{"step_ms", step_ms}, {"step_cpu_ms", step_cpu_ms}, {"step_min_ms", step_min_ms}, {"ops", arr},
-         {"forward_step_ms", fwd_step}, {"forward_ops_ms", fwd_ops}, {"backward_step_ms", bwd_step},
-         {"backward_ops_ms", bwd_ops}, {"forward_step_cpu_ms", fwd_step_cpu}, {"forward_ops_cpu_ms", fwd_ops_cpu},
-         {"backward_step_cpu_ms", bwd_step_cpu}, {"backward_ops_cpu_ms", bwd_ops_cpu},
          {"other_ms", other}, {"sum_ops_ms", sum}, {"other_cpu_ms", other_cpu}, {"sum_ops_cpu_ms", sum_cpu},
          {"other_min_ms", other_min}, {"sum_ops_min_ms", sum_min}};
 }
