@@ -45,7 +45,7 @@
 // Cost: 0.65 G multiply-adds per step for the tiny model (4 layers; c_attn 128 × 384, c_fc 128 × 512 and
 // mlp.c_proj 512 × 128 in phases, 43 + 49 + 49 M; attn.c_proj 128 × 128 one round at a time, 21 M), against 0.84 G
 // by rounds one at a time throughout; about 35% of its forward and backward at batch 12 × 64, and the same at any
-// batch. The matrices (4 per layer) are independent: threads take whole matrices, the costliest first, each
+// batch. The matrices (4 per layer) are independent: threads take whole matrices, the largest first, each
 // running single-threaded BLAS (as in ops/linear.cpp), so no matrix's result depends on the number of threads.
 #pragma once
 #include <cstddef>
