@@ -664,7 +664,7 @@ static json muon_step_report(int threads, int reps) {
     shapes.push_back({{"tensor", t.name.substr(4)}, {"rows", rows}, {"cols", cols}, {"ns5_ms", ns.median}});
   }
   return {{"impl", "plaingpt"}, {"blas_core", blas_core()}, {"threads", threads},
-          {"muon_update_ms", t_muon.median}, {"adamw_rest_ms", t_adamw.median},
+          {"muon_update_ms", t_muon.median}, {"muon_update_min_ms", t_muon.min}, {"adamw_rest_ms", t_adamw.median},
           {"newton_schulz5_one_layer", shapes}, {"load_average", load_average()}};
 }
 
