@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/muon.h"
 #include "ops/softmax_attention.h"
 #include "base/blas.h"
 #include "ops/cross_entropy.h"
@@ -640,6 +641,33 @@ static json step_report(const std::string& name, int threads, int warmup, int re
           {"params", total_floats(gpt_tensor_table(p.model))}};
 }
 
+// The optimizer's part of a tiny-preset step alone (optim/muon.h): Muon on the blocks' linear weights and AdamW on
+// the rest, on gradients of the clipped size, and NS5 by itself on each matrix shape of the model.
+static json muon_step_report(int threads, int reps) {
+  set_threads(threads);
+  BenchPreset p = get_preset("tiny");
+  GPT model(p.model);
+  Rng rng(5);
+  const double scale = 1.0 / std::sqrt((double)model.num_params());  // a gradient of global norm ~1, as clipped
+  for (float& g : model.grads_memory()) g = (float)(scale * rng.normal());
+  AdamW adamw;
+  AdamWConfig cfg;
+  Muon muon;
+  const Timing t_adamw = measure([&] { adamw.update(model, cfg, 1e-3f, muon_updates); }, reps, reps, 0);
+  const Timing t_muon = measure([&] { muon.update(model, adamw.m, 0.95f, 0.1f, 1e-3f); }, reps, reps, 0);
+  json shapes = json::array();
+  for (const TensorSpec& t : model.table()) {
+    if (!muon_updates(t) || t.name.rfind("h.0.", 0) != 0) continue;  // one layer's shapes
+    const int rows = (int)t.shape[0], cols = (int)t.shape[1];
+    std::vector<float> u = randn(t.numel, 0.01f, rng), out(t.numel), scratch(newton_schulz5_scratch(rows, cols));
+    const Timing ns = measure([&] { newton_schulz5(out.data(), u.data(), rows, cols, scratch.data()); }, reps, reps, 0);
+    shapes.push_back({{"tensor", t.name.substr(4)}, {"rows", rows}, {"cols", cols}, {"ns5_ms", ns.median}});
+  }
+  return {{"impl", "plaingpt"}, {"blas_core", blas_core()}, {"threads", threads},
+          {"muon_update_ms", t_muon.median}, {"muon_update_min_ms", t_muon.min}, {"adamw_rest_ms", t_adamw.median},
+          {"newton_schulz5_one_layer", shapes}, {"load_average", load_average()}};
+}
+
 // ---- the full benchmark --------------------------------------------------------------------------------------
 
 struct Options {
@@ -1132,6 +1160,7 @@ static void usage() {
       "                                                  one preset's step, one JSON line\n"
       "       bench --sample --threads N [-n TOKENS] [--repeats R]             sampling speed, one JSON line\n"
       "       bench --sample-bound [--rounds R] [-n TOKENS] [--repeats R]      sampling against the sgemv bound\n"
+      "       bench --muon --threads N [--repeats R]  the tiny preset's optimizer step alone (Muon + AdamW), one JSON line\n"
       "       bench --blas                               the OpenBLAS kernels this program runs, one JSON line\n"
       "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
@@ -1147,7 +1176,7 @@ int main(int argc, char** argv) {
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
     std::string step_preset, split = "auto";
     bool sample = false, sample_bound = false, linear_only = false, split_only = false, mixers_only = false,
-         json_given = false;
+         muon_only = false, json_given = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500, rounds = 5;
     for (int i = 1; i < argc; i++) {
       const std::string a = argv[i];
@@ -1165,6 +1194,7 @@ int main(int argc, char** argv) {
       else if (a == "--step") step_preset = value();
       else if (a == "--sample") sample = true;
       else if (a == "--sample-bound") sample_bound = true;
+      else if (a == "--muon") muon_only = true;
       else if (a == "--blas") {
         // The kernels this program runs and who chose them, for bench/compare.py to give the twin the same.
         const std::string own = openblas_own_choice();
@@ -1192,6 +1222,10 @@ int main(int argc, char** argv) {
       json r = step_report(step_preset, threads, warmup >= 0 ? warmup : (small ? 1 : 5),
                            repeats > 0 ? repeats : (small ? 3 : 30), split);
       std::printf("%s\n", r.dump().c_str());
+      return 0;
+    }
+    if (muon_only) {
+      std::printf("%s\n", muon_step_report(threads, repeats > 0 ? repeats : 50).dump().c_str());
       return 0;
     }
     if (split_only) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "base/blas.h"
 #include "model/model.h"
@@ -12,47 +13,76 @@
 bool muon_updates(const TensorSpec& tensor) { return tensor.matrix; }
 
 // ---- NS5 ---------------------------------------------------------------------------------------------------------
-// X is n × m with n ≤ m (U, or Uᵀ when U is tall); the scratch holds X, the next X, A and b·A + c·A² (n × n each).
+// In phases (muon.h): V = U/(‖U‖_F + 1e-7) stays in U's layout (X = V, or Vᵀ when U is tall), so no transposes.
+// The scratch holds V and the next V (rows × cols each), then A, p, p·A, R and a spare (n × n each).
+
+// ssyrk writes the upper triangle; the products after it read M whole. In 16 × 16 tiles, so that the column each
+// row is copied from stays in cache.
+static void mirror_upper(float* M, int n) {
+  for (int i0 = 0; i0 < n; i0 += 16)
+    for (int j0 = 0; j0 <= i0; j0 += 16)
+      for (int i = i0; i < std::min(i0 + 16, n); i++)
+        for (int j = j0; j < std::min(j0 + 16, i); j++) M[(size_t)i * n + j] = M[(size_t)j * n + i];
+}
 
 size_t newton_schulz5_scratch(int rows, int cols) {
-  const size_t n = std::min(rows, cols), m = std::max(rows, cols);
-  return 2 * n * m + 2 * n * n;
+  const size_t n = std::min(rows, cols);
+  return 2 * (size_t)rows * cols + 5 * n * n;
 }
 
 void newton_schulz5(float* out, const float* u, int rows, int cols, float* scratch) {
   const float a = 3.4445f, b = -4.7750f, c = 2.0315f;
   const bool tall = rows > cols;
   const int n = tall ? cols : rows, m = tall ? rows : cols;
-  const size_t nm = (size_t)n * m;
-  float* X = scratch;
-  float* next = X + nm;
-  float* A = next + nm;
-  float* B = A + (size_t)n * n;
+  const size_t nm = (size_t)n * m, nn = (size_t)n * n;
+  float *V = scratch, *next = V + nm, *A = next + nm, *p = A + nn, *pA = p + nn, *R = pA + nn, *spare = R + nn;
 
-  double sum = 0;  // ‖U‖_F², in double as global_norm does
-  for (size_t i = 0; i < nm; i++) sum += (double)u[i] * u[i];
-  const float inv_norm = (float)(1.0 / (std::sqrt(sum) + 1e-7));
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++)
-      (tall ? X[(size_t)j * m + i] : X[(size_t)i * m + j]) = u[(size_t)i * cols + j] * inv_norm;
+  double sums[8] = {};  // ‖U‖_F², in double as global_norm does; eight running sums, so no addition waits on another
+  size_t i = 0;
+  for (; i + 8 <= nm; i += 8)
+    for (int k = 0; k < 8; k++) sums[k] += (double)u[i + k] * u[i + k];
+  for (; i < nm; i++) sums[0] += (double)u[i] * u[i];
+  const double norm = std::sqrt(sums[0] + sums[1] + sums[2] + sums[3] + sums[4] + sums[5] + sums[6] + sums[7]);
+  for (size_t j = 0; j < nm; j++) V[j] = u[j] * (float)(1.0 / (norm + 1e-7));
 
-  // A and B are symmetric, so ssyrk computes only their upper triangles and ssymm reads only B's: per round
-  // ½n²m + ½n³ + n²m multiply-adds instead of sgemm's 2n²m + n³ (measured: a quarter less time for the tiny model).
-  for (int round = 0; round < 5; round++) {
-    // A = X·Xᵀ, then its lower triangle mirrored from the upper: the next ssyrk reads A as a general matrix
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, m, 1.0f, X, m, 0.0f, A, n);
-    for (int i = 0; i < n; i++)
-      for (int j = 0; j < i; j++) A[(size_t)i * n + j] = A[(size_t)j * n + i];
-    // B = b·A + c·A·A = b·A + c·A·Aᵀ  (ssyrk's C ← α·P·Pᵀ + β·C, with C starting as a copy of A)
-    std::memcpy(B, A, sizeof(float) * n * n);
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, n, c, A, n, b, B, n);
-    // X ← a·X + B·X  (ssymm's C ← α·B·P + β·C for a symmetric B given by its upper triangle)
-    std::memcpy(next, X, sizeof(float) * nm);
-    cblas_ssymm(CblasRowMajor, CblasLeft, CblasUpper, n, m, 1.0f, B, n, X, m, a, next, m);
-    std::swap(X, next);
+  // The rounds of each phase. A phase of k rounds costs 1.5·n²·m + (3.5·k − 3)·n³ multiply-adds (forming A and
+  // applying R; per round p, and between rounds p·A·p and R's product), so fewer phases are cheaper exactly when
+  // m > 2n. At most 3 rounds a phase: A holds σ² to float's absolute precision, so the σ that are small against ‖X‖
+  // are resolved the worse the longer A goes round without being formed afresh. Measured against the double
+  // textbook on a 128 × 128 matrix whose singular values spread over three decades (the worst case: a square
+  // matrix's smallest σ are near 0): rounds one at a time err by 6e-7, phases 3 + 2 by 2e-6, 2 + 3 by 1e-5, 1 + 4
+  // by 7e-5, one phase of 5 by 1e-4. On 128 × 384 and 128 × 512, 3 + 2 errs by 2e-6 against one at a time's 1e-6.
+  const std::vector<int> rounds = m > 2 * n ? std::vector<int>{3, 2} : std::vector<int>{1, 1, 1, 1, 1};
+  for (size_t phase = 0; phase < rounds.size(); phase++) {
+    // A = X·Xᵀ: V·Vᵀ, or Vᵀ·V when U is tall, by ssyrk (half the products: A is symmetric)
+    cblas_ssyrk(CblasRowMajor, CblasUpper, tall ? CblasTrans : CblasNoTrans, n, m, 1.0f, V, tall ? n : m, 0.0f, A, n);
+    mirror_upper(A, n);
+    for (int round = 0; round < rounds[phase]; round++) {
+      // p = a·I + b·A + c·A·A  (A·A = A·Aᵀ: ssyrk's C ← α·A·Aᵀ + β·C, C starting as a copy of A)
+      std::memcpy(p, A, sizeof(float) * nn);
+      cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, n, n, c, A, n, b, p, n);
+      for (int d = 0; d < n; d++) p[(size_t)d * n + d] += a;
+      mirror_upper(p, n);
+      // R ← p·R, the product of the phase's rounds so far (p itself after the first)
+      if (round == 0) std::memcpy(spare, p, sizeof(float) * nn);
+      else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, p, n, R, n, 0.0f, spare, n);
+      std::swap(R, spare);
+      if (round + 1 == rounds[phase]) break;
+      // A ← p·A·p, the Gram matrix of p·X. Not p²·A (equal in exact arithmetic, and half a product cheaper by
+      // ssyrk): p² reaches a² ≈ 12 along the directions A nearly lacks, and in one phase of 5 rounds on a 128 × 128
+      // matrix its rounding there cost 20× the error (measured: 2e-5 against 1e-6).
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, p, n, A, n, 0.0f, pA, n);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pA, n, p, n, 0.0f, spare, n);
+      std::swap(A, spare);
+    }
+    // X ← R·X: R·V, or V·Rᵀ (the transpose of R·Vᵀ) when U is tall; the last phase's is NS5(U)
+    float* to = phase + 1 == rounds.size() ? out : next;
+    if (tall)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, n, 1.0f, V, n, R, n, 0.0f, to, n);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, m, n, 1.0f, R, n, V, m, 0.0f, to, m);
+    std::swap(V, next);
   }
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) out[(size_t)i * cols + j] = tall ? X[(size_t)j * m + i] : X[(size_t)i * m + j];
 }
 
 // ---- the step ----------------------------------------------------------------------------------------------------
@@ -67,10 +97,17 @@ void Muon::update(GPT& model, std::vector<float>& momentum, float mu, float weig
   if ((int)scratch_.size() < threads || scratch_[0].size() < scratch)
     scratch_.assign(threads, std::vector<float>(scratch));
 
+  // The largest matrices first (the costliest too, for a model's shapes), so that the last one a thread takes is a
+  // cheap one: a thread that finishes early waits for the others at the end of the loop.
+  std::vector<const TensorSpec*> order;
+  for (const TensorSpec& t : table)
+    if (muon_updates(t)) order.push_back(&t);  // the others are AdamW's
+  std::stable_sort(order.begin(), order.end(),
+                   [](const TensorSpec* x, const TensorSpec* y) { return x->numel > y->numel; });
+
 #pragma omp parallel for schedule(dynamic, 1)
-  for (size_t k = 0; k < table.size(); k++) {
-    const TensorSpec& t = table[k];
-    if (!muon_updates(t)) continue;  // AdamW's
+  for (size_t k = 0; k < order.size(); k++) {
+    const TensorSpec& t = *order[k];
     const int rows = (int)t.shape[0], cols = (int)t.shape[1];
     float* theta = model.params_memory().data() + t.offset;
     const float* g = model.grads_memory().data() + t.offset;

@@ -28,15 +28,25 @@
 // five rounds carry every σ in [0.002, 1] into [0.68, 1.21] — not exactly 1, which would take more rounds and
 // (measured by modded-nanogpt) trains no better.
 //
+// How it is computed (muon.cpp): a round is X ← p(A)·X with p(A) = a·I + b·A + c·A², and the next round's A is
+// p·X·Xᵀ·p = p·A·p, so several rounds can go round on n × n matrices alone and touch X once at the end:
+//   a phase of k rounds:  A = X·Xᵀ;  R = I;  k times { p = a·I + b·A + c·A²;  R ← p·R;  A ← p·A·p };  X ← R·X
+// X is n × m, n ≤ m. A phase costs 1.5·n²·m + (3.5·k − 3)·n³ multiply-adds (A by ssyrk, half of a product, as is
+// A²), so when m > 2n NS5 runs as phases of 3 and 2 rounds, otherwise as 5 phases of 1 round (X updated every round,
+// the iteration as written above). Not 1 phase of 5: A holds σ² only to float's absolute precision, and a phase
+// resolves the σ that are small against ‖X‖ the worse the more rounds it runs (muon.cpp: measured).
+// U's layout is kept throughout (a tall U's Xᵀ is read through the products' transpose flags), so nothing is copied
+// into a transposed layout.
+//
 // State: the momentum buffer B lives in AdamW's m arena at the tensor's offset, and v stays 0 there, so the
 // checkpoint keeps its format: for a Muon tensor, "optimizer.m.<name>" is B and "optimizer.v.<name>" is zeros.
 // AdamW's step count t still counts every step (the AdamW tensors' bias correction uses it).
 //
-// Cost: per round 1.5·n²·m + 0.5·n³ multiply-adds for X of n × m (n ≤ m; A and B are symmetric, so ssyrk and
-// ssymm do half of two products): 0.84 G per step for the tiny model, about 45% of its forward and backward at
-// batch 12 × 64, and the same at any batch. The matrices (4 per layer) are independent: threads take whole
-// matrices, each running single-threaded BLAS (as in ops/linear.cpp), so no matrix's result depends on the
-// number of threads.
+// Cost: 0.65 G multiply-adds per step for the tiny model (4 layers; c_attn 128 × 384, c_fc 128 × 512 and
+// mlp.c_proj 512 × 128 in phases, 43 + 49 + 49 M; attn.c_proj 128 × 128 one round at a time, 21 M), against 0.84 G
+// by rounds one at a time throughout; about 35% of its forward and backward at batch 12 × 64, and the same at any
+// batch. The matrices (4 per layer) are independent: threads take whole matrices, the largest first, each
+// running single-threaded BLAS (as in ops/linear.cpp), so no matrix's result depends on the number of threads.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -54,7 +64,7 @@ struct MuonConfig {
 // mlp.c_proj, a mixer's projections), the rows the parameter table marks `matrix`.
 bool muon_updates(const TensorSpec& tensor);
 
-// out (rows × cols) ← NS5(u) (rows × cols), by single-threaded BLAS (ssyrk, ssymm). `scratch` holds newton_schulz5_scratch(rows,
+// out (rows × cols) ← NS5(u) (rows × cols), by single-threaded BLAS (ssyrk, sgemm). `scratch` holds newton_schulz5_scratch(rows,
 // cols) floats; out and u may be the same array.
 size_t newton_schulz5_scratch(int rows, int cols);
 void newton_schulz5(float* out, const float* u, int rows, int cols, float* scratch);
