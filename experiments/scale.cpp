@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
                          "threads"});
   TrainConfig recipe;
   recipe.optimizer = "adamw";
+  recipe.adamw.weight_decay = 0.1f;  // docs/lab.md's sweep ran with 0.1 (the tiny preset's default is 0.05)
   recipe.model.n_layer = 2, recipe.model.n_embd = 64, recipe.model.block_size = 64;
   recipe.batch = 12, recipe.steps = 600, recipe.eval_every = 200, recipe.eval_iters = 10;
   recipe.ckpt_every = 0, recipe.log_every = 100000, recipe.seed = 1337, recipe.threads = 1;

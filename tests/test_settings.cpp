@@ -131,6 +131,20 @@ TEST(SettingsTable, AMissingKeyTakesItsDefaultAndIsReported) {
   EXPECT_EQ(missing, (std::vector<std::string>{"attn_scale", "grad_clip"}));
 }
 
+// The tiny preset's weight decay went from 0.1 to 0.05: a file without the key meant 0.1 and keeps it; a file that
+// stores a value keeps that value, whatever today's default.
+TEST(SettingsTable, WeightDecayOfAFileWithoutTheKeyIsTheOldDefault) {
+  EXPECT_EQ(TrainConfig{}.adamw.weight_decay, 0.05f);
+  EXPECT_EQ(preset("nanogpt").adamw.weight_decay, 0.1f);
+  nlohmann::json j = nlohmann::json::parse(to_json(TrainConfig{}));
+  j.erase("weight_decay");
+  std::vector<std::string> missing;
+  EXPECT_EQ(train_config_from_json(j.dump(), "old.safetensors", &missing).adamw.weight_decay, 0.1f);
+  EXPECT_EQ(missing, (std::vector<std::string>{"weight_decay"}));
+  j["weight_decay"] = 0.3;
+  EXPECT_EQ(train_config_from_json(j.dump(), "old.safetensors").adamw.weight_decay, 0.3f);
+}
+
 // Every range in the table is enforced, by validate() (the flags) and when reading a checkpoint's JSON.
 TEST(SettingsTable, RangesAreEnforcedNamingTheFlagOrTheKey) {
   // Every stored number row with a bound, walked from the table: a value just past each finite end of its range

@@ -18,7 +18,7 @@ struct AdamWConfig {  // the tiny preset's values (train/train_config.cpp says h
   float beta1 = 0.9f;
   float beta2 = 0.99f;
   float eps = 1e-8f;
-  float weight_decay = 0.1f;
+  float weight_decay = 0.05f;  // 0.1 before the tiny preset took 0.05 (train/train_config.cpp)
   float grad_clip = 1.0f;   // clip the global gradient norm to this; 0 = off
 };
 
