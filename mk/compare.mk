@@ -13,7 +13,7 @@ compare: build/bin/compare
 # validation loss at equal steps and at equal wall-clock (step budgets from one alternated timing run), 3 seeds,
 # the tiny preset, one thread (docs/mamba.md, "Measurements"; 21 runs, ≈ 30 min on an idle core, far longer
 # beside other work). Output in build/mixers/.
-MIXERS_DATA  ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt /work/shared/data/tinyshakespeare.txt) data/stories.txt)
+MIXERS_DATA  ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
 MIXERS_FLAGS ?=
 .PHONY: mixers
 mixers: build/bin/mixers
