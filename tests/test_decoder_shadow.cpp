@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/rng.h"
+#include "decoder_check.h"
 #include "base/threads.h"
 #include "generate/generate.h"
 #include "model/decoder.h"
@@ -42,19 +43,8 @@ std::unique_ptr<GPT> random_model(const ModelConfig& c, uint64_t seed, double sc
   return model;
 }
 
-std::vector<int> random_tokens(int n, int vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int> t(n);
-  for (int& x : t) x = rng.below(vocab);
-  return t;
-}
-
-// The last row of GPT::forward's logits over `context`.
-std::vector<float> full_logits(GPT& model, const std::vector<int>& context) {
-  const int T = (int)context.size(), V = model.config.vocab_size;
-  model.forward(context.data(), nullptr, 1, T);
-  return std::vector<float>(model.logits() + (size_t)(T - 1) * V, model.logits() + (size_t)T * V);
-}
+using testutil::full_logits;
+using testutil::random_tokens;
 
 // Pushes `tokens` into `decoder`, each push's logits against the full recompute over the context the sliding rule
 // gives (at block tokens the newest ⌊block/2⌋ are kept); returns the number of slides.

@@ -92,9 +92,10 @@ TEST(Tour, ReadsBlocksAndTheirExpectations) {
 
 namespace {
 
-// The core path's line budget: what it holds today (1,429 lines; Tour.TheCorePathIsShort prints the count) and a
-// little room, under the 1,500 the tour promises at most.
-constexpr int kCorePathLines = 1450;
+// The core path's line budget: what it holds today (1,472 lines, 43 of them the decoder's two-row step in the mixer
+// seam and the block; Tour.TheCorePathIsShort prints the count) and a little room, under the 1,500 the tour
+// promises at most.
+constexpr int kCorePathLines = 1480;
 
 // The repository paths a document names: `src/model/block.h`, src/ops/layernorm.{h,cpp} (both), docs/lab.md#anchor
 // (the file), skipping globs and placeholders (src/ops/*.cpp, out/<run>), the JSON files benchmarks write, and

@@ -9,7 +9,8 @@
 // row of the same block_forward (its products read each weight once for both rows: matvec2, Mixer::step2). At the
 // slide the shadow's states are swapped in: no re-encode. The rule needs no special case: a prompt is pushed token
 // by token through the same push, and after reset() or a slide the shadow starts again at position D, its step at
-// position 0 resetting its state. docs/performance.md ("Sampling against the machine's bound") has what it costs.
+// position 0 resetting its state. What it costs against the re-encode it replaced: docs/performance.md, "Sampling
+// on the Xeon: the shadow stream instead of the slides' re-encode".
 // Masks that let a position see later ones (bidirectional, prefix) cannot be decoded this way: for those
 // models every step recomputes the whole context with GPT::forward — same answers, more work. A masked-LM model
 // (mask_token ≥ 0) is asked for the next character by appending [MASK] and reading the prediction there.

@@ -118,12 +118,10 @@ void matvec2(float* __restrict out0, float* __restrict out1, const float* __rest
       out0[o] = s0, out1[o] = s1;
     }
   }
-  for (; i < IC; i++)  // the last IC mod 8 rows
-    for (int o = 0; o < OC; o++) {
-      const float v = weight[(size_t)i * OC + o];
-      out0[o] += inp0[i] * v;
-      out1[o] += inp1[i] * v;
-    }
+  for (; i < IC; i++) {  // the last IC mod 8 rows
+    const float* w = weight + (size_t)i * OC;
+    for (int o = 0; o < OC; o++) out0[o] += inp0[i] * w[o], out1[o] += inp1[i] * w[o];
+  }
 }
 
 // logits_v = Σ_c x_c·wte[v, c]: one dot product per vocabulary row (rows of wte are contiguous).
