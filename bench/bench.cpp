@@ -402,6 +402,8 @@ struct TokenProducts {
   double sgemv_fastest_us = 0;  // the same, the fastest run
   double sgemv_hot_us = 0;  // OpenBLAS sgemv, each shape repeated on one matrix (cache-hot), summed over the token
   double matvec_us = 0;     // ours, weights streamed
+  double matvec2_us = 0;    // ours, two rows through each weight read (matvec2), the same products
+  double split_mixer_us = 0;  // two rows, the mixer's products one row at a time (its second read L2-hot)
   double mflop = 0;         // 2 × multiply-adds of one token's products
 };
 
@@ -460,6 +462,25 @@ static TokenProducts token_products(int n, int reps) {
     for (const Product& q : products) matvec(y.data(), x.data(), q.weight, q.bias, q.IC, q.OC);
     lm_head_matvec(y.data(), x.data(), w.wte, C, V);
   });
+  std::vector<float> x1(4 * C), y1(4 * C);
+  for (float& v : x1) v = (float)rng.normal();
+  r.matvec2_us = token_us([&] {
+    for (const Product& q : products)
+      matvec2(y.data(), y1.data(), x.data(), x1.data(), q.weight, q.bias, q.IC, q.OC);
+    lm_head_matvec(y.data(), x.data(), w.wte, C, V);
+  });
+  r.split_mixer_us = token_us([&] {
+    for (size_t k = 0; k < products.size(); k++) {
+      const Product& q = products[k];
+      if (k % 4 < 2) {  // q|k|v and the attention output: each row's mixer step reads its own
+        matvec(y.data(), x.data(), q.weight, q.bias, q.IC, q.OC);
+        matvec(y1.data(), x1.data(), q.weight, q.bias, q.IC, q.OC);
+      } else {
+        matvec2(y.data(), y1.data(), x.data(), x1.data(), q.weight, q.bias, q.IC, q.OC);
+      }
+    }
+    lm_head_matvec(y.data(), x.data(), w.wte, C, V);
+  });
   // Hot: layer 0's four products (every layer has the same shapes) and the head, each repeated on its own matrix.
   for (int k = 0; k < 5; k++) {
     const int times = k < 4 ? c.n_layer : 1;
@@ -469,12 +490,17 @@ static TokenProducts token_products(int n, int reps) {
 }
 
 // Where a sampled token's time goes (1 thread): n tokens through the Decoder and sample_token as generate() runs
-// them, each push timed, split into steps (a new position) and slides (the window full: drop the oldest half,
-// re-encode the rest, then the step). µs per token for each part, summed over the run and divided by n.
+// them, each push and each sample_token timed, µs per token summed over the run and divided by n. A push steps the
+// token and, from position shadow_start() on (all of them once the window has slid), its shadow (model/decoder.h);
+// a slide is only a swap of states. Also timed apart, on fresh contexts (reset() each time): a one-row step
+// (positions 1 … shadow_start()−1) and a two-row one (shadow_start() … block−1). Their difference also holds the
+// attention over the longer context and how the machine's load moved between them: a rough figure. What the
+// shadow costs against the slides it replaces is main's breakdown against this one, side by side
+// (docs/performance.md).
 struct TokenTimes {
-  double step_us = 0;   // per step
-  double slide_us = 0;  // per slide (re-encode + its step)
-  double slide_per_token_us = 0, step_per_token_us = 0, sample_per_token_us = 0;
+  double step_us = 0;         // per one-row step, fresh contexts
+  double shadow_step_us = 0;  // per two-row step (the token and its shadow), fresh contexts
+  double push_per_token_us = 0, sample_per_token_us = 0;
 };
 static TokenTimes token_breakdown(int n) {
   set_threads(1);
@@ -485,34 +511,45 @@ static TokenTimes token_breakdown(int n) {
   SamplingOptions options;
   Rng rng(1);
   std::vector<std::pair<float, int>> scratch;
-  double step = 0, slide = 0, sample = 0;
-  int steps = 0, slides = 0;
+  double push = 0, sample = 0;
+  const int block = p.model.block_size, start = decoder.shadow_start();
   const float* logits = decoder.push(0);
   for (int i = 0; i < n; i++) {
     const auto t0 = Clock::now();
     const int next = sample_token(logits, p.model.vocab_size, options, rng, scratch);
     const auto t1 = Clock::now();
-    const bool slides_now = (int)decoder.context().size() == p.model.block_size;
     logits = decoder.push(next);
-    const double us = 1000 * ms_since(t1);
+    push += 1000 * ms_since(t1);
     sample += 1000 * std::chrono::duration<double, std::milli>(t1 - t0).count();
-    (slides_now ? slide : step) += us;
-    (slides_now ? slides : steps)++;
+  }
+  double one = 0, two = 0;
+  int ones = 0, twos = 0;
+  for (int r = 0; r < std::max(1, n / block); r++) {
+    decoder.reset();
+    for (int pos = 0; pos < block; pos++) {
+      const auto t0 = Clock::now();
+      decoder.push(pos % p.model.vocab_size);
+      const double us = 1000 * ms_since(t0);
+      if (pos >= start) two += us, twos++;
+      else if (pos > 0) one += us, ones++;
+    }
   }
   TokenTimes t;
-  t.step_us = step / std::max(steps, 1), t.slide_us = slide / std::max(slides, 1);
-  t.step_per_token_us = step / n, t.slide_per_token_us = slide / n, t.sample_per_token_us = sample / n;
+  t.step_us = one / std::max(ones, 1), t.shadow_step_us = two / std::max(twos, 1);
+  t.push_per_token_us = push / n, t.sample_per_token_us = sample / n;
   return t;
 }
 
 // Section 4 of `make bench` and `bench --sample-bound`: rounds alternating the bound, 1 thread and 2 threads,
 // medians of each. Returns the JSON and prints the table.
 static json sampling_against_bound(int rounds, int n, int reps) {
-  std::vector<double> bound, hot, ours_products, tps1, tps2, step, slide, step_tok, slide_tok, sample_tok;
+  std::vector<double> bound, hot, ours_products, ours_two_rows, ours_split_mixer, tps1, tps2, step, shadow_step,
+      push_tok, sample_tok;
   double mflop = 0, fastest_bound = INFINITY, fastest1 = 0, fastest2 = 0;
   for (int r = 0; r < rounds; r++) {
     const TokenProducts t = token_products(n, reps);
     bound.push_back(t.sgemv_us), hot.push_back(t.sgemv_hot_us), ours_products.push_back(t.matvec_us);
+    ours_two_rows.push_back(t.matvec2_us), ours_split_mixer.push_back(t.split_mixer_us);
     mflop = t.mflop;
     double f1 = 0, f2 = 0;
     tps1.push_back(sampling_tokens_per_s(1, n, reps, &f1));
@@ -520,8 +557,8 @@ static json sampling_against_bound(int rounds, int n, int reps) {
     fastest_bound = std::min(fastest_bound, t.sgemv_fastest_us);
     fastest1 = std::max(fastest1, f1), fastest2 = std::max(fastest2, f2);
     const TokenTimes b = token_breakdown(4 * n);
-    step.push_back(b.step_us), slide.push_back(b.slide_us), step_tok.push_back(b.step_per_token_us);
-    slide_tok.push_back(b.slide_per_token_us), sample_tok.push_back(b.sample_per_token_us);
+    step.push_back(b.step_us), shadow_step.push_back(b.shadow_step_us), push_tok.push_back(b.push_per_token_us);
+    sample_tok.push_back(b.sample_per_token_us);
   }
   const double b = median(bound), h = median(hot), m = median(ours_products), t1 = median(tps1), t2 = median(tps2);
   const double bound_tps = 1e6 / b;
@@ -531,6 +568,8 @@ static json sampling_against_bound(int rounds, int n, int reps) {
   std::printf("  %-58s %8.1f µs  = %6.0f tokens/s\n", "  the same shapes each repeated on one matrix (L2-hot)", h,
               1e6 / h);
   std::printf("  %-58s %8.1f µs\n", "  our matvec, the same products", m);
+  std::printf("  %-58s %8.1f µs\n", "  our matvec2, the same products for two rows", median(ours_two_rows));
+  std::printf("  %-58s %8.1f µs\n", "  two rows, the mixers' products one row at a time", median(ours_split_mixer));
   std::printf("  sampling, 1 thread:  %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot)\n", t1,
               1e6 / t1, 100 * t1 / bound_tps, 100 * t1 * h / 1e6);
   std::printf("  sampling, 2 threads: %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot); "
@@ -543,10 +582,13 @@ static json sampling_against_bound(int rounds, int n, int reps) {
               "%.1f%%; 2 threads %.0f tokens/s = %.1f%%\n",
               fastest_bound, fastest1, 100 * fastest1 * fastest_bound / 1e6, fastest2,
               100 * fastest2 * fastest_bound / 1e6);
-  std::printf("  where a token's time goes (1 thread, %d tokens, each push timed): steps %.1f µs each; slides %.0f µs "
-              "each;\n  per token: steps %.1f + slides %.1f + sample_token %.1f = %.1f µs\n",
-              4 * n, median(step), median(slide), median(step_tok), median(slide_tok), median(sample_tok),
-              median(step_tok) + median(slide_tok) + median(sample_tok));
+  const int block = get_preset("tiny").model.block_size, shadow_start = block - block / 2;  // Decoder's
+  std::printf("  where a token's time goes (1 thread, %d tokens, each push timed): per token, pushes %.1f + "
+              "sample_token %.1f = %.1f µs;\n  once the window has slid every push steps two rows, the token and its "
+              "shadow, and a slide only swaps states (no re-encode);\n  fresh contexts: a one-row step (positions "
+              "1…%d) %.1f µs, a two-row one (%d…%d) %.1f µs\n",
+              4 * n, median(push_tok), median(sample_tok), median(push_tok) + median(sample_tok), shadow_start - 1,
+              median(step), shadow_start, block - 1, median(shadow_step));
   return {{"tokens", n},
           {"rounds", rounds},
           {"token_mflop", mflop},
@@ -554,6 +596,7 @@ static json sampling_against_bound(int rounds, int n, int reps) {
           {"bound_tokens_per_s", bound_tps},
           {"sgemv_l2_hot_us", h},
           {"matvec_us", m},
+          {"matvec2_us", median(ours_two_rows)},
           {"tokens_per_s_1_thread", t1},
           {"tokens_per_s_2_threads", t2},
           {"fraction_of_bound_1_thread", t1 / bound_tps},
@@ -561,8 +604,8 @@ static json sampling_against_bound(int rounds, int n, int reps) {
           {"fastest", {{"bound_us", fastest_bound}, {"tokens_per_s_1_thread", fastest1},
                        {"tokens_per_s_2_threads", fastest2}}},
           {"step_us", median(step)},
-          {"slide_us", median(slide)},
-          {"per_token_us", {{"steps", median(step_tok)}, {"slides", median(slide_tok)}, {"sample_token", median(sample_tok)}}},
+          {"shadow_step_us", median(shadow_step)},
+          {"per_token_us", {{"pushes", median(push_tok)}, {"sample_token", median(sample_tok)}}},
           {"rounds_tokens_per_s_1_thread", tps1},
           {"rounds_tokens_per_s_2_threads", tps2},
           {"rounds_bound_us", bound}};

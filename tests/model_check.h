@@ -86,8 +86,8 @@ inline std::unique_ptr<GPT> random_model(const ModelConfig& c, uint64_t seed) {
 }
 
 // `pushes` tokens pushed one at a time into a decoder of `model` (V = vocab_size): every pushed token's logits
-// against a full forward of the decoder's context, through at least three slides of the window (the state is
-// rebuilt from the re-encoded context: Mixer::state_from_forward); then reset() starts a new sequence, and the state
+// against a full forward of the decoder's context, through at least three slides of the window (the states are the
+// shadow's, model/decoder.h); then reset() starts a new sequence, and the state
 // left by the last one must not leak into it.
 inline void expect_decoder_matches_full_forward(GPT& model, int pushes) {
   const int V = model.config.vocab_size, block = model.config.block_size;

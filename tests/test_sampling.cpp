@@ -22,6 +22,7 @@
 #include "base/rng.h"
 #include "generate/generate.h"
 #include "generate/sampling.h"
+#include "decoder_check.h"
 #include "test_util.h"
 #include "base/threads.h"
 
@@ -40,19 +41,8 @@ std::unique_ptr<GPT> random_model(const std::string& mask, int n_layer = 2, int 
   return model;
 }
 
-std::vector<int> random_tokens(int n, int vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int> t(n);
-  for (int& x : t) x = rng.below(vocab);
-  return t;
-}
-
-// Last row of GPT::forward's logits for `context` (B = 1, T = its length).
-std::vector<float> full_logits(GPT& model, const std::vector<int>& context) {
-  const int T = (int)context.size(), V = model.config.vocab_size;
-  model.forward(context.data(), nullptr, 1, T);
-  return std::vector<float>(model.logits() + (size_t)(T - 1) * V, model.logits() + (size_t)T * V);
-}
+using testutil::full_logits;
+using testutil::random_tokens;
 
 double max_abs_diff(const float* a, const std::vector<float>& b) {
   double worst = 0;
@@ -126,8 +116,8 @@ TEST(SamplingDecoder, OddBlockSizeSlides) {
 }
 
 // Linear-attention layers generate from their running state (S, z per head) instead of a key/value cache; the
-// logits must match a full forward at every step, across slides (the state is rebuilt from the re-encoded
-// context), under window masks (keys leave the state again) and beside softmax layers.
+// logits must match a full forward at every step, across slides (the state is the decoder's shadow's, stepped over
+// the kept half at its new positions), under window masks (keys leave the state again) and beside softmax layers.
 TEST(SamplingDecoder, LinearLayersStateMatchesFullRecompute) {
   set_threads(1);
   for (const char* attention : {"linear", "linear,softmax", "softmax,linear"})
@@ -175,10 +165,10 @@ TEST(SamplingDecoder, CachedLogitsDependOnEarlierTokens) {
 }
 
 TEST(SamplingDecoder, SlideReencodeMatchesFullRecomputeWithGatesAndOddWidths) {
-  // After each slide the decoder refills its cache from one batched GPT::forward of the kept half, and the
-  // single-token steps after it run through matvec. A width that is not a multiple of 4 (IC mod 4 = 2 in every
-  // product: C = 18, 4C = 72 is, 3C = 54 is not an input width) exercises matvec's leftover rows, head gates
-  // the path both forwards must apply identically, and three layers of different masks the per-layer cache.
+  // After each slide the decoder's states are its shadow's, and every step after it runs two rows (the token and the
+  // next shadow) through matvec2. The input widths C = 18 and 4C = 72 (3C = 54 is an output width only)
+  // leave 18 mod 8 = 2 rows past matvec2's passes of eight, which exercises its leftover rows, head gates the path both forwards must apply identically (each row
+  // of step2 gated), and three layers of different masks the per-layer cache.
   set_threads(1);
   ModelConfig c;
   c.n_layer = 3, c.n_head = 3, c.n_embd = 18, c.block_size = 10, c.vocab_size = 13;
@@ -191,8 +181,8 @@ TEST(SamplingDecoder, SlideReencodeMatchesFullRecomputeWithGatesAndOddWidths) {
 }
 
 TEST(SamplingDecoder, ThreadedRefillMatchesFullRecompute) {
-  // The batched re-encode (block_forward over the kept context) splits its products between threads when there are
-  // several.
+  // With two threads set: the decoder's steps run on the calling thread whatever the count (the re-encode this test
+  // was written for, which split its products between threads, is gone), and must give the same logits.
   set_threads(2);
   auto model = random_model("causal", 2, 16);
   check_decoder_matches_forward(*model, random_tokens(50, 11, 13), true);
@@ -241,6 +231,33 @@ TEST(SamplingMatvec, MatchesLinearReferenceInDouble) {
       matvec(out_f.data(), x_f.data(), w_f.data(), with_bias ? b_f.data() : nullptr, s.IC, s.OC);
       // Sums of up to 512 products of numbers in [-1, 1]: float rounding stays far below 1e-5 of the largest output.
       EXPECT_TRUE(testutil::close_to_reference(out_f, out, 1e-5, "matvec"));
+    }
+}
+
+// matvec2: two rows through one read of W, each against the double reference on its own row. IC mod 8 = 0 … 7
+// (matvec2 takes rows eight at a time); the rows differ, so a row reading the other's input shows.
+TEST(SamplingMatvec, TwoRowsMatchLinearReferenceInDouble) {
+  struct Shape {
+    int IC, OC;
+  };
+  for (Shape s : {Shape{1, 1}, Shape{4, 7}, Shape{5, 33}, Shape{18, 54}, Shape{31, 9}, Shape{11, 5}, Shape{14, 3},
+                  Shape{8, 16}, Shape{128, 384}, Shape{512, 128}})
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE("IC=" + std::to_string(s.IC) + " OC=" + std::to_string(s.OC) + (with_bias ? " bias" : " no bias"));
+      std::mt19937 rng(13 * s.IC + s.OC + with_bias);
+      const std::vector<double> x0 = testutil::float_exact(testutil::uniform(s.IC, rng)),
+                                x1 = testutil::float_exact(testutil::uniform(s.IC, rng)),
+                                w = testutil::float_exact(testutil::uniform((size_t)s.IC * s.OC, rng)),
+                                b = testutil::float_exact(testutil::uniform(s.OC, rng));
+      const std::vector<float> w_f = testutil::to_float(w), b_f = testutil::to_float(b);
+      std::vector<double> out0(s.OC), out1(s.OC);
+      std::vector<float> out0_f(s.OC, NAN), out1_f(s.OC, NAN);
+      ref_linear_forward(out0.data(), x0.data(), w.data(), with_bias ? b.data() : nullptr, 1, s.IC, s.OC);
+      ref_linear_forward(out1.data(), x1.data(), w.data(), with_bias ? b.data() : nullptr, 1, s.IC, s.OC);
+      matvec2(out0_f.data(), out1_f.data(), testutil::to_float(x0).data(), testutil::to_float(x1).data(), w_f.data(),
+              with_bias ? b_f.data() : nullptr, s.IC, s.OC);
+      EXPECT_TRUE(testutil::close_to_reference(out0_f, out0, 1e-5, "matvec2 row 0"));
+      EXPECT_TRUE(testutil::close_to_reference(out1_f, out1, 1e-5, "matvec2 row 1"));
     }
 }
 

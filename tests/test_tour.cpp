@@ -92,9 +92,10 @@ TEST(Tour, ReadsBlocksAndTheirExpectations) {
 
 namespace {
 
-// The core path's line budget: what it holds today (1,431 lines; Tour.TheCorePathIsShort prints the count) and a
-// little room, under the 1,500 the tour promises at most.
-constexpr int kCorePathLines = 1450;
+// The core path's line budget: the 1,500 lines the tour promises at most (today 1,495: the decoder's two-row step
+// in the mixer seam and the block, and Muon's Newton–Schulz in phases, took the room there was; Tour.TheCorePathIsShort
+// prints the count).
+constexpr int kCorePathLines = 1500;
 
 // The repository paths a document names: `src/model/block.h`, src/ops/layernorm.{h,cpp} (both), docs/lab.md#anchor
 // (the file), skipping globs and placeholders (src/ops/*.cpp, out/<run>), the JSON files benchmarks write, and

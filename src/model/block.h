@@ -3,7 +3,8 @@
 //   residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))    (attention-only blocks: residual3 = residual2)
 // The forward is written once for both of the model's forwards:
 //   GPT::forward (model.cpp)            all N = B·T rows at once; products through sgemm (linear_forward)
-//   Decoder::step_cached (decoder.cpp)  one new position; products as matrix-vector products (matvec)
+//   Decoder::step_cached (decoder.cpp)  the new position and, while the context fills, its shadow (N = 1 or 2);
+//                                       products as matrix-vector products that read each weight once (matvec2)
 // and the mixer is handed in as `mix`, so the same lines serve the whole sequence and the one-token step.
 #pragma once
 #include <algorithm>
@@ -29,28 +30,33 @@ struct BlockBuffers {
   float* residual3;                 // (N, C)   the block's output
 };
 
-// The products of the batched forward (sgemm over N rows) and of the one-row decoder (matvec). Both compute
-// out = residual + inp·W + b, with the residual optional.
+// The products of the batched forward (sgemm over N rows) and of the decoder (N ≤ 2 rows: matvec, or matvec2,
+// which reads each weight once for both). Both compute out = residual + inp·W + b, with the residual optional.
 struct BatchedProducts {
   static void linear(float* out, const float* inp, const float* w, const float* b, int N, int IC, int OC,
                      const float* residual = nullptr) {
     linear_forward(out, inp, w, b, N, IC, OC, residual);
   }
 };
-struct OneRowProducts {
-  static void linear(float* out, const float* inp, const float* w, const float* b, int /*N = 1*/, int IC, int OC,
+struct DecoderProducts {
+  static void linear(float* out, const float* inp, const float* w, const float* b, int N, int IC, int OC,
                      const float* residual = nullptr) {
-    matvec(out, inp, w, b, IC, OC);
+    if (N == 2)
+      matvec2(out, out + OC, inp, inp + IC, w, b, IC, OC);
+    else
+      matvec(out, inp, w, b, IC, OC);
     if (residual)
-      for (int o = 0; o < OC; o++) out[o] += residual[o];
+      for (size_t o = 0; o < (size_t)N * OC; o++) out[o] += residual[o];
   }
 };
 
 // x (N, C) is the block's input. mix(u, x, out) writes out = x + mixer(u): the batched forward calls
-// Mixer::forward, the decoder Mixer::step.
+// Mixer::forward, the decoder Mixer::step on each row (Mixer::step2 for two). Only the first mlp_rows rows go on
+// through the MLP (all by default); the rest of residual3 is left unwritten: the decoder's shadow needs only the
+// last layer's mixer state.
 template <typename Products, typename Mix>
 void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, bool attn_only, int N, int C,
-                   Mix&& mix) {
+                   Mix&& mix, int mlp_rows = -1) {
   // residual2 = x + mixer(ln_1(x))
   layernorm_forward(a.ln, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b, N, C);
   mix(a.ln, x, a.residual2);
@@ -59,6 +65,7 @@ void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, 
     return;
   }
   // residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))
+  if (mlp_rows >= 0) N = mlp_rows;
   layernorm_forward(a.ln, a.ln2_mean, a.ln2_rstd, a.residual2, p.ln_2_w, p.ln_2_b, N, C);
   Products::linear(a.fc, a.ln, p.mlp_fc_w, p.mlp_fc_b, N, C, 4 * C);
   gelu_forward(a.fc_gelu, a.fc, (size_t)N * 4 * C);

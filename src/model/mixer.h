@@ -93,6 +93,23 @@ class Mixer {
   // Position `pos` (0 = a new context: the state is reset): out = residual + mixer(u), one row.
   virtual void step(float* out, const float* u, const float* residual, const MixerParams& p, const AttentionMask& mask,
                     const float* gates, float* state, int pos, float* scratch) const = 0;
+  // Two positions at once, each row with its own state and position: the decoder's token and its shadow (the same
+  // tokens at positions block_size/2 lower, model/decoder.h). The same as step() on each row, which is what this
+  // default does; a kind whose step is mostly products overrides it to read each weight once for both rows
+  // (matvec2, ops/linear.h). scratch holds 2·step_scratch_floats(), row r's at r·step_scratch_floats().
+  struct StepRow {
+    float* out;
+    const float* u;
+    const float* residual;
+    float* state;
+    int pos;
+  };
+  virtual void step2(const StepRow rows[2], const MixerParams& p, const AttentionMask& mask, const float* gates,
+                     float* scratch) const {
+    for (int r = 0; r < 2; r++)
+      step(rows[r].out, rows[r].u, rows[r].residual, p, mask, gates, rows[r].state, rows[r].pos,
+           scratch + r * step_scratch_floats());
+  }
   // The state after positions 0 … T−1, from a batched forward of them (B = 1): the decoder re-encodes its context
   // this way after the window slides, instead of T single-row steps.
   virtual void state_from_forward(float* state, const MixerPass& pass, float* scratch) const = 0;

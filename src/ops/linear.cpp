@@ -95,6 +95,35 @@ void matvec(float* out, const float* inp, const float* weight, const float* bias
     for (int o = 0; o < OC; o++) out[o] += inp[i] * weight[(size_t)i * OC + o];
 }
 
+// Two rows through one read of W: y0 = b + x0ᵀ·W and y1 = b + x1ᵀ·W, matvec's loop with a second accumulator row,
+// so each weight loaded feeds two multiply-adds. Eight rows of W per pass (matvec takes four): the two rows of
+// sums stay in registers across eight weights each, which halves their loads and stores per weight; the second
+// row's extra multiply-adds are what is left to hide behind the weights' stream.
+// __restrict: the outputs alias neither W nor the inputs, so each weight is loaded once for both rows.
+void matvec2(float* __restrict out0, float* __restrict out1, const float* __restrict inp0,
+             const float* __restrict inp1, const float* __restrict weight, const float* __restrict bias, int IC,
+             int OC) {
+  for (int o = 0; o < OC; o++) out0[o] = out1[o] = bias ? bias[o] : 0.0f;
+  constexpr int R = 8;
+  int i = 0;
+  for (; i + R <= IC; i += R) {
+    const float* w = weight + (size_t)i * OC;
+    for (int o = 0; o < OC; o++) {
+      float s0 = out0[o], s1 = out1[o];
+      for (int r = 0; r < R; r++) {
+        const float v = w[(size_t)r * OC + o];
+        s0 += inp0[i + r] * v;
+        s1 += inp1[i + r] * v;
+      }
+      out0[o] = s0, out1[o] = s1;
+    }
+  }
+  for (; i < IC; i++) {  // the last IC mod 8 rows
+    const float* w = weight + (size_t)i * OC;
+    for (int o = 0; o < OC; o++) out0[o] += inp0[i] * w[o], out1[o] += inp1[i] * w[o];
+  }
+}
+
 // logits_v = Σ_c x_c·wte[v, c]: one dot product per vocabulary row (rows of wte are contiguous).
 void lm_head_matvec(float* logits, const float* inp, const float* wte, int C, int V) {
   for (int v = 0; v < V; v++) {

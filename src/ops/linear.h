@@ -37,4 +37,8 @@ void lm_head_backward(float* dinp, float* dwte,                // (N, C), (V, C)
 // Single-threaded on purpose: one row is a few µs of work, less than the barriers of splitting it between threads
 // cost (docs/performance.md, "Why the one-row products are single-threaded").
 void matvec(float* out, const float* inp, const float* weight, const float* bias, int IC, int OC);
+// Two rows sharing each weight read: out0 = b + inp0ᵀ·W, out1 = b + inp1ᵀ·W (the decoder's token and its shadow,
+// model/decoder.h). Neither output may overlap W, b, the inputs or the other output.
+void matvec2(float* out0, float* out1, const float* inp0, const float* inp1, const float* weight, const float* bias,
+             int IC, int OC);
 void lm_head_matvec(float* logits, const float* inp, const float* wte, int C, int V);

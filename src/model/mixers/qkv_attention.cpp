@@ -93,6 +93,34 @@ void QKVAttention::step(float* out, const float* u, const float* residual, const
   for (int o = 0; o < C; o++) out[o] += residual[o];
 }
 
+// step() on two rows, each with its state and position, the two q|k|v and output products each one read of the
+// weights (matvec2): the weights are a third of a block's, and a second one-row read of them, even from L2,
+// costs about as much as the heads' work of the second row.
+void QKVAttention::step2(const StepRow rows[2], const MixerParams& p, const AttentionMask& mask, const float* gates,
+                         float* scratch) const {
+  const size_t per_row = step_scratch_floats();
+  float* qkv[2];
+  float* heads[2];
+  for (int r = 0; r < 2; r++) {
+    qkv[r] = scratch + r * per_row;
+    heads[r] = qkv[r] + 3 * C;  // O, or with gates ξ·O after it
+  }
+  matvec2(qkv[0], qkv[1], rows[0].u, rows[1].u, p.t[kQKVWeight], p.t[kQKVBias], C, 3 * C);
+  for (int r = 0; r < 2; r++) {
+    float* O = qkv[r] + 3 * C;
+    float* gated = O + C;
+    heads_absorb(qkv[r], rows[r].state, rows[r].pos, mask, gated + C);
+    heads_read(O, qkv[r], rows[r].state, rows[r].pos, mask, gated + C);
+    if (gates) {
+      head_gate_forward(gated, O, gates, 1, NH, HS);
+      heads[r] = gated;
+    }
+  }
+  matvec2(rows[0].out, rows[1].out, heads[0], heads[1], p.t[kProjWeight], p.t[kProjBias], C, C);
+  for (int r = 0; r < 2; r++)
+    for (int o = 0; o < C; o++) rows[r].out[o] += rows[r].residual[o];
+}
+
 // Each position's q|k|v row is absorbed in order, exactly as decoding them one by one would, but the rows come
 // from one batched forward (one sgemm per layer instead of T matrix-vector products).
 void QKVAttention::state_from_forward(float* state, const MixerPass& x, float* scratch) const {

@@ -32,6 +32,8 @@ class QKVAttention : public Mixer, public MixerLab {
   size_t step_scratch_floats() const override;
   void step(float* out, const float* u, const float* residual, const MixerParams& p, const AttentionMask& mask,
             const float* gates, float* state, int pos, float* scratch) const override;
+  void step2(const StepRow rows[2], const MixerParams& p, const AttentionMask& mask, const float* gates,
+             float* scratch) const override;
   void state_from_forward(float* state, const MixerPass& pass, float* scratch) const override;
 
  protected:
