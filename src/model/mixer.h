@@ -94,9 +94,9 @@ class Mixer {
   virtual void step(float* out, const float* u, const float* residual, const MixerParams& p, const AttentionMask& mask,
                     const float* gates, float* state, int pos, float* scratch) const = 0;
   // Two positions at once, each row with its own state and position: the decoder's token and its shadow (the same
-  // tokens at positions block_size/2 lower, model/decoder.h). The same as step() on each row, which is what this
-  // default does; a kind whose step is mostly products overrides it to read each weight once for both rows
-  // (matvec2, ops/linear.h). scratch holds 2·step_scratch_floats(), row r's at r·step_scratch_floats().
+  // token at a position block_size − ⌊block_size/2⌋ lower, model/decoder.h). The same as step() on each row, which
+  // is what this default does; a kind whose step is mostly products overrides it to read each weight once for both
+  // rows (matvec2, ops/linear.h). scratch holds 2·step_scratch_floats(), row r's at r·step_scratch_floats().
   struct StepRow {
     float* out;
     const float* u;
@@ -110,7 +110,8 @@ class Mixer {
       step(rows[r].out, rows[r].u, rows[r].residual, p, mask, gates, rows[r].state, rows[r].pos,
            scratch + r * step_scratch_floats());
   }
-  // The state after positions 0 … T−1, from a batched forward of them (B = 1): the decoder re-encodes its context
-  // this way after the window slides, instead of T single-row steps.
+  // The state after positions 0 … T−1, from a batched forward of them (B = 1): what T single-row steps leave, up to
+  // float rounding. The decoder no longer needs it (its shadow builds the slide's state step by step); the tests
+  // hold the shadow and step() to it as a second, batched route to the same state.
   virtual void state_from_forward(float* state, const MixerPass& pass, float* scratch) const = 0;
 };
