@@ -1,19 +1,10 @@
 #include "generate/generate.h"
 
-#include "base/threads.h"
 #include "data/objective.h"
 #include "model/decoder.h"
 
-#include <climits>
-
-int generation_threads(const ModelConfig& c) {
-  const double block_weights = 12.0 * c.n_layer * c.n_embd * c.n_embd;
-  return block_weights < 4e6 ? 1 : INT_MAX;
-}
-
 void generate(GPT& model, const std::vector<int>& prompt, int n, const SamplingOptions& options, Rng& rng,
               int mask_token, const std::function<void(int)>& on_token) {
-  const AtMostThreads threads(generation_threads(model.config));
   model.set_prefix_length((int)prompt.size());
   Decoder decoder(model, mask_token);
   std::vector<std::pair<float, int>> scratch;

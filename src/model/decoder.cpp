@@ -1,5 +1,7 @@
 #include "model/decoder.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "model/block.h"
@@ -23,6 +25,7 @@ Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_t
   step_scratch_.assign(2 * step_scratch_row_, 0.0f);
   x_.resize(2 * C), ln_.resize(2 * C), res2_.resize(2 * C), res3_.resize(2 * C);
   fc_.resize(2 * 4 * C), fc_gelu_.resize(2 * 4 * C), logits_.resize(c.vocab_size);
+  if (use_cache_ && omp_get_max_threads() > 1) team_ = std::make_unique<DecodeTeam>(omp_get_max_threads());
 }
 
 void Decoder::reset() { context_.clear(); }
@@ -35,6 +38,7 @@ const float* Decoder::push(int token) {
     if (use_cache_) state_.swap(shadow_);
   }
   context_.push_back(token);
+  const DecodeTeam::Scope products(team_.get());  // every matvec of this token splits over the team, if any
   return use_cache_ ? step_cached(token, (int)context_.size() - 1) : step_full_recompute();
 }
 

@@ -14,9 +14,14 @@
 // Masks that let a position see later ones (bidirectional, prefix) cannot be decoded this way: for those
 // models every step recomputes the whole context with GPT::forward — same answers, more work. A masked-LM model
 // (mask_token ≥ 0) is asked for the next character by appending [MASK] and reading the prediction there.
+// Threads: with more than one OpenMP thread (--threads), the cached decoder's products are split between a
+// DecodeTeam of that many threads (base/decode_team.h, at most DecodeTeam::kMaxThreads): the same logits, bit for
+// bit, and each core keeps its share of the weights in its own cache.
 #pragma once
+#include <memory>
 #include <vector>
 
+#include "base/decode_team.h"
 #include "model/model.h"
 
 class Decoder {
@@ -53,4 +58,5 @@ class Decoder {
   // Two rows (the token, the shadow) of one position's activations, reused at every step.
   std::vector<float> x_, ln_, res2_, res3_, fc_, fc_gelu_, logits_;
   float mean_[2] = {}, rstd_[2] = {};
+  std::unique_ptr<DecodeTeam> team_;  // null on one thread or without the cache
 };

@@ -2,9 +2,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "base/blas.h"
+#include "base/decode_team.h"
 #include "base/threads.h"
 
 // Threads split each product themselves: every thread calls single-threaded sgemm on its own block of rows or
@@ -76,61 +78,118 @@ void lm_head_backward(float* dinp, float* dwte, const float* dlogits, const floa
   }
 }
 
-// y = b + Σ_i x_i·W[i, :]: W is read once, row after row in storage order, each row an axpy over contiguous
-// memory (vectorizes). For one token the weights do not stay in cache between tokens (3 MB for the tiny model),
-// so this is bound by how fast W streams in. Four rows per pass halve the loads and stores of y (it stays in
-// L1) per weight, and four sequential streams keep the hardware prefetcher busy.
-void matvec(float* out, const float* inp, const float* weight, const float* bias, int IC, int OC) {
-  for (int o = 0; o < OC; o++) out[o] = bias ? bias[o] : 0.0f;
+// y = b + Σ_i x_i·W[i, :], W read once, row after row. A block of K output columns keeps its K sums in registers
+// while it walks down all IC rows of its columns, and stores them once: no load and store of y per row (which bound
+// the loop when y lived in memory). The rows go four at a time, y_o += x_i·W[i,o] + … + x_{i+3}·W[i+3,o], the
+// grouping this product has always had: the same sums in the same order, so the same bits as before.
+// Columns [lo, hi) only, of a W whose rows are `ld` floats apart: a DecodeTeam's share (base/decode_team.h). Each
+// y[o] is the same sum whatever the range, so a split changes no bit.
+constexpr int kBlock = 64;  // columns whose sums a block keeps in registers (four AVX-512 vectors)
+
+template <int K>
+static void matvec_block(float* out, const float* inp, const float* w, size_t ld, const float* bias, int IC, int k) {
+  float acc[K];
+  for (int j = 0; j < K; j++) acc[j] = j < k ? (bias ? bias[j] : 0.0f) : 0.0f;
   int i = 0;
   for (; i + 4 <= IC; i += 4) {
     const float x0 = inp[i], x1 = inp[i + 1], x2 = inp[i + 2], x3 = inp[i + 3];
-    const float* w0 = weight + (size_t)i * OC;
-    const float* w1 = w0 + OC;
-    const float* w2 = w1 + OC;
-    const float* w3 = w2 + OC;
-    for (int o = 0; o < OC; o++) out[o] += x0 * w0[o] + x1 * w1[o] + x2 * w2[o] + x3 * w3[o];
-  }
-  for (; i < IC; i++)  // the last IC mod 4 rows
-    for (int o = 0; o < OC; o++) out[o] += inp[i] * weight[(size_t)i * OC + o];
-}
-
-// Two rows through one read of W: y0 = b + x0ᵀ·W and y1 = b + x1ᵀ·W, matvec's loop with a second accumulator row,
-// so each weight loaded feeds two multiply-adds. Eight rows of W per pass (matvec takes four): the two rows of
-// sums stay in registers across eight weights each, which halves their loads and stores per weight; the second
-// row's extra multiply-adds are what is left to hide behind the weights' stream.
-// __restrict: the outputs alias neither W nor the inputs, so each weight is loaded once for both rows.
-void matvec2(float* __restrict out0, float* __restrict out1, const float* __restrict inp0,
-             const float* __restrict inp1, const float* __restrict weight, const float* __restrict bias, int IC,
-             int OC) {
-  for (int o = 0; o < OC; o++) out0[o] = out1[o] = bias ? bias[o] : 0.0f;
-  constexpr int R = 8;
-  int i = 0;
-  for (; i + R <= IC; i += R) {
-    const float* w = weight + (size_t)i * OC;
-    for (int o = 0; o < OC; o++) {
-      float s0 = out0[o], s1 = out1[o];
-      for (int r = 0; r < R; r++) {
-        const float v = w[(size_t)r * OC + o];
-        s0 += inp0[i + r] * v;
-        s1 += inp1[i + r] * v;
-      }
-      out0[o] = s0, out1[o] = s1;
+    const float* w0 = w + (size_t)i * ld;
+    const float *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
+    if (k == K) {
+      for (int j = 0; j < K; j++) acc[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
+    } else {
+      for (int j = 0; j < k; j++) acc[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
     }
   }
-  for (; i < IC; i++) {  // the last IC mod 8 rows
-    const float* w = weight + (size_t)i * OC;
-    for (int o = 0; o < OC; o++) out0[o] += inp0[i] * w[o], out1[o] += inp1[i] * w[o];
+  for (; i < IC; i++)  // the last IC mod 4 rows
+    for (int j = 0; j < k; j++) acc[j] += inp[i] * w[(size_t)i * ld + j];
+  for (int j = 0; j < k; j++) out[j] = acc[j];
+}
+
+static void matvec_columns(float* out, const float* inp, const float* weight, size_t ld, const float* bias, int IC,
+                           int lo, int hi) {
+  int o = lo;
+  for (; o + kBlock <= hi; o += kBlock)
+    matvec_block<kBlock>(out + o, inp, weight + o, ld, bias ? bias + o : nullptr, IC, kBlock);
+  for (; o < hi; o += 16)
+    matvec_block<16>(out + o, inp, weight + o, ld, bias ? bias + o : nullptr, IC, std::min(16, hi - o));
+}
+
+// Two rows through one read of W: y0 = b + x0ᵀ·W and y1 = b + x1ᵀ·W, so each weight loaded feeds two
+// multiply-adds. A block of K columns keeps both rows' sums in registers down all the rows, each sum taking the
+// rows one by one (the order this product has always had).
+// __restrict: the outputs alias neither W nor the inputs.
+template <int K>
+static void matvec2_block(float* __restrict out0, float* __restrict out1, const float* __restrict inp0,
+                          const float* __restrict inp1, const float* __restrict w, size_t ld,
+                          const float* __restrict bias, int IC, int k) {
+  float s0[K], s1[K];
+  for (int j = 0; j < K; j++) s0[j] = s1[j] = j < k ? (bias ? bias[j] : 0.0f) : 0.0f;
+  for (int i = 0; i < IC; i++) {
+    const float a = inp0[i], b = inp1[i];
+    const float* wr = w + (size_t)i * ld;
+    if (k == K) {
+      for (int j = 0; j < K; j++) s0[j] += a * wr[j], s1[j] += b * wr[j];
+    } else {
+      for (int j = 0; j < k; j++) s0[j] += a * wr[j], s1[j] += b * wr[j];
+    }
   }
+  for (int j = 0; j < k; j++) out0[j] = s0[j], out1[j] = s1[j];
+}
+
+static void matvec2_columns(float* out0, float* out1, const float* inp0, const float* inp1, const float* weight,
+                            size_t ld, const float* bias, int IC, int lo, int hi) {
+  int o = lo;
+  for (; o + kBlock <= hi; o += kBlock)
+    matvec2_block<kBlock>(out0 + o, out1 + o, inp0, inp1, weight + o, ld, bias ? bias + o : nullptr, IC, kBlock);
+  for (; o < hi; o += 16)
+    matvec2_block<16>(out0 + o, out1 + o, inp0, inp1, weight + o, ld, bias ? bias + o : nullptr, IC,
+                      std::min(16, hi - o));
 }
 
 // logits_v = Σ_c x_c·wte[v, c]: one dot product per vocabulary row (rows of wte are contiguous).
-void lm_head_matvec(float* logits, const float* inp, const float* wte, int C, int V) {
-  for (int v = 0; v < V; v++) {
+static void lm_head_rows(float* logits, const float* inp, const float* wte, int C, int lo, int hi) {
+  for (int v = lo; v < hi; v++) {
     const float* w = wte + (size_t)v * C;
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int c = 0; c < C; c++) s += inp[c] * w[c];
     logits[v] = s;
   }
+}
+
+// Inside a DecodeTeam's scope a product worth handing over is split between the team's threads. matvec's and
+// matvec2's shares are whole blocks of kBlock columns, the blocks the unsplit product has, so every column is
+// computed by the same code either way (the compiler may fuse a multiply-add differently in a block of another
+// width, and the bits would differ); the LM head's are whole cache lines of logits.
+static DecodeTeam* team_for(size_t weights) { return weights >= 8192 ? DecodeTeam::current() : nullptr; }
+
+// Share [lo, hi) reads its own block of the team's copy of W (DecodeTeam::columns_by_share): hi − lo columns,
+// rows hi − lo floats apart, starting at IC·lo.
+void matvec(float* out, const float* inp, const float* weight, const float* bias, int IC, int OC) {
+  if (DecodeTeam* team = team_for((size_t)IC * OC)) {
+    const float* w = team->columns_by_share(weight, IC, OC, kBlock);
+    return team->split(OC, kBlock, [&](int lo, int hi) {
+      matvec_columns(out + lo, inp, w + (size_t)IC * lo, hi - lo, bias ? bias + lo : nullptr, IC, 0, hi - lo);
+    });
+  }
+  matvec_columns(out, inp, weight, OC, bias, IC, 0, OC);
+}
+
+void matvec2(float* out0, float* out1, const float* inp0, const float* inp1, const float* weight, const float* bias,
+             int IC, int OC) {
+  if (DecodeTeam* team = team_for((size_t)IC * OC)) {
+    const float* w = team->columns_by_share(weight, IC, OC, kBlock);
+    return team->split(OC, kBlock, [&](int lo, int hi) {
+      matvec2_columns(out0 + lo, out1 + lo, inp0, inp1, w + (size_t)IC * lo, hi - lo, bias ? bias + lo : nullptr,
+                      IC, 0, hi - lo);
+    });
+  }
+  matvec2_columns(out0, out1, inp0, inp1, weight, OC, bias, IC, 0, OC);
+}
+
+void lm_head_matvec(float* logits, const float* inp, const float* wte, int C, int V) {
+  if (DecodeTeam* team = team_for((size_t)C * V))
+    return team->split(V, 16, [&](int lo, int hi) { lm_head_rows(logits, inp, wte, C, lo, hi); });
+  lm_head_rows(logits, inp, wte, C, 0, V);
 }

@@ -34,8 +34,9 @@ void lm_head_backward(float* dinp, float* dwte,                // (N, C), (V, C)
 // single row; a matrix-vector product reads each weight once.
 //   matvec            y = b + xᵀ·W     x (IC), W (IC, OC) row-major, b (OC) or null, y (OC)
 //   lm_head_matvec    logits = wte·x   x (C), wte (V, C) row-major, logits (V)
-// Single-threaded on purpose: one row is a few µs of work, less than the barriers of splitting it between threads
-// cost (docs/performance.md, "Why the one-row products are single-threaded").
+// On the calling thread alone, unless it is in a DecodeTeam's scope (base/decode_team.h): then each product's
+// output columns (matvec, matvec2) or wte rows (lm_head_matvec) are split between the team's threads. One row is a
+// few µs of work, less than an OpenMP region's wake-up; the team's handover is a cache line.
 void matvec(float* out, const float* inp, const float* weight, const float* bias, int IC, int OC);
 // Two rows sharing each weight read: out0 = b + inp0ᵀ·W, out1 = b + inp1ᵀ·W (the decoder's token and its shadow,
 // model/decoder.h). Neither output may overlap W, b, the inputs or the other output.
