@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "base/blas.h"
@@ -78,12 +79,68 @@ void lm_head_backward(float* dinp, float* dwte, const float* dlogits, const floa
   }
 }
 
-// y = b + Σ_i x_i·W[i, :], W read once, row after row. A block of K output columns keeps its K sums in registers
-// while it walks down all IC rows of its columns, and stores them once: no load and store of y per row (which bound
-// the loop when y lived in memory). The rows go four at a time, y_o += x_i·W[i,o] + … + x_{i+3}·W[i+3,o], the
-// grouping this product has always had: the same sums in the same order, so the same bits as before.
-// Columns [lo, hi) only, of a W whose rows are `ld` floats apart: a DecodeTeam's share (base/decode_team.h). Each
-// y[o] is the same sum whatever the range, so a split changes no bit.
+// Four rows' terms of one output, x0·w0 + x1·w1 + x2·w2 + x3·w3, with every multiply-add fused as written: left
+// to the compiler (-ffp-contract) the fusing may differ between two loops computing the same sum, and between
+// compilers, so the one-thread products and a DecodeTeam's shares would not give the same bits.
+static inline float four_rows(float x0, float x1, float x2, float x3, float w0, float w1, float w2, float w3) {
+  return std::fma(x3, w3, std::fma(x2, w2, std::fma(x1, w1, x0 * w0)));
+}
+
+// y = b + Σ_i x_i·W[i, :]: W is read once, row after row in storage order, each row an axpy over contiguous
+// memory (vectorizes). At one thread the weights do not stay in the core's cache between tokens (3.2 MB for the
+// tiny model), so this is bound by how fast W streams in. Four rows per pass halve the loads and stores of y (it
+// stays in L1) per weight, and four sequential streams keep the hardware prefetcher busy.
+// Columns [lo, hi) of a W whose rows are `ld` floats apart: a DecodeTeam's share (base/decode_team.h) reads its
+// own block of the team's copy of W. Each y[o] is the same sum in the same order whatever the range.
+static void matvec_columns(float* out, const float* inp, const float* weight, size_t ld, const float* bias, int IC,
+                           int lo, int hi) {
+  for (int o = lo; o < hi; o++) out[o] = bias ? bias[o] : 0.0f;
+  int i = 0;
+  for (; i + 4 <= IC; i += 4) {
+    const float x0 = inp[i], x1 = inp[i + 1], x2 = inp[i + 2], x3 = inp[i + 3];
+    const float* w0 = weight + (size_t)i * ld;
+    const float *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
+    for (int o = lo; o < hi; o++) out[o] += four_rows(x0, x1, x2, x3, w0[o], w1[o], w2[o], w3[o]);
+  }
+  for (; i < IC; i++)  // the last IC mod 4 rows
+    for (int o = lo; o < hi; o++) out[o] = std::fma(inp[i], weight[(size_t)i * ld + o], out[o]);
+}
+
+// Two rows through one read of W: y0 = b + x0ᵀ·W and y1 = b + x1ᵀ·W, matvec's loop with a second accumulator row,
+// so each weight loaded feeds two multiply-adds. Eight rows of W per pass (matvec takes four): the two rows of
+// sums stay in registers across eight weights each, which halves their loads and stores per weight; the second
+// row's extra multiply-adds are what is left to hide behind the weights' stream.
+// __restrict: the outputs alias neither W nor the inputs, so each weight is loaded once for both rows.
+static void matvec2_columns(float* __restrict out0, float* __restrict out1, const float* __restrict inp0,
+                            const float* __restrict inp1, const float* __restrict weight, size_t ld,
+                            const float* __restrict bias, int IC, int lo, int hi) {
+  for (int o = lo; o < hi; o++) out0[o] = out1[o] = bias ? bias[o] : 0.0f;
+  constexpr int R = 8;
+  int i = 0;
+  for (; i + R <= IC; i += R) {
+    const float* w = weight + (size_t)i * ld;
+    for (int o = lo; o < hi; o++) {
+      float s0 = out0[o], s1 = out1[o];
+      for (int r = 0; r < R; r++) {
+        const float v = w[(size_t)r * ld + o];
+        s0 = std::fma(inp0[i + r], v, s0);
+        s1 = std::fma(inp1[i + r], v, s1);
+      }
+      out0[o] = s0, out1[o] = s1;
+    }
+  }
+  for (; i < IC; i++) {  // the last IC mod 8 rows
+    const float* w = weight + (size_t)i * ld;
+    for (int o = lo; o < hi; o++) out0[o] = std::fma(inp0[i], w[o], out0[o]), out1[o] = std::fma(inp1[i], w[o], out1[o]);
+  }
+}
+
+// The same two products for a DecodeTeam's share (base/decode_team.h), which reads its own block of the team's copy
+// of W from its core's L2: a block of kBlock output columns keeps its sums in registers while it walks down all
+// IC rows, and stores them once. The loops above load and store y at every pass, and a thread whose share ends
+// inside a cache line of y would pull that line from the other core at every pass. Per column the sums are the
+// same as above, in the same order (DecodeTeam.SplitProductsGiveTheOneThreadBits checks the bits); streaming from
+// L3 on one thread the loops above are faster (W read in storage order).
 constexpr int kBlock = 64;  // columns whose sums a block keeps in registers (four AVX-512 vectors)
 
 template <int K>
@@ -96,17 +153,17 @@ static void matvec_block(float* out, const float* inp, const float* w, size_t ld
     const float* w0 = w + (size_t)i * ld;
     const float *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
     if (k == K) {
-      for (int j = 0; j < K; j++) acc[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
+      for (int j = 0; j < K; j++) acc[j] += four_rows(x0, x1, x2, x3, w0[j], w1[j], w2[j], w3[j]);
     } else {
-      for (int j = 0; j < k; j++) acc[j] += x0 * w0[j] + x1 * w1[j] + x2 * w2[j] + x3 * w3[j];
+      for (int j = 0; j < k; j++) acc[j] += four_rows(x0, x1, x2, x3, w0[j], w1[j], w2[j], w3[j]);
     }
   }
   for (; i < IC; i++)  // the last IC mod 4 rows
-    for (int j = 0; j < k; j++) acc[j] += inp[i] * w[(size_t)i * ld + j];
+    for (int j = 0; j < k; j++) acc[j] = std::fma(inp[i], w[(size_t)i * ld + j], acc[j]);
   for (int j = 0; j < k; j++) out[j] = acc[j];
 }
 
-static void matvec_columns(float* out, const float* inp, const float* weight, size_t ld, const float* bias, int IC,
+static void matvec_blocks(float* out, const float* inp, const float* weight, size_t ld, const float* bias, int IC,
                            int lo, int hi) {
   int o = lo;
   for (; o + kBlock <= hi; o += kBlock)
@@ -129,15 +186,15 @@ static void matvec2_block(float* __restrict out0, float* __restrict out1, const 
     const float a = inp0[i], b = inp1[i];
     const float* wr = w + (size_t)i * ld;
     if (k == K) {
-      for (int j = 0; j < K; j++) s0[j] += a * wr[j], s1[j] += b * wr[j];
+      for (int j = 0; j < K; j++) s0[j] = std::fma(a, wr[j], s0[j]), s1[j] = std::fma(b, wr[j], s1[j]);
     } else {
-      for (int j = 0; j < k; j++) s0[j] += a * wr[j], s1[j] += b * wr[j];
+      for (int j = 0; j < k; j++) s0[j] = std::fma(a, wr[j], s0[j]), s1[j] = std::fma(b, wr[j], s1[j]);
     }
   }
   for (int j = 0; j < k; j++) out0[j] = s0[j], out1[j] = s1[j];
 }
 
-static void matvec2_columns(float* out0, float* out1, const float* inp0, const float* inp1, const float* weight,
+static void matvec2_blocks(float* out0, float* out1, const float* inp0, const float* inp1, const float* weight,
                             size_t ld, const float* bias, int IC, int lo, int hi) {
   int o = lo;
   for (; o + kBlock <= hi; o += kBlock)
@@ -158,10 +215,8 @@ static void lm_head_rows(float* logits, const float* inp, const float* wte, int 
   }
 }
 
-// Inside a DecodeTeam's scope a product worth handing over is split between the team's threads. matvec's and
-// matvec2's shares are whole blocks of kBlock columns, the blocks the unsplit product has, so every column is
-// computed by the same code either way (the compiler may fuse a multiply-add differently in a block of another
-// width, and the bits would differ); the LM head's are whole cache lines of logits.
+// Inside a DecodeTeam's scope a product worth handing over is split between the team's threads: matvec's and
+// matvec2's shares are whole blocks of kBlock columns, the LM head's whole cache lines of logits.
 static DecodeTeam* team_for(size_t weights) { return weights >= 8192 ? DecodeTeam::current() : nullptr; }
 
 // Share [lo, hi) reads its own block of the team's copy of W (DecodeTeam::columns_by_share): hi − lo columns,
@@ -170,7 +225,7 @@ void matvec(float* out, const float* inp, const float* weight, const float* bias
   if (DecodeTeam* team = team_for((size_t)IC * OC)) {
     const float* w = team->columns_by_share(weight, IC, OC, kBlock);
     return team->split(OC, kBlock, [&](int lo, int hi) {
-      matvec_columns(out + lo, inp, w + (size_t)IC * lo, hi - lo, bias ? bias + lo : nullptr, IC, 0, hi - lo);
+      matvec_blocks(out + lo, inp, w + (size_t)IC * lo, hi - lo, bias ? bias + lo : nullptr, IC, 0, hi - lo);
     });
   }
   matvec_columns(out, inp, weight, OC, bias, IC, 0, OC);
@@ -181,7 +236,7 @@ void matvec2(float* out0, float* out1, const float* inp0, const float* inp1, con
   if (DecodeTeam* team = team_for((size_t)IC * OC)) {
     const float* w = team->columns_by_share(weight, IC, OC, kBlock);
     return team->split(OC, kBlock, [&](int lo, int hi) {
-      matvec2_columns(out0 + lo, out1 + lo, inp0, inp1, w + (size_t)IC * lo, hi - lo, bias ? bias + lo : nullptr,
+      matvec2_blocks(out0 + lo, out1 + lo, inp0, inp1, w + (size_t)IC * lo, hi - lo, bias ? bias + lo : nullptr,
                       IC, 0, hi - lo);
     });
   }
