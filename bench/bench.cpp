@@ -72,6 +72,7 @@
 #include "generate/generate.h"
 #include "generate/sampling.h"
 #include "base/runtime.h"
+#include "base/decode_team.h"
 #include "base/threads.h"
 #include "lab/plot.h"
 #include "train/loop.h"
@@ -404,6 +405,7 @@ struct TokenProducts {
   double matvec_us = 0;     // ours, weights streamed
   double matvec2_us = 0;    // ours, two rows through each weight read (matvec2), the same products
   double split_mixer_us = 0;  // two rows, the mixer's products one row at a time (its second read L2-hot)
+  double team2_us = 0;      // matvec2 on the same products split over a DecodeTeam of 2 threads (base/decode_team.h)
   double mflop = 0;         // 2 × multiply-adds of one token's products
 };
 
@@ -481,6 +483,15 @@ static TokenProducts token_products(int n, int reps) {
     }
     lm_head_matvec(y.data(), x.data(), w.wte, C, V);
   });
+  {
+    DecodeTeam team(2);
+    const DecodeTeam::Scope scope(&team);
+    r.team2_us = token_us([&] {
+      for (const Product& q : products)
+        matvec2(y.data(), y1.data(), x.data(), x1.data(), q.weight, q.bias, q.IC, q.OC);
+      lm_head_matvec(y.data(), x.data(), w.wte, C, V);
+    });
+  }
   // Hot: layer 0's four products (every layer has the same shapes) and the head, each repeated on its own matrix.
   for (int k = 0; k < 5; k++) {
     const int times = k < 4 ? c.n_layer : 1;
@@ -543,13 +554,14 @@ static TokenTimes token_breakdown(int n) {
 // Section 4 of `make bench` and `bench --sample-bound`: rounds alternating the bound, 1 thread and 2 threads,
 // medians of each. Returns the JSON and prints the table.
 static json sampling_against_bound(int rounds, int n, int reps) {
-  std::vector<double> bound, hot, ours_products, ours_two_rows, ours_split_mixer, tps1, tps2, step, shadow_step,
-      push_tok, sample_tok;
+  std::vector<double> bound, hot, ours_products, ours_two_rows, ours_split_mixer, ours_team2, tps1, tps2, step,
+      shadow_step, push_tok, sample_tok;
   double mflop = 0, fastest_bound = INFINITY, fastest1 = 0, fastest2 = 0;
   for (int r = 0; r < rounds; r++) {
     const TokenProducts t = token_products(n, reps);
     bound.push_back(t.sgemv_us), hot.push_back(t.sgemv_hot_us), ours_products.push_back(t.matvec_us);
     ours_two_rows.push_back(t.matvec2_us), ours_split_mixer.push_back(t.split_mixer_us);
+    ours_team2.push_back(t.team2_us);
     mflop = t.mflop;
     double f1 = 0, f2 = 0;
     tps1.push_back(sampling_tokens_per_s(1, n, reps, &f1));
@@ -570,6 +582,7 @@ static json sampling_against_bound(int rounds, int n, int reps) {
   std::printf("  %-58s %8.1f µs\n", "  our matvec, the same products", m);
   std::printf("  %-58s %8.1f µs\n", "  our matvec2, the same products for two rows", median(ours_two_rows));
   std::printf("  %-58s %8.1f µs\n", "  two rows, the mixers' products one row at a time", median(ours_split_mixer));
+  std::printf("  %-58s %8.1f µs\n", "  our matvec2 split over a DecodeTeam of 2 threads", median(ours_team2));
   std::printf("  sampling, 1 thread:  %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot)\n", t1,
               1e6 / t1, 100 * t1 / bound_tps, 100 * t1 * h / 1e6);
   std::printf("  sampling, 2 threads: %8.0f tokens/s = %5.1f µs/token = %4.1f%% of the bound (%4.1f%% of L2-hot); "
@@ -597,6 +610,7 @@ static json sampling_against_bound(int rounds, int n, int reps) {
           {"sgemv_l2_hot_us", h},
           {"matvec_us", m},
           {"matvec2_us", median(ours_two_rows)},
+          {"matvec2_team2_us", median(ours_team2)},
           {"tokens_per_s_1_thread", t1},
           {"tokens_per_s_2_threads", t2},
           {"fraction_of_bound_1_thread", t1 / bound_tps},
