@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,15 @@ TEST(DecodeTeam, EveryShareRunsOnceAndTheHelpersTakePart) {
   for (int i = 0; i < n; i++) ASSERT_EQ(hits[i], jobs) << "index " << i;
   EXPECT_EQ(team.shares_by_helpers() + team.shares_taken_back(), 2u * jobs);
   EXPECT_GT(team.shares_by_helpers(), 0u) << "the helpers never ran a share";
+}
+
+// The team's copy of a matrix is made for one shape: the same pointer read with another is a caller's bug, refused.
+TEST(DecodeTeam, AMatrixReadWithTwoShapesIsRefused) {
+  DecodeTeam team(2);
+  const std::vector<float> w(64 * 128, 1.0f);
+  EXPECT_NE(team.columns_by_share(w.data(), 64, 128, 64), nullptr);
+  EXPECT_EQ(team.columns_by_share(w.data(), 64, 128, 64), team.columns_by_share(w.data(), 64, 128, 64));
+  EXPECT_THROW(team.columns_by_share(w.data(), 128, 64, 64), std::logic_error);
 }
 
 // A team of 1 has no helper: everything runs on the caller, at once.

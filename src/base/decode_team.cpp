@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -38,17 +39,20 @@ int DecodeTeam::share_bound(int n, int unit, int part, int parts) {
 }
 
 const float* DecodeTeam::columns_by_share(const float* w, int rows, int cols, int unit) {
-  std::vector<float>& copy = by_share_[w];
-  if (copy.empty()) {
-    copy.resize((size_t)rows * cols);
+  ByShare& b = by_share_[w];
+  if (b.copy.empty()) {
+    b.rows = rows, b.cols = cols, b.unit = unit;
+    b.copy.resize((size_t)rows * cols);
     for (int p = 0; p < threads_; p++) {
       const int begin = share_bound(cols, unit, p, threads_), width = share_bound(cols, unit, p + 1, threads_) - begin;
-      float* block = copy.data() + (size_t)rows * begin;
+      float* block = b.copy.data() + (size_t)rows * begin;
       for (int i = 0; i < rows; i++)
         std::copy(w + (size_t)i * cols + begin, w + (size_t)i * cols + begin + width, block + (size_t)i * width);
     }
+  } else if (b.rows != rows || b.cols != cols || b.unit != unit) {
+    throw std::logic_error("DecodeTeam::columns_by_share: one matrix read with two shapes");
   }
-  return copy.data();
+  return b.copy.data();
 }
 
 std::uint64_t DecodeTeam::shares_by_helpers() const {

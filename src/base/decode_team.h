@@ -108,5 +108,9 @@ class DecodeTeam {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::thread> helpers_;
-  std::unordered_map<const float*, std::vector<float>> by_share_;  // columns_by_share's copies, by source
+  struct ByShare {
+    int rows = 0, cols = 0, unit = 0;
+    std::vector<float> copy;
+  };
+  std::unordered_map<const float*, ByShare> by_share_;  // columns_by_share's copies, by source
 };
