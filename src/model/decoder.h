@@ -16,7 +16,9 @@
 // (mask_token ≥ 0) is asked for the next character by appending [MASK] and reading the prediction there.
 // Threads: with more than one OpenMP thread (--threads), the cached decoder's products are split between a
 // DecodeTeam of that many threads (base/decode_team.h, at most DecodeTeam::kMaxThreads): the same logits, bit for
-// bit, and each core keeps its share of the weights in its own cache.
+// bit, and each core keeps its share of the weights in its own cache. The team reads a copy of each product's
+// weights laid out by share, made at the first token (as many floats as those weights: 0.8M for the tiny model),
+// so the model's weights must not change while a Decoder with a team lives.
 #pragma once
 #include <memory>
 #include <vector>
