@@ -62,7 +62,8 @@ class DecodeTeam {
   static int share_bound(int n, int unit, int part, int parts);
 
   // A copy of the rows × cols row-major matrix w in which share p of its columns, [b_p, b_{p+1}) with
-  // b_p = share_bound(cols, unit, p, threads()), is one contiguous rows × (b_{p+1} − b_p) block starting at rows·b_p.
+  // b_p = share_bound(cols, unit, p, threads()), is one contiguous rows × (b_{p+1} − b_p) block starting at
+  // rows·b_p.
   // A thread reading its share of a row-major W would read part of every row, and the cores' prefetchers fetch the
   // rest of each row too, so both caches would fill with all of W; read from this copy, each core's cache holds its
   // share alone. Made at the first call for w and kept while the team lives, so w must not change meanwhile (a

@@ -131,7 +131,8 @@ static void matvec2_columns(float* __restrict out0, float* __restrict out1, cons
   }
   for (; i < IC; i++) {  // the last IC mod 8 rows
     const float* w = weight + (size_t)i * ld;
-    for (int o = lo; o < hi; o++) out0[o] = std::fma(inp0[i], w[o], out0[o]), out1[o] = std::fma(inp1[i], w[o], out1[o]);
+    for (int o = lo; o < hi; o++)
+      out0[o] = std::fma(inp0[i], w[o], out0[o]), out1[o] = std::fma(inp1[i], w[o], out1[o]);
   }
 }
 
