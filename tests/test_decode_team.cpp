@@ -95,6 +95,29 @@ TEST(DecodeTeam, AMatrixReadWithTwoShapesIsRefused) {
   EXPECT_THROW(team.columns_by_share(w.data(), 128, 64, 64), std::logic_error);
 }
 
+// The helpers compute in the creator's floating-point mode: with denormals flushed (set_threads turns that on, on
+// x86), a product whose every term is 1e-40 is 0 in every share, as on the caller.
+TEST(DecodeTeam, HelpersFlushDenormalsAsTheCallerDoes) {
+#if defined(__SSE2__)
+  set_threads(1);  // flush-to-zero and denormals-are-zero on this thread
+  DecodeTeam team(2);
+  const int IC = 256, OC = 512;
+  const std::vector<float> w((size_t)IC * OC, 1e-20f), x(IC, 1e-20f);
+  std::vector<float> y(OC, 1.0f);
+  {
+    // Until the helper has run a share (it may take a while to start), for at most 2 s.
+    const DecodeTeam::Scope scope(&team);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (team.shares_by_helpers() == 0 && std::chrono::steady_clock::now() < until)
+      matvec(y.data(), x.data(), w.data(), nullptr, IC, OC);
+  }
+  ASSERT_GT(team.shares_by_helpers(), 0u) << "the helper never ran a share";
+  for (int o = 0; o < OC; o++) ASSERT_EQ(y[o], 0.0f) << "column " << o;
+#else
+  GTEST_SKIP() << "flushing denormals is set only on x86 (SSE)";
+#endif
+}
+
 // A team of 1 has no helper: everything runs on the caller, at once.
 TEST(DecodeTeam, ATeamOfOneRunsOnTheCaller) {
   DecodeTeam team(1);

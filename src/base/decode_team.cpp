@@ -19,8 +19,22 @@ DecodeTeam* DecodeTeam::current() { return tl_current; }
 DecodeTeam::Scope::Scope(DecodeTeam* team) : previous_(tl_current) { tl_current = team; }
 DecodeTeam::Scope::~Scope() { tl_current = previous_; }
 
+// The helpers compute with the creator's floating-point mode (MXCSR on x86: flush-to-zero and denormals-are-zero,
+// which set_threads turns on, base/threads.cpp), so that a share gives the bits the caller would give.
 DecodeTeam::DecodeTeam(int threads) : threads_(std::max(1, std::min(threads, kMaxThreads))) {
-  for (int p = 1; p < threads_; p++) helpers_.emplace_back(&DecodeTeam::helper, this, p);
+#if defined(__SSE2__)
+  const unsigned mode = _mm_getcsr();
+#else
+  const unsigned mode = 0;
+#endif
+  for (int p = 1; p < threads_; p++)
+    helpers_.emplace_back([this, p, mode] {
+#if defined(__SSE2__)
+      _mm_setcsr(mode);
+#endif
+      (void)mode;
+      helper(p);
+    });
 }
 
 DecodeTeam::~DecodeTeam() {
