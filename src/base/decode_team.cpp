@@ -108,13 +108,14 @@ void DecodeTeam::helper(int part) {
   Share& share = shares_[part];
   std::uint64_t seen = 0;
   for (;;) {
-    // Spin for new work, checking the clock every 64 pauses; then sleep until a job or the end.
+    // Spin for new work, yielding and checking the clock every 64 pauses; then sleep until a job or the end.
     auto start = std::chrono::steady_clock::now();
     for (int spins = 1; seq_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed);
          spins++) {
       cpu_relax();
-      if (spins % 64 == 0 &&
-          std::chrono::steady_clock::now() - start > std::chrono::microseconds(kSpinMicroseconds)) {
+      if (spins % 64 != 0) continue;
+      std::this_thread::yield();  // a core another thread is waiting for goes to it (a no-op on an idle core)
+      if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(kSpinMicroseconds)) {
         std::unique_lock<std::mutex> lock(mutex_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         wake_.wait(lock, [&] { return seq_.load(std::memory_order_seq_cst) != seen || stop_.load(); });

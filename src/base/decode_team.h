@@ -4,8 +4,9 @@
 // sleeping thread (tens of µs on a virtual machine), and with spinning the idle threads hold cores the rest of the
 // program needs. This team is made for that chain:
 //   - Its helpers stay awake while products keep coming: each spins on one counter, so handing over a product costs
-//     a cache line moving between cores (well under a µs). After kSpinMicroseconds without work a helper sleeps on a
-//     condition variable, so a team between tokens, or forgotten, holds no core.
+//     a cache line moving between cores (well under a µs). A spinning helper yields its core every 64 pauses to any
+//     other thread waiting for one, and after kSpinMicroseconds without work it sleeps on a condition variable, so
+//     a team between tokens, or forgotten, holds no core.
 //   - The caller never waits for a helper that is not running: it does its own share, then claims every share no
 //     helper has started and does those too. A sleeping or descheduled helper costs the token its share's time, not
 //     a wake-up.
