@@ -27,17 +27,24 @@ DecodeTeam::DecodeTeam(int threads) : threads_(std::max(1, std::min(threads, kMa
 #else
   const unsigned mode = 0;
 #endif
-  for (int p = 1; p < threads_; p++)
-    helpers_.emplace_back([this, p, mode] {
+  try {
+    for (int p = 1; p < threads_; p++)
+      helpers_.emplace_back([this, p, mode] {
 #if defined(__SSE2__)
-      _mm_setcsr(mode);
+        _mm_setcsr(mode);
 #endif
-      (void)mode;
-      helper(p);
-    });
+        (void)mode;
+        helper(p);
+      });
+  } catch (...) {  // a thread the system would not start: stop the ones that did, then report it
+    stop_helpers();
+    throw;
+  }
 }
 
-DecodeTeam::~DecodeTeam() {
+DecodeTeam::~DecodeTeam() { stop_helpers(); }
+
+void DecodeTeam::stop_helpers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);

@@ -93,6 +93,7 @@ class DecodeTeam {
   using Job = void (*)(void* ctx, int part, int parts);
   void run(Job job, void* ctx);
   void helper(int part);
+  void stop_helpers();
 
   int threads_;
   // Job number s is published by storing s in seq_ (after job_ and ctx_); share p of job s belongs to whoever
