@@ -25,7 +25,8 @@ Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_t
   step_scratch_.assign(2 * step_scratch_row_, 0.0f);
   x_.resize(2 * C), ln_.resize(2 * C), res2_.resize(2 * C), res3_.resize(2 * C);
   fc_.resize(2 * 4 * C), fc_gelu_.resize(2 * 4 * C), logits_.resize(c.vocab_size);
-  if (use_cache_ && omp_get_max_threads() > 1) team_ = std::make_unique<DecodeTeam>(omp_get_max_threads());
+  const int threads = omp_get_max_threads();
+  if (use_cache_ && threads > 1) team_ = std::make_unique<DecodeTeam>(threads);
 }
 
 void Decoder::reset() { context_.clear(); }

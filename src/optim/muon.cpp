@@ -43,7 +43,8 @@ void newton_schulz5(float* out, const float* u, int rows, int cols, float* scrat
     for (int k = 0; k < 8; k++) sums[k] += (double)u[i + k] * u[i + k];
   for (; i < nm; i++) sums[0] += (double)u[i] * u[i];
   const double norm = std::sqrt(sums[0] + sums[1] + sums[2] + sums[3] + sums[4] + sums[5] + sums[6] + sums[7]);
-  for (size_t j = 0; j < nm; j++) V[j] = u[j] * (float)(1.0 / (norm + 1e-7));
+  const float inv_norm = (float)(1.0 / (norm + 1e-7));
+  for (size_t j = 0; j < nm; j++) V[j] = u[j] * inv_norm;
 
   // The rounds of each phase. A phase of k rounds costs 1.5·n²·m + (3.5·k − 3)·n³ multiply-adds (forming A and
   // applying R; per round p, and between rounds p·A·p and R's product), so fewer phases are cheaper exactly when
