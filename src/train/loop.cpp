@@ -1,5 +1,6 @@
 #include "train/loop.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,19 +36,26 @@ LossSum forward_backward(Replicas& model, const int* x, const int* y, int B, int
   LossSum sum;  // added in replica order: the same bits however the threads were scheduled
   for (const LossSum& s : slices) sum.total += s.total, sum.count += s.count;
   if (R == 1) return sum;  // one model: its gradient is the batch's already
-  // g = Σ_r (n_r/n)·g_r into the model's gradient, each element summed in replica order.
+  // g = Σ_r (n_r/n)·g_r into the model's gradient, each element summed in replica order (the multiply-adds fused as
+  // written), a chunk of g at a time: the chunk stays in L1 while each replica's gradient streams past it.
   std::vector<float> weight(R, 0.0f);
   std::vector<float*> g(R);
   for (int r = 0; r < R; r++) {
     if (sum.count) weight[r] = (float)((double)slices[r].count / sum.count);
     g[r] = model[r].grads_memory().data();
   }
-  const size_t P = model.model().num_params();
+  const size_t P = model.model().num_params(), chunk = 4096;
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < P; i++) {
-    float s = weight[0] * g[0][i];
-    for (int r = 1; r < R; r++) s += weight[r] * g[r][i];
-    g[0][i] = s;
+  for (size_t i0 = 0; i0 < P; i0 += chunk) {
+    float* out = g[0] + i0;
+    const size_t n = std::min(chunk, P - i0);
+    const float w0 = weight[0];
+    for (size_t i = 0; i < n; i++) out[i] *= w0;
+    for (int r = 1; r < R; r++) {
+      const float w = weight[r], *in = g[r] + i0;
+#pragma omp simd
+      for (size_t i = 0; i < n; i++) out[i] = std::fma(w, in[i], out[i]);
+    }
   }
   return sum;
 }
