@@ -46,17 +46,13 @@ LossSum forward_backward(Replicas& model, const int* x, const int* y, int B, int
   }
   const size_t P = model.model().num_params(), chunk = 4096;
 #pragma omp parallel for schedule(static)
-  for (size_t i0 = 0; i0 < P; i0 += chunk) {
-    float* out = g[0] + i0;
-    const size_t n = std::min(chunk, P - i0);
-    const float w0 = weight[0];
-    for (size_t i = 0; i < n; i++) out[i] *= w0;
-    for (int r = 1; r < R; r++) {
+  for (size_t i0 = 0; i0 < P; i0 += chunk)
+    for (int r = 0; r < R; r++) {
+      float* out = g[0] + i0;
       const float w = weight[r], *in = g[r] + i0;
 #pragma omp simd
-      for (size_t i = 0; i < n; i++) out[i] = std::fma(w, in[i], out[i]);
+      for (size_t i = 0; i < std::min(chunk, P - i0); i++) out[i] = r == 0 ? w * in[i] : std::fma(w, in[i], out[i]);
     }
-  }
   return sum;
 }
 
