@@ -198,6 +198,27 @@ TEST(Tour, TheCorePathIsShort) {
       << "docs/tour.md should say how many lines of code the core path has";
   EXPECT_EQ(std::stoi(stated[1].str() + stated[2].str()), lines)
       << "docs/tour.md says " << stated[0] << "; count them again (and the groups' counts and times beside it)";
+  // And each row's count, in the table's order ("(412 textbook, 152 params and block, …)"), and the total of the
+  // rows' minutes ("…), 185 minutes").
+  std::vector<int> row_lines, stated_lines;
+  int row_minutes = 0;
+  const size_t begin = tour.find("<!-- core path"), end = tour.find("<!-- /core path -->");
+  std::stringstream table(tour.substr(begin, end - begin));
+  for (std::string row; std::getline(table, row);) {
+    std::smatch minutes;
+    if (!std::regex_search(row, minutes, std::regex(R"(^\| ([0-9]+) min \|)"))) continue;
+    row_minutes += std::stoi(minutes[1]);
+    row_lines.push_back(0);
+    for (const std::string& f : paths_named_in(row)) row_lines.back() += code_lines(f);
+  }
+  std::smatch groups;
+  ASSERT_TRUE(std::regex_search(tour, groups, std::regex(R"(lines of code in all \(([^)]*)\), ([0-9]+) minutes)")));
+  const std::string counts = groups[1];
+  const std::regex number("[0-9]+");
+  for (auto it = std::sregex_iterator(counts.begin(), counts.end(), number); it != std::sregex_iterator(); ++it)
+    stated_lines.push_back(std::stoi(it->str()));
+  EXPECT_EQ(stated_lines, row_lines) << "docs/tour.md's counts per group: " << groups[1];
+  EXPECT_EQ(std::stoi(groups[2]), row_minutes) << "docs/tour.md's total time against its table's rows";
 }
 
 namespace {
