@@ -164,12 +164,16 @@ TEST(Docs, ThePathScanExpandsBracesAndSkipsGlobs) {
 
 namespace {
 
-// The files of the tour's core path: the paths docs/tour.md names between its core-path markers.
-std::vector<std::string> core_path_files() {
-  const std::string tour = read_all("docs/tour.md");
+// docs/tour.md between its core-path markers: the core path's table ("" without the markers).
+std::string core_path_table(const std::string& tour) {
   const size_t begin = tour.find("<!-- core path"), end = tour.find("<!-- /core path -->");
-  if (begin == std::string::npos || end == std::string::npos) return {};
-  std::vector<std::string> files = paths_named_in(tour.substr(begin, end - begin));
+  if (begin == std::string::npos || end == std::string::npos) return "";
+  return tour.substr(begin, end - begin);
+}
+
+// The files of the tour's core path: the paths its table names.
+std::vector<std::string> core_path_files() {
+  std::vector<std::string> files = paths_named_in(core_path_table(read_all("docs/tour.md")));
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
@@ -202,8 +206,7 @@ TEST(Tour, TheCorePathIsShort) {
   // rows' minutes ("…), 185 minutes").
   std::vector<int> row_lines, stated_lines;
   int row_minutes = 0;
-  const size_t begin = tour.find("<!-- core path"), end = tour.find("<!-- /core path -->");
-  std::stringstream table(tour.substr(begin, end - begin));
+  std::stringstream table(core_path_table(tour));
   for (std::string row; std::getline(table, row);) {
     std::smatch minutes;
     if (!std::regex_search(row, minutes, std::regex(R"(^\| ([0-9]+) min \|)"))) continue;
