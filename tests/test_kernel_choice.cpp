@@ -51,8 +51,11 @@ TEST(KernelChoice, TheRuleOverKnownAndUnknownCpus) {
   } rows[] = {
       {"Emerald Rapids, OpenBLAS 0.3.21 falls back", emerald_rapids, "Prescott", false, "SkylakeX"},
       {"Raptor Lake (AVX2, no AVX-512) falls back", raptor_lake, "Prescott", false, "Haswell"},
-      {"Zen 4 known as Zen", amd(25, 97, true), "Zen", false, ""},
-      {"an AMD CPU OpenBLAS does not know", amd(26, 68, true), "Prescott", false, "Zen"},
+      {"Zen 3 (AVX2, no AVX-512) known as Zen", amd(25, 33, false), "Zen", false, ""},
+      {"Zen 5 as Cooperlake (OpenBLAS 0.3.21 on family 26)", amd(26, 2, true), "Cooperlake", false, ""},
+      {"Zen 4's AVX-512 run as Zen", amd(25, 97, true), "Zen", false, "SkylakeX"},
+      {"an AMD CPU with AVX-512 OpenBLAS does not know", amd(26, 68, true), "Prescott", false, "SkylakeX"},
+      {"an AMD CPU with AVX2 OpenBLAS does not know", amd(26, 68, false), "Prescott", false, "Zen"},
       {"a known Haswell", intel(60, true, false), "Haswell", false, ""},
       {"a core the user set", emerald_rapids, "Prescott", true, ""},
       {"the user set a newer core", raptor_lake, "Haswell", true, ""},

@@ -61,13 +61,10 @@ static int vector_level(const std::string& core) {
 std::string better_blas_core(const CpuFeatures& cpu, const std::string& chosen, bool user_set) {
   if (user_set) return "";
   std::string best;
-  const bool avx2 = cpu.avx2 && cpu.fma;
-  if (cpu.vendor == "GenuineIntel") {
-    if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq) best = "SkylakeX";
-    else if (avx2) best = "Haswell";
-  } else if (cpu.vendor == "AuthenticAMD") {
-    if (avx2) best = "Zen";
-  }
+  const bool avx2 = cpu.avx2 && cpu.fma, intel = cpu.vendor == "GenuineIntel", amd = cpu.vendor == "AuthenticAMD";
+  if ((intel || amd) && avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq) best = "SkylakeX";
+  else if (intel && avx2) best = "Haswell";
+  else if (amd && avx2) best = "Zen";
   const int have = vector_level(chosen);
   if (best.empty() || have < 0 || have >= vector_level(best)) return "";
   return best;

@@ -12,7 +12,7 @@
 // What cpuid says, with the vector units counted only when the operating system saves their registers (XGETBV).
 struct CpuFeatures {
   std::string vendor;         // "GenuineIntel", "AuthenticAMD", … (empty off x86)
-  int family = 0, model = 0;  // display family and model: Emerald Rapids is 6/207, Zen 4 is 25/…
+  int family = 0, model = 0;  // display family and model: Emerald Rapids is 6/207, Zen 4 25/…, Zen 5 26/…
   bool avx2 = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
 };
@@ -20,10 +20,12 @@ struct CpuFeatures {
 CpuFeatures this_cpu();
 
 // The core to set OPENBLAS_CORETYPE to, or "" to keep OpenBLAS's own choice. `chosen` is openblas_get_corename().
-// The best core for the CPU: SkylakeX on an Intel CPU with AVX-512 F, BW, VL and DQ (what its kernels use),
-// Haswell on one with AVX2 and FMA, Zen on an AMD CPU with AVX2 and FMA (OpenBLAS 0.3.21 has no AVX-512 kernels
-// for AMD). It replaces `chosen` only when `chosen` is a core this function knows and uses older vector units;
-// a value the user set (`user_set`) is always kept, and so is a core name it does not know (a newer OpenBLAS).
+// The best core for the CPU: SkylakeX on any CPU with AVX-512 F, BW, VL and DQ (what its kernels use; AMD's
+// Zen 4 and Zen 5 have them, and OpenBLAS itself gives Zen 4 these kernels), else Haswell on an Intel CPU with
+// AVX2 and FMA, Zen on an AMD one. On a 2-core Zen 5 a tiny-preset step ran 1.7× faster on the AVX-512 kernels
+// than on Zen's (docs/performance.md, "Kernel choice on Zen 5"). It replaces `chosen` only when `chosen` is a core
+// this function knows and uses older vector units; a value the user set (`user_set`) is always kept, and so is a
+// core name it does not know (a newer OpenBLAS).
 std::string better_blas_core(const CpuFeatures& cpu, const std::string& chosen, bool user_set);
 
 // "Intel family 6 model 207", for messages.
