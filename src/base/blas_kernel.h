@@ -20,12 +20,12 @@ struct CpuFeatures {
 CpuFeatures this_cpu();
 
 // The core to set OPENBLAS_CORETYPE to, or "" to keep OpenBLAS's own choice. `chosen` is openblas_get_corename().
-// The best core for the CPU: SkylakeX on any CPU with AVX-512 F, BW, VL and DQ (what its kernels use; AMD's
-// Zen 4 and Zen 5 have them, and OpenBLAS itself gives Zen 4 these kernels), else Haswell on an Intel CPU with
-// AVX2 and FMA, Zen on an AMD one. On a 2-core Zen 5 a tiny-preset step ran 1.7× faster on the AVX-512 kernels
-// than on Zen's (docs/performance.md, "Kernel choice on Zen 5"). It replaces `chosen` only when `chosen` is a core
-// this function knows and uses older vector units; a value the user set (`user_set`) is always kept, and so is a
-// core name it does not know (a newer OpenBLAS).
+// The best core for the CPU: SkylakeX on any CPU with AVX-512 F, BW, VL and DQ (what its kernels use; AMD's Zen 4
+// and Zen 5 have them, and the OpenBLAS releases that know Zen 4 give it these kernels too), else Haswell on an
+// Intel CPU with AVX2 and FMA, Zen on an AMD one (why AVX-512 on AMD too: docs/performance.md, "Kernel choice and
+// issue 28's figures on Zen 5"). It replaces `chosen` only when `chosen` is a core this function knows and uses
+// older vector units; a value the user set (`user_set`) is always kept, and so is a core name it does not know (a
+// newer OpenBLAS).
 std::string better_blas_core(const CpuFeatures& cpu, const std::string& chosen, bool user_set);
 
 // "Intel family 6 model 207", for messages.
