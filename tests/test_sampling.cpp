@@ -263,38 +263,43 @@ TEST(SamplingMatvec, LmHeadMatchesReferenceInDouble) {
 // attend_one_query: the decoder's attention for one query against the cache (keys stored transposed), against
 // softmax(scale·q·k_j)·v computed here in double.
 TEST(SamplingAttention, OneQueryMatchesReferenceInDouble) {
-  const int stride = 50;  // cached positions; the keys Kᵀ are (HS, stride), the values (stride, value_stride)
-  // Head sizes around the kernel's 16 lanes, and key ranges that start past 0 and end inside, at and past a
-  // multiple of 16 keys (the kernel takes them 16 at a time).
-  for (int HS : {1, 5, 16, 32, 37})
-    for (KeyRange r : {KeyRange{0, 1}, KeyRange{3, 18}, KeyRange{2, 18}, KeyRange{0, 17}, KeyRange{7, 50}}) {
-      SCOPED_TRACE("HS=" + std::to_string(HS) + " keys [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")");
-      const int value_stride = HS + 3;  // a head's values sit inside a wider row, as in the (T, C) cache
-      std::mt19937 rng(100 * HS + r.begin + r.end);
-      const std::vector<double> q = testutil::float_exact(testutil::uniform(HS, rng, -2, 2)),
-                                kt = testutil::float_exact(testutil::uniform((size_t)HS * stride, rng, -2, 2)),
-                                v = testutil::float_exact(testutil::uniform((size_t)stride * value_stride, rng));
-      const double scale = 0.3;
-      std::vector<double> p(stride, 0.0), o(HS, 0.0);
-      double max_s = -INFINITY, total = 0;
-      for (int j = r.begin; j < r.end; j++) {
-        for (int d = 0; d < HS; d++) p[j] += q[d] * kt[(size_t)d * stride + j];
-        p[j] *= scale;
-        max_s = std::max(max_s, p[j]);
+  // `stride` cached positions: the keys Kᵀ are (HS, stride), the values (stride, value_stride). Head sizes around
+  // the kernel's 16 and 32 lanes, and key ranges that start past 0 and end inside, at and past a multiple of 16
+  // keys (the kernel takes them 32 or 16 at a time, and a last partial run as 16 ending inside the cache's row:
+  // [7, 50) takes it from 34, [3, 18) from 3); a cache of fewer than 16 positions has no such run.
+  const std::vector<std::pair<int, std::vector<KeyRange>>> cases = {
+      {50, {{0, 1}, {3, 18}, {2, 18}, {0, 17}, {0, 32}, {7, 50}}}, {12, {{0, 1}, {3, 12}, {0, 12}, {5, 9}}}};
+  for (const auto& [stride, ranges] : cases)
+    for (int HS : {1, 5, 16, 32, 37})
+      for (KeyRange r : ranges) {
+        SCOPED_TRACE("stride=" + std::to_string(stride) + " HS=" + std::to_string(HS) + " keys [" +
+                     std::to_string(r.begin) + ", " + std::to_string(r.end) + ")");
+        const int value_stride = HS + 3;  // a head's values sit inside a wider row, as in the (T, C) cache
+        std::mt19937 rng(100 * HS + r.begin + r.end);
+        const std::vector<double> q = testutil::float_exact(testutil::uniform(HS, rng, -2, 2)),
+                                  kt = testutil::float_exact(testutil::uniform((size_t)HS * stride, rng, -2, 2)),
+                                  v = testutil::float_exact(testutil::uniform((size_t)stride * value_stride, rng));
+        const double scale = 0.3;
+        std::vector<double> p(stride, 0.0), o(HS, 0.0);
+        double max_s = -INFINITY, total = 0;
+        for (int j = r.begin; j < r.end; j++) {
+          for (int d = 0; d < HS; d++) p[j] += q[d] * kt[(size_t)d * stride + j];
+          p[j] *= scale;
+          max_s = std::max(max_s, p[j]);
+        }
+        for (int j = r.begin; j < r.end; j++) total += p[j] = std::exp(p[j] - max_s);
+        for (int j = r.begin; j < r.end; j++) {
+          p[j] /= total;
+          for (int d = 0; d < HS; d++) o[d] += p[j] * v[(size_t)j * value_stride + d];
+        }
+        std::vector<float> o_f(HS, NAN), p_f(stride, NAN);
+        attend_one_query(o_f.data(), p_f.data(), testutil::to_float(q).data(), testutil::to_float(kt).data(), stride,
+                         testutil::to_float(v).data(), value_stride, r, (float)scale, HS);
+        EXPECT_TRUE(testutil::close_to_reference(o_f, o, 1e-5, "O"));
+        const std::vector<float> p_kept(p_f.begin() + r.begin, p_f.begin() + r.end);
+        EXPECT_TRUE(testutil::close_to_reference(p_kept, std::vector<double>(p.begin() + r.begin, p.begin() + r.end),
+                                                 1e-5, "P"));
       }
-      for (int j = r.begin; j < r.end; j++) total += p[j] = std::exp(p[j] - max_s);
-      for (int j = r.begin; j < r.end; j++) {
-        p[j] /= total;
-        for (int d = 0; d < HS; d++) o[d] += p[j] * v[(size_t)j * value_stride + d];
-      }
-      std::vector<float> o_f(HS, NAN), p_f(stride, NAN);
-      attend_one_query(o_f.data(), p_f.data(), testutil::to_float(q).data(), testutil::to_float(kt).data(), stride,
-                       testutil::to_float(v).data(), value_stride, r, (float)scale, HS);
-      EXPECT_TRUE(testutil::close_to_reference(o_f, o, 1e-5, "O"));
-      const std::vector<float> p_kept(p_f.begin() + r.begin, p_f.begin() + r.end);
-      EXPECT_TRUE(testutil::close_to_reference(p_kept, std::vector<double>(p.begin() + r.begin, p.begin() + r.end),
-                                               1e-5, "P"));
-    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -34,15 +34,16 @@ int sample_token(const float* logits, int V, const SamplingOptions& o, Rng& rng,
     candidates[v] = {logits[v], v};
   }
   // Most likely first; ties broken by token id so that the choice never depends on the sort's stability. Only the
-  // `keep` candidates that can be drawn are put in order (with a total order, the same first `keep` as a full sort).
+  // `keep` candidates that can be drawn are put in order (with a total order, the same first `keep` as a full sort):
+  // picked by nth_element, then sorted. For 40 of 65 (top-k 40) partial_sort's heap took 2.2 µs a token, this 1.7
+  // (Zen 5, the same draws).
   const auto more_likely = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
   size_t keep = o.temperature == 0.0f ? 1 : o.top_k > 0 ? std::min<size_t>(o.top_k, V) : V;
   if (keep < (size_t)V)
-    std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(), more_likely);
-  else
-    std::sort(candidates.begin(), candidates.end(), more_likely);
+    std::nth_element(candidates.begin(), candidates.begin() + (keep - 1), candidates.end(), more_likely);
+  std::sort(candidates.begin(), candidates.begin() + keep, more_likely);
   if (o.temperature == 0.0f) return candidates[0].second;
 
   // softmax(logits / temperature) over the kept candidates
