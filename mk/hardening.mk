@@ -80,7 +80,10 @@ $(ASAN_DIR)/bin/make_stories: data/make_stories.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) $< -o $@
 
-asan-programs:
+# The library first, in this make: under -j, test-asan's run_tests (built here) and the sub-make's programs both
+# need it, and two makes each building it wrote the same objects and archive at once (a link once read a
+# half-written libplaingpt.a: "file format not recognized").
+asan-programs: $(ASAN_DIR)/libplaingpt.a
 	@$(MAKE) --no-print-directory $(ASAN_PROGRAMS) $(ASAN_DIR)/bin/induction $(ASAN_DIR)/bin/make_stories
 
 # The mirror root (see the top of this file): links, remade on every run so a new top-level folder is picked up.
