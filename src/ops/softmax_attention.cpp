@@ -20,8 +20,8 @@ static float dot(const float* a, const float* b, int n) {
 }
 
 // out[k] = Σ_i a_i · rows[i·stride + k] for k < width ≤ 32: a weighted sum of `count` row pieces, the sums kept in
-// vector registers while i runs (the full-width loops have a fixed trip count so that the compiler can). The sum
-// over i is four interleaved partial sums (i mod 4), added at the end: one running sum would be a chain of
+// vector registers while i runs (a full-width loop has a fixed trip count, so the compiler can keep them there). The
+// sum over i is four interleaved partial sums (i mod 4), added at the end: one running sum would be a chain of
 // dependent multiply-adds, each waiting for the last (4 cycles), where four chains keep the FMA units busy. At one
 // query per step this loop is the decoder's attention, and a latency-bound chain made it 12% of a sampled token.
 constexpr int kLanes = 16, kMaxLanes = 32;
