@@ -114,43 +114,63 @@ static Head head_of(const float* qkv, const float* lse, int b, int h, int T, int
   return {Q, Q + C, Q + 2 * C, lse + ((size_t)b * NH + h) * T};
 }
 
-// A block's scores, S = scale · Q[i0, i0+rows)·K[keys]ᵀ, into s (rows × nk, row stride nk).
-static void block_scores(float* s, const Head& hd, int i0, int rows, KeyRange keys, float scale, int HS, int C3) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys.end - keys.begin, HS, scale,
-              hd.Q + (size_t)i0 * C3, C3, hd.K + (size_t)keys.begin * C3, C3, 0.0f, s, keys.end - keys.begin);
+// A head's keys (or values) transposed, (HS, T): row d holds component d of every key. With it a block's scores
+// S = Q·Kᵀ are the product Q·(Kᵀ) of two row-major operands, which OpenBLAS's small-matrix kernels run 1.5–2× faster
+// than Q·Kᵀ itself (whose inner dimension is contiguous in both operands: a dot product per score), measured on Zen
+// 5 for 16 queries × 16–64 keys × 32 (docs/performance.md, "Attention's scores"). The copy is HS·T floats a head.
+static float* transposed(std::vector<float>& buffer, const float* rows, int T, int HS, int C3) {
+  buffer.resize((size_t)HS * T);
+  for (int d = 0; d < HS; d++)  // writes in order, reads across rows: 2× faster than the other order here
+    for (int t = 0; t < T; t++) buffer[(size_t)d * T + t] = rows[(size_t)t * C3 + d];
+  return buffer.data();
+}
+
+// A block's scores, S = scale · Q[i0, i0+rows)·K[keys]ᵀ, into s (rows × nk, row stride nk); Kt is K transposed.
+static void block_scores(float* s, const Head& hd, const float* Kt, int i0, int rows, KeyRange keys, float scale,
+                         int T, int HS, int C3) {
+  const int nk = keys.end - keys.begin;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, nk, HS, scale, hd.Q + (size_t)i0 * C3, C3,
+              Kt + keys.begin, T, 0.0f, s, nk);
 }
 
 // Softmax of one row of a block in place over its own keys, columns [begin, end) of the n the block spans, and
 // exactly 0 on the rest. Returns lse = log Σ_j exp(s_j); subtracting the max first keeps exp from overflowing.
+// The keys outside [begin, end) are set to −∞ first, whose exp is exactly 0 (fast_exp.h), so that every loop runs
+// over the whole row: rows are 16 to a few hundred keys long, and loops over [begin, end) spent more time on their
+// ragged ends than on the row (measured on Zen 5, docs/performance.md "Attention's softmax").
 static float softmax_row(float* s, int n, int begin, int end) {
+  std::fill(s, s + begin, -INFINITY);
+  std::fill(s + end, s + n, -INFINITY);
   float max_s = -INFINITY;
 #pragma omp simd reduction(max : max_s)
-  for (int j = begin; j < end; j++) max_s = s[j] > max_s ? s[j] : max_s;
-  for (int j = begin; j < end; j++) s[j] = fast_exp(s[j] - max_s);
+  for (int j = 0; j < n; j++) max_s = s[j] > max_s ? s[j] : max_s;
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int j = begin; j < end; j++) sum += s[j];
+  for (int j = 0; j < n; j++) {
+    s[j] = fast_exp(s[j] - max_s);
+    sum += s[j];
+  }
   const float inv_sum = 1.0f / sum;
-  for (int j = begin; j < end; j++) s[j] *= inv_sum;
-  for (int j = 0; j < begin; j++) s[j] = 0.0f;
-  for (int j = end; j < n; j++) s[j] = 0.0f;
+#pragma omp simd
+  for (int j = 0; j < n; j++) s[j] *= inv_sum;
   return max_s + std::log(sum);
 }
 
 // The forward's P for queries [i0, i1), rebuilt into p (rows × nk): P_ij = exp(S_ij − lse_i) inside the mask, 0
 // outside it.
-static void rebuild_block_probs(float* p, const Head& hd, const AttentionMask& mask, int i0, int i1, KeyRange keys,
-                                float scale, int T, int HS, int C3) {
+static void rebuild_block_probs(float* p, const Head& hd, const float* Kt, const AttentionMask& mask, int i0, int i1,
+                                KeyRange keys, float scale, int T, int HS, int C3) {
   const int nk = keys.end - keys.begin;
-  block_scores(p, hd, i0, i1 - i0, keys, scale, HS, C3);
+  block_scores(p, hd, Kt, i0, i1 - i0, keys, scale, T, HS, C3);
   for (int i = i0; i < i1; i++) {
     float* row = p + (size_t)(i - i0) * nk;
     const KeyRange k = mask.keys_for(i, T);
     const int begin = k.begin - keys.begin, end = k.end - keys.begin;
     const float lse = hd.lse[i];
-    for (int j = 0; j < begin; j++) row[j] = 0.0f;
-    for (int j = begin; j < end; j++) row[j] = fast_exp(row[j] - lse);
-    for (int j = end; j < nk; j++) row[j] = 0.0f;
+    std::fill(row, row + begin, -INFINITY);  // exp(−∞) = 0 exactly; one loop over the whole row (softmax_row)
+    std::fill(row + end, row + nk, -INFINITY);
+#pragma omp simd
+    for (int j = 0; j < nk; j++) row[j] = fast_exp(row[j] - lse);
   }
 }
 
@@ -166,16 +186,17 @@ void attention_forward(float* out, float* lse, const float* qkv, const Attention
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      thread_local std::vector<float> p_buffer;
+      thread_local std::vector<float> p_buffer, kt_buffer;
       float* P = block_scratch(p_buffer, T);
       const Head hd = head_of(qkv, lse, b, h, T, C, NH);
+      const float* Kt = transposed(kt_buffer, hd.K, T, HS, C3);
       float* row_lse = lse + ((size_t)b * NH + h) * T;
       float* O = out + (size_t)b * T * C + h * HS;
       for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
         const int i1 = std::min(T, i0 + kQueryBlock), rows = i1 - i0;
         const KeyRange kr = block_keys(mask, i0, i1, T);
         const int nk = kr.end - kr.begin;
-        block_scores(P, hd, i0, rows, kr, scale, HS, C3);
+        block_scores(P, hd, Kt, i0, rows, kr, scale, T, HS, C3);
         for (int i = i0; i < i1; i++) {
           const KeyRange k = mask.keys_for(i, T);
           row_lse[i] = softmax_row(P + (size_t)(i - i0) * nk, nk, k.begin - kr.begin, k.end - kr.begin);
@@ -194,9 +215,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      thread_local std::vector<float> p_buffer, ds_buffer;
+      thread_local std::vector<float> p_buffer, ds_buffer, kt_buffer, vt_buffer;
       float *P = block_scratch(p_buffer, T), *dS = block_scratch(ds_buffer, T);
       const Head hd = head_of(qkv, lse, b, h, T, C, NH);
+      const float* Kt = transposed(kt_buffer, hd.K, T, HS, C3);
+      const float* Vt = transposed(vt_buffer, hd.V, T, HS, C3);
       float* dQ = dqkv + (size_t)b * T * C3 + h * HS;
       float *dK = dQ + C, *dV = dQ + 2 * C;
       const float* dO = dout + (size_t)b * T * C + h * HS;
@@ -208,10 +231,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         const int i1 = std::min(T, i0 + kQueryBlock), rows = i1 - i0;
         const KeyRange kr = block_keys(mask, i0, i1, T);
         const int nk = kr.end - kr.begin;
-        rebuild_block_probs(P, hd, mask, i0, i1, kr, scale, T, HS, C3);
+        rebuild_block_probs(P, hd, Kt, mask, i0, i1, kr, scale, T, HS, C3);
         // dP = dO·Vᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, HS, 1.0f, dO + (size_t)i0 * C, C,
-                    hd.V + (size_t)kr.begin * C3, C3, 0.0f, dS, nk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, nk, HS, 1.0f, dO + (size_t)i0 * C, C,
+                    Vt + kr.begin, T, 0.0f, dS, nk);
         // dS = P ⊙ (dP − rowsum(dP ⊙ P)), with rowsum(dP ⊙ P)_i = dO_i·O_i; P is 0 off the mask, so is dS
         for (int r = 0; r < rows; r++) {
           const float row_dot = dot(dO + (size_t)(i0 + r) * C, O + (size_t)(i0 + r) * C, HS);
@@ -233,16 +256,17 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 void attention_probs(float* probs, const float* qkv, const float* lse, const AttentionMask& mask, float scale, int B,
                      int T, int C, int NH) {
   const int HS = C / NH, C3 = 3 * C;
-  std::vector<float> block((size_t)kQueryBlock * T);
+  std::vector<float> block((size_t)kQueryBlock * T), kt_buffer;
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
       const Head hd = head_of(qkv, lse, b, h, T, C, NH);
+      const float* Kt = transposed(kt_buffer, hd.K, T, HS, C3);
       float* P = probs + ((size_t)b * NH + h) * T * T;
       for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
         const int i1 = std::min(T, i0 + kQueryBlock);
         const KeyRange kr = block_keys(mask, i0, i1, T);
         const int nk = kr.end - kr.begin;
-        rebuild_block_probs(block.data(), hd, mask, i0, i1, kr, scale, T, HS, C3);
+        rebuild_block_probs(block.data(), hd, Kt, mask, i0, i1, kr, scale, T, HS, C3);
         for (int i = i0; i < i1; i++) {  // the block's columns, and 0 for keys outside them
           float* row = P + (size_t)i * T;
           std::fill(row, row + T, 0.0f);
