@@ -2,6 +2,9 @@
 //   forward   y = ½·x·(1 + tanh u),   u = √(2/π)·(x + 0.044715·x³)
 // Gradients (src/ops/README.md): the input gradient is written.
 //   backward  dx = dy/dx · dout,   dy/dx = ½·(1 + tanh u) + ½·x·(1 − tanh² u)·√(2/π)·(1 + 3·0.044715·x²)
+// The code computes the same function through the logistic σ(z) = 1/(1 + e^{−z}), since ½·(1 + tanh u) = σ(2u):
+//   y = x·s,   dy/dx = s + 2·x·s·(1 − s)·du/dx,   s = σ(2u)      (½·(1 − tanh² u) = 2·s·(1 − s))
+// one exp and one division per element, and fewer operations around them than the tanh form (gelu.cpp).
 #pragma once
 #include <cstddef>
 
