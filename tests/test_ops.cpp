@@ -334,6 +334,19 @@ TEST(OpsGelu, MatchesReferenceAndFiniteDifferences) {
   gelu_backward(in_place.data(), x_f.data(), in_place.data(), n);
   EXPECT_EQ(in_place, dx_f);
 
+  // The training backward's pair (model/block.h): gelu(x) and dy/dx in one pass, then dinp = slope ⊙ dout. Held
+  // to the double reference, not to gelu_forward / gelu_backward: each must be right on its own.
+  std::vector<float> again(n, NAN), slope(n, NAN), from_slope = dout_f;
+  gelu_recompute(again.data(), slope.data(), x_f.data(), n);
+  gelu_backward_from_slope(from_slope.data(), slope.data(), from_slope.data(), n);  // in place, as the model runs it
+  std::vector<double> ones(n, 1.0), ref_slope(n);
+  ref_gelu_backward(ref_slope.data(), x.data(), ones.data(), n);
+  for (size_t i = 0; i < n; i++) {
+    EXPECT_NEAR(again[i], y[i], 1e-6 * (1 + std::fabs(x[i]))) << "x = " << x[i];
+    EXPECT_NEAR(slope[i], ref_slope[i], 1e-6 * (1 + std::fabs(ref_slope[i]))) << "x = " << x[i];
+    EXPECT_NEAR(from_slope[i], dx[i], 1e-6 * (1 + std::fabs(dx[i]))) << "x = " << x[i];
+  }
+
   auto loss = [&] {
     ref_gelu_forward(y.data(), x.data(), n);
     return dot(dout, y);

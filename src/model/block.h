@@ -28,6 +28,7 @@ struct BlockBuffers {
   float* fc;                        // (N, 4C)  before GELU
   float* fc_gelu;                   // (N, 4C)
   float* residual3;                 // (N, C)   the block's output
+  float* gelu_slope = nullptr;      // (N, 4C)  the backward's scratch, d gelu/d fc (none for the forward-only decoder)
 };
 
 // The products of the batched forward (sgemm over N rows) and of the decoder (N ≤ 2 rows: matvec, or matvec2,
@@ -82,9 +83,9 @@ void block_backward(float* d_residual, BlockParams& g, const BlockBuffers& a, co
   const size_t NC = (size_t)N * C;
   // residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))
   if (!attn_only) {
-    gelu_forward(a.fc_gelu, a.fc, 4 * NC);  // recomputed, not kept
+    gelu_recompute(a.fc_gelu, a.gelu_slope, a.fc, 4 * NC);  // gelu(fc) recomputed, not kept; and its slope
     linear_backward(d_mlp, g.mlp_proj_w, g.mlp_proj_b, d_residual, a.fc_gelu, p.mlp_proj_w, N, 4 * C, C);
-    gelu_backward(d_mlp, a.fc, d_mlp, 4 * NC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
+    gelu_backward_from_slope(d_mlp, a.gelu_slope, d_mlp, 4 * NC);  // in place: ∂/∂gelu(fc) → ∂/∂fc
     layernorm_recompute(a.ln, a.residual2, p.ln_2_w, p.ln_2_b, a.ln2_mean, a.ln2_rstd, N, C);
     linear_backward(d_ln, g.mlp_fc_w, g.mlp_fc_b, d_mlp, a.ln, p.mlp_fc_w, N, C, 4 * C);
     layernorm_backward(d_residual, g.ln_2_w, g.ln_2_b, d_ln, a.residual2, p.ln_2_w, a.ln2_mean, a.ln2_rstd, N, C);

@@ -41,7 +41,7 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, const std
   }
   take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
   take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
-  take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C);
+  take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C), take(a.gelu_slope, c.attn_only ? 0 : BT * 4 * C);
   take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.mixer_scratch, mixer_scratch);
   take(a.d_mlp, c.attn_only ? 0 : BT * 4 * C), take(a.d_logits, BT * V);
   return arena.used;
@@ -290,8 +290,8 @@ void GPT::backward() {
 
 BlockBuffers GPT::buffers(int l) const {
   const LayerActivations& la = acts_.layers[l];
-  return {acts_.ln, la.ln1_mean, la.ln1_rstd, la.mixer, la.residual2, la.ln2_mean, la.ln2_rstd, la.fc, acts_.fc_gelu,
-          la.residual3};
+  return {acts_.ln,   la.ln1_mean,       la.ln1_rstd, la.mixer,       la.residual2,    la.ln2_mean,
+          la.ln2_rstd, la.fc,             acts_.fc_gelu, la.residual3, acts_.gelu_slope};
 }
 
 MixerPass GPT::mixer_pass(int l) const {

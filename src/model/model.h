@@ -41,7 +41,8 @@ struct Activations {
   // Gradient scratch for the backward pass, reused by every layer.
   float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
   float *d_ln, *d_logits;
-  float* d_mlp;  // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
+  float* d_mlp;       // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
+  float* gelu_slope;  // (B,T,4C) d gelu/d fc, found with the recomputed gelu(fc) (gelu_recompute, ops/gelu.h)
   float* mixer_scratch;  // the largest Mixer::scratch_floats of the layers
 };
 

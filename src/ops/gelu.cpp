@@ -21,10 +21,27 @@ void gelu_forward(float* out, const float* inp, size_t N) {
   });
 }
 
+// dy/dx given x and s = σ(2u).
+static inline float slope_of(float x, float s) {
+  const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+  return s + 2.0f * x * s * (1.0f - s) * du_dx;
+}
+
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
   parallel_for(N, N, [&](size_t i) {
-    const float x = inp[i], s = half_one_plus_tanh(x);
-    const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    dinp[i] = (s + 2.0f * x * s * (1.0f - s) * du_dx) * dout[i];
+    const float x = inp[i];
+    dinp[i] = slope_of(x, half_one_plus_tanh(x)) * dout[i];
   });
+}
+
+void gelu_recompute(float* out, float* slope, const float* inp, size_t N) {
+  parallel_for(N, N, [&](size_t i) {
+    const float x = inp[i], s = half_one_plus_tanh(x);
+    out[i] = x * s;
+    slope[i] = slope_of(x, s);
+  });
+}
+
+void gelu_backward_from_slope(float* dinp, const float* slope, const float* dout, size_t N) {
+  parallel_for(N, N, [&](size_t i) { dinp[i] = slope[i] * dout[i]; });
 }

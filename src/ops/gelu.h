@@ -10,3 +10,11 @@
 
 void gelu_forward(float* out, const float* inp, size_t N);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);  // dinp may be dout (in place)
+
+// The backward's two passes over fc, in one (model/block.h): the training backward needs gelu(fc) again (the
+// forward does not keep it, for memory) before mlp_proj's backward, and dy/dx after it. Computing both at once
+// costs one exp and one division per element instead of two of each.
+//   gelu_recompute   out = gelu(inp),  slope = dy/dx at inp
+//   gelu_backward_from_slope   dinp = slope ⊙ dout     (dinp may be dout)
+void gelu_recompute(float* out, float* slope, const float* inp, size_t N);
+void gelu_backward_from_slope(float* dinp, const float* slope, const float* dout, size_t N);
