@@ -18,17 +18,15 @@
 
 // Where a block's forward writes, N rows each (N = B·T, or 1 for the decoder). The LayerNorm statistics, the
 // mixer's saved activations, residual2, fc and residual3 are what the backward needs; ln and fc_gelu are scratch,
-// recomputed by the backward (cheaper than keeping them for every layer).
+// recomputed by the backward (cheaper than keeping them for every layer), gelu_slope the backward's own scratch.
 struct BlockBuffers {
   float* ln;                        // (N, C)   LayerNorm 1 or 2's output
   float *ln1_mean, *ln1_rstd;       // (N) (N)
   float* mixer;                     // the mixer's saved activations (Mixer::saved_floats)
   float* residual2;                 // (N, C)
   float *ln2_mean, *ln2_rstd;       // (N) (N)
-  float* fc;                        // (N, 4C)  before GELU
-  float* fc_gelu;                   // (N, 4C)
+  float *fc, *fc_gelu, *gelu_slope;  // (N, 4C) each: before GELU, after it, d gelu/d fc (none in the decoder)
   float* residual3;                 // (N, C)   the block's output
-  float* gelu_slope = nullptr;      // (N, 4C)  the backward's scratch, d gelu/d fc (none for the forward-only decoder)
 };
 
 // The products of the batched forward (sgemm over N rows) and of the decoder (N ≤ 2 rows: matvec, or matvec2,

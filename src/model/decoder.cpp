@@ -68,7 +68,7 @@ const float* Decoder::step_cached(int token, int pos) {
   for (int l = 0; l < c.n_layer; l++) {
     // x_ is the block's input and, after the block, its output (residual3 → x_ for the next layer).
     const BlockBuffers buffers{ln_.data(), mean_, rstd_, nullptr,         res2_.data(),
-                               mean_,      rstd_, fc_.data(), fc_gelu_.data(), res3_.data()};
+                               mean_,      rstd_, fc_.data(), fc_gelu_.data(), nullptr, res3_.data()};
     const float* gates = model_.gated() ? &model_.head_gates()[(size_t)l * NH] : nullptr;
     const Mixer& mixer = model_.mixer(l);
     const size_t at = state_at_[l];

@@ -37,12 +37,11 @@ struct Activations {
   // The forward writes them just before the next product reads them; the backward recomputes them from what the
   // layer keeps (LayerNorm from its input and statistics, GELU from fc), saving 2·(B,T,C) + (B,T,4C) per layer.
   float* ln;       // (B,T,C)   LayerNorm 1 or 2's output
-  float* fc_gelu;  // (B,T,4C)  gelu(fc)
+  float *fc_gelu, *gelu_slope;  // (B,T,4C) each: gelu(fc), and d gelu/d fc found beside it in the backward
   // Gradient scratch for the backward pass, reused by every layer.
   float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
   float *d_ln, *d_logits;
-  float* d_mlp;       // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
-  float* gelu_slope;  // (B,T,4C) d gelu/d fc, found with the recomputed gelu(fc) (gelu_recompute, ops/gelu.h)
+  float* d_mlp;  // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
   float* mixer_scratch;  // the largest Mixer::scratch_floats of the layers
 };
 
