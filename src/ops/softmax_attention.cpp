@@ -114,10 +114,10 @@ static Head head_of(const float* qkv, const float* lse, int b, int h, int T, int
   return {Q, Q + C, Q + 2 * C, lse + ((size_t)b * NH + h) * T};
 }
 
-// A head's keys (or values) transposed, (HS, T): row d holds component d of every key. With it a block's scores
-// S = Q·Kᵀ are the product Q·(Kᵀ) of two row-major operands, which OpenBLAS's small-matrix kernels run 1.5–2× faster
-// than Q·Kᵀ itself (whose inner dimension is contiguous in both operands: a dot product per score), measured on Zen
-// 5 for 16 queries × 16–64 keys × 32 (docs/performance.md, "Attention's scores"). The copy is HS·T floats a head.
+// A head's keys (or values) transposed, (HS, T): row d holds component d of every key. With this copy a block's
+// scores S = Q·Kᵀ are a product of two matrices stored row by row, which OpenBLAS's small-matrix kernels ran 1.3–2.1×
+// faster than Q times K read transposed (there the inner dimension is contiguous in both operands: a dot product
+// per score), on Zen 5 for 16 queries × 16–64 keys × 32 (docs/performance.md, "Attention's scores and softmax").
 static float* transposed(std::vector<float>& buffer, const float* rows, int T, int HS, int C3) {
   buffer.resize((size_t)HS * T);
   for (int d = 0; d < HS; d++)  // writes in order, reads across rows: 2× faster than the other order here
@@ -136,8 +136,9 @@ static void block_scores(float* s, const Head& hd, const float* Kt, int i0, int 
 // Softmax of one row of a block in place over its own keys, columns [begin, end) of the n the block spans, and
 // exactly 0 on the rest. Returns lse = log Σ_j exp(s_j); subtracting the max first keeps exp from overflowing.
 // The keys outside [begin, end) are set to −∞ first, whose exp is exactly 0 (fast_exp.h), so that every loop runs
-// over the whole row: rows are 16 to a few hundred keys long, and loops over [begin, end) spent more time on their
-// ragged ends than on the row (measured on Zen 5, docs/performance.md "Attention's softmax").
+// over the whole row, from its start: rows are 16 to a few hundred keys long, and loops over [begin, end), with
+// their peeled ends, made the tiny preset's attention forward 1.2× slower on Zen 5 (docs/performance.md,
+// "Attention's scores and softmax").
 static float softmax_row(float* s, int n, int begin, int end) {
   std::fill(s, s + begin, -INFINITY);
   std::fill(s + end, s + n, -INFINITY);
