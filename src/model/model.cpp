@@ -290,8 +290,8 @@ void GPT::backward() {
 
 BlockBuffers GPT::buffers(int l) const {
   const LayerActivations& la = acts_.layers[l];
-  return {acts_.ln,     la.ln1_mean, la.ln1_rstd,      la.mixer,      la.residual2,
-          la.ln2_mean, la.ln2_rstd, la.fc, acts_.fc_gelu, acts_.gelu_slope, la.residual3};
+  return {acts_.ln,     la.ln1_mean, la.ln1_rstd, la.mixer,         la.residual2,
+          la.ln2_mean, la.ln2_rstd, la.fc,        acts_.fc_gelu, acts_.gelu_slope, la.residual3};
 }
 
 MixerPass GPT::mixer_pass(int l) const {

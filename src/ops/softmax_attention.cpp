@@ -133,15 +133,19 @@ static void block_scores(float* s, const Head& hd, const float* Kt, int i0, int 
               Kt + keys.begin, T, 0.0f, s, nk);
 }
 
+// A block's row of n scores with its own keys at columns [begin, end): the others set to −∞, whose exp is exactly 0
+// (fast_exp.h), so that the loops after it run over the whole row, from its start. Rows are 16 to a few hundred keys
+// long, and loops over [begin, end), with their peeled ends, made the tiny preset's attention forward 1.2× slower on
+// Zen 5 (docs/performance.md, "Attention's scores and softmax").
+static void mask_outside(float* row, int n, int begin, int end) {
+  std::fill(row, row + begin, -INFINITY);
+  std::fill(row + end, row + n, -INFINITY);
+}
+
 // Softmax of one row of a block in place over its own keys, columns [begin, end) of the n the block spans, and
 // exactly 0 on the rest. Returns lse = log Σ_j exp(s_j); subtracting the max first keeps exp from overflowing.
-// The keys outside [begin, end) are set to −∞ first, whose exp is exactly 0 (fast_exp.h), so that every loop runs
-// over the whole row, from its start: rows are 16 to a few hundred keys long, and loops over [begin, end), with
-// their peeled ends, made the tiny preset's attention forward 1.2× slower on Zen 5 (docs/performance.md,
-// "Attention's scores and softmax").
 static float softmax_row(float* s, int n, int begin, int end) {
-  std::fill(s, s + begin, -INFINITY);
-  std::fill(s + end, s + n, -INFINITY);
+  mask_outside(s, n, begin, end);
   float max_s = -INFINITY;
 #pragma omp simd reduction(max : max_s)
   for (int j = 0; j < n; j++) max_s = s[j] > max_s ? s[j] : max_s;
@@ -168,8 +172,7 @@ static void rebuild_block_probs(float* p, const Head& hd, const float* Kt, const
     const KeyRange k = mask.keys_for(i, T);
     const int begin = k.begin - keys.begin, end = k.end - keys.begin;
     const float lse = hd.lse[i];
-    std::fill(row, row + begin, -INFINITY);  // exp(−∞) = 0 exactly; one loop over the whole row (softmax_row)
-    std::fill(row + end, row + nk, -INFINITY);
+    mask_outside(row, nk, begin, end);
 #pragma omp simd
     for (int j = 0; j < nk; j++) row[j] = fast_exp(row[j] - lse);
   }
