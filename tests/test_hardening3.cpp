@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -339,6 +340,26 @@ TEST(Hardening3Escapes, EveryLineThatPrintsAPathEscapesIt) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // The divergence guard keeps the best weights
+
+// The check after every step: any ∞ or NaN anywhere (first, last, or among the values a vector loop's tail handles)
+// is found, and the extreme finite values (the largest float, the smallest denormal, −0) are not taken for one.
+TEST(Hardening3Guard, AllFiniteFindsEveryInfinityAndNaNAndNothingElse) {
+  const size_t n = 100003;  // not a multiple of any vector width
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = std::sin((float)i) * 1e3f;
+  v[5] = std::numeric_limits<float>::max(), v[6] = -std::numeric_limits<float>::max();
+  v[7] = std::numeric_limits<float>::denorm_min(), v[8] = -0.0f, v[9] = std::numeric_limits<float>::min();
+  EXPECT_TRUE(all_finite(v.data(), n));
+  EXPECT_TRUE(all_finite(v.data(), 0));
+  for (size_t at : {size_t(0), n / 2, n - 3, n - 1})
+    for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()}) {
+      std::vector<float> w = v;
+      w[at] = bad;
+      EXPECT_FALSE(all_finite(w.data(), n)) << bad << " at " << at;
+      EXPECT_TRUE(all_finite(w.data(), at)) << "the values before it are finite";
+    }
+}
 
 TEST(Hardening3Guard, TheCeilingIsTheStartOrAUniformGuessWhicheverIsHigher) {
   const double lnV = std::log(61.0);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -13,6 +15,20 @@
 #include "io/atomic_file.h"
 
 static const double kInfinity = std::numeric_limits<double>::infinity();
+
+// A float is infinite or NaN exactly when its exponent bits are all ones. Or-ing that test over every value, with
+// no early exit, lets the loop run as vector code (an `&&` that stops at the first bad value cannot): as a scalar
+// loop this check was 0.7% of ./train's time (Zen 5, issue 28).
+bool all_finite(const float* values, size_t n) {
+  unsigned bad = 0;
+#pragma omp parallel for simd reduction(| : bad)
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits;
+    std::memcpy(&bits, values + i, sizeof bits);
+    bad |= (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return !bad;
+}
 
 DivergenceGuard::DivergenceGuard(int vocab_size)
     : margin_(std::log(double(vocab_size > 1 ? vocab_size : 2))), best_(kInfinity), start_(kInfinity),

@@ -27,6 +27,9 @@
 #include <deque>
 #include <string>
 
+// Whether none of the n values is infinite or NaN: the check after every step that the update left the weights finite.
+bool all_finite(const float* values, size_t n);
+
 class DivergenceGuard {
  public:
   static constexpr size_t kWindow = 10;
