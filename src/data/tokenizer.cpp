@@ -14,10 +14,21 @@ Tokenizer::Tokenizer(std::vector<char32_t> sorted_unique_chars) : chars_(std::mo
   for (int id = 0; id < static_cast<int>(first_large - chars_.begin()); ++id) dense_ids_[chars_[id]] = id;
 }
 
+// The distinct characters in order: those below 65536 (all of an English or Chinese corpus, nearly) marked in a
+// table read back in order, the rest sorted. Sorting the whole corpus instead took 40 ms of ./train's start on Tiny
+// Shakespeare.
 Tokenizer Tokenizer::from_text(std::u32string_view corpus) {
-  std::vector<char32_t> chars(corpus.begin(), corpus.end());
-  std::sort(chars.begin(), chars.end());
-  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+  std::vector<unsigned char> seen(65536, 0);
+  std::vector<char32_t> large;
+  for (char32_t c : corpus)
+    if (c < 65536) seen[c] = 1;
+    else large.push_back(c);
+  std::vector<char32_t> chars;
+  for (char32_t c = 0; c < 65536; c++)
+    if (seen[c]) chars.push_back(c);
+  std::sort(large.begin(), large.end());
+  large.erase(std::unique(large.begin(), large.end()), large.end());
+  chars.insert(chars.end(), large.begin(), large.end());
   // A vocabulary entry must be storable as UTF-8 in a checkpoint; catch a bad code point here, not at save time.
   for (char32_t c : chars)
     if (!is_valid_code_point(c))
