@@ -354,6 +354,57 @@ TEST(LabScale, AttentionStatisticsMatchClosedForms) {
   EXPECT_NEAR(v_none / v_sqrt, 64.0, 1e-3);
 }
 
+// Random q and k, several sequences and heads, causal and a window: every statistic against the definitions written
+// out in double (logits q·k·scale, p = softmax over the row's keys, H = −Σ p log p), row by row.
+TEST(LabScale, AttentionStatisticsMatchTheirDefinitions) {
+  const int B = 3, T = 9, C = 8, NH = 2, HS = C / NH;
+  const float scale = 0.7f;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n01;
+  std::vector<float> qkv((size_t)B * T * 3 * C);
+  for (float& v : qkv) v = 2 * n01(rng);
+  for (const char* spelling : {"causal", "window:4"}) {
+    SCOPED_TRACE(spelling);
+    const AttentionMask mask = AttentionMask::parse(spelling);
+    double sum = 0, sum_sq = 0, maxabs = 0, H_sum = 0, Hn_sum = 0, pmax_sum = 0, saturated = 0;
+    long logits = 0, rows = 0;
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int i = 0; i < T; i++) {
+          const KeyRange K = mask.keys_for(i, T);
+          std::vector<double> S;
+          for (int j = K.begin; j < K.end; j++) {
+            double dot = 0;
+            for (int d = 0; d < HS; d++)
+              dot += (double)qkv[((size_t)b * T + i) * 3 * C + h * HS + d] *
+                     qkv[((size_t)b * T + j) * 3 * C + C + h * HS + d];
+            S.push_back(scale * dot);
+            sum += S.back(), sum_sq += S.back() * S.back(), maxabs = std::max(maxabs, std::fabs(S.back()));
+            logits++;
+          }
+          if (S.size() < 2) continue;
+          double z = 0, H = 0, pmax = 0;
+          for (double x : S) z += std::exp(x);
+          for (double x : S) {
+            const double p = std::exp(x) / z;
+            H -= p * std::log(p), pmax = std::max(pmax, p);
+          }
+          H_sum += H, Hn_sum += H / std::log((double)S.size()), pmax_sum += pmax, saturated += pmax > 0.99;
+          rows++;
+        }
+    const LayerAttentionStats s = layer_attention_stats(qkv.data(), mask, scale, B, T, C, NH);
+    const double mean = sum / logits;
+    EXPECT_NEAR(s.logit_var, sum_sq / logits - mean * mean, 1e-9);
+    EXPECT_NEAR(s.logit_max, maxabs, 1e-9);
+    EXPECT_NEAR(s.entropy, H_sum / rows, 1e-9);
+    EXPECT_NEAR(s.entropy_norm, Hn_sum / rows, 1e-9);
+    EXPECT_NEAR(s.max_weight, pmax_sum / rows, 1e-9);
+    EXPECT_NEAR(s.saturated, saturated / rows, 1e-12);
+    EXPECT_GT(s.saturated, 0.0) << "some rows saturate, others do not: the test sees both";
+    EXPECT_LT(s.saturated, 1.0);
+  }
+}
+
 // Queries all zero (W_Q = 0, b_Q = 0) make every logit 0 whatever the keys are: attention is uniform and the loss
 // does not depend on W_K at all, so ∂L/∂W_K = 0 exactly while ∂L/∂W_Q is not. Row i (causal) sees i + 1 keys.
 TEST(LabScale, MeasureAttentionOnZeroQueries) {

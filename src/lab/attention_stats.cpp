@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "model/mixer_lab.h"
 #include "model/model.h"
@@ -42,51 +43,71 @@ static LayerAttentionStats implied_weight_stats(const float* A, const AttentionM
   return st;
 }
 
+// Each sequence's sums on their own, added in sequence order afterwards: the sequences are shared among the threads
+// and the result is the same bits for any number of them. Per row, one exp per key: with e_j = exp(s_j − max) and
+// z = Σ e_j, p_j = e_j / z and the entropy −Σ p_j log p_j = log z − Σ p_j (s_j − max). Measured at every evaluation
+// of ./train; written with a log and two exps per key, one thread and a serial double dot product, it was a tenth of
+// the evaluation's time (issue 28).
 LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask& mask, float scale, int B, int T,
                                           int C, int NH) {
   const int HS = C / NH;
-  double sum = 0, sum_sq = 0, maxabs = 0;
-  long logits = 0, rows = 0, saturated = 0;
-  double entropy = 0, entropy_norm = 0, max_weight = 0;
-  std::vector<double> s(T);
-  for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-      for (int i = 0; i < T; i++) {
-        const float* q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
-        const KeyRange K = mask.keys_for(i, T);
-        double mx = -INFINITY;
-        for (int j = K.begin; j < K.end; j++) {
-          const float* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
-          double dot = 0;
-          for (int d = 0; d < HS; d++) dot += (double)q[d] * k[d];
-          s[j] = scale * dot;
-          sum += s[j], sum_sq += s[j] * s[j], logits++;
-          maxabs = std::max(maxabs, std::fabs(s[j]));
-          mx = std::max(mx, s[j]);
+  struct Sums {
+    double sum = 0, sum_sq = 0, maxabs = 0, entropy = 0, entropy_norm = 0, max_weight = 0;
+    long logits = 0, rows = 0, saturated = 0;
+  };
+  std::vector<Sums> per_sequence(B);
+#pragma omp parallel
+  {
+    std::vector<double> s(T), e(T);
+#pragma omp for schedule(static)
+    for (int b = 0; b < B; b++) {
+      Sums& a = per_sequence[b];
+      for (int h = 0; h < NH; h++)
+        for (int i = 0; i < T; i++) {
+          const float* q = qkv + ((size_t)b * T + i) * 3 * C + h * HS;
+          const KeyRange K = mask.keys_for(i, T);
+          double mx = -INFINITY;
+          for (int j = K.begin; j < K.end; j++) {
+            const float* k = qkv + ((size_t)b * T + j) * 3 * C + C + h * HS;
+            double dot = 0;
+#pragma omp simd reduction(+ : dot)
+            for (int d = 0; d < HS; d++) dot += (double)q[d] * k[d];
+            s[j] = scale * dot;
+            a.sum += s[j], a.sum_sq += s[j] * s[j], a.logits++;
+            a.maxabs = std::max(a.maxabs, std::fabs(s[j]));
+            mx = std::max(mx, s[j]);
+          }
+          const int n = K.end - K.begin;
+          if (n < 2) continue;
+          double z = 0, emax = 0;
+          for (int j = K.begin; j < K.end; j++) {
+            e[j] = std::exp(s[j] - mx);
+            z += e[j], emax = std::max(emax, e[j]);
+          }
+          double weighted = 0;  // Σ p_j (s_j − max)
+          for (int j = K.begin; j < K.end; j++) weighted += e[j] * (s[j] - mx);
+          const double H = std::log(z) - weighted / z, pmax = emax / z;
+          a.entropy += H, a.entropy_norm += H / std::log((double)n), a.max_weight += pmax;
+          a.saturated += pmax > 0.99;
+          a.rows++;
         }
-        const int n = K.end - K.begin;
-        if (n < 2) continue;
-        double z = 0;
-        for (int j = K.begin; j < K.end; j++) z += std::exp(s[j] - mx);
-        double H = 0, pmax = 0;
-        for (int j = K.begin; j < K.end; j++) {
-          const double p = std::exp(s[j] - mx) / z;
-          if (p > 0) H -= p * std::log(p);
-          pmax = std::max(pmax, p);
-        }
-        entropy += H, entropy_norm += H / std::log((double)n), max_weight += pmax;
-        saturated += pmax > 0.99;
-        rows++;
-      }
-  LayerAttentionStats st;
-  if (logits) {
-    const double mean = sum / logits;
-    st.logit_var = std::max(0.0, sum_sq / logits - mean * mean);
-    st.logit_max = maxabs;
+    }
   }
-  if (rows) {
-    st.entropy = entropy / rows, st.entropy_norm = entropy_norm / rows, st.max_weight = max_weight / rows;
-    st.saturated = (double)saturated / rows;
+  Sums all;
+  for (const Sums& a : per_sequence) {
+    all.sum += a.sum, all.sum_sq += a.sum_sq, all.maxabs = std::max(all.maxabs, a.maxabs);
+    all.entropy += a.entropy, all.entropy_norm += a.entropy_norm, all.max_weight += a.max_weight;
+    all.logits += a.logits, all.rows += a.rows, all.saturated += a.saturated;
+  }
+  LayerAttentionStats st;
+  if (all.logits) {
+    const double mean = all.sum / all.logits;
+    st.logit_var = std::max(0.0, all.sum_sq / all.logits - mean * mean);
+    st.logit_max = all.maxabs;
+  }
+  if (all.rows) {
+    st.entropy = all.entropy / all.rows, st.entropy_norm = all.entropy_norm / all.rows;
+    st.max_weight = all.max_weight / all.rows, st.saturated = (double)all.saturated / all.rows;
   }
   return st;
 }
