@@ -27,7 +27,7 @@
 #include <deque>
 #include <string>
 
-// Whether none of the n values is infinite or NaN: the check after every step that the update left the weights finite.
+// Whether none of the n values is infinite or NaN: after every step, that the update left the weights finite.
 bool all_finite(const float* values, size_t n);
 
 class DivergenceGuard {

@@ -38,7 +38,6 @@ using Clock = std::chrono::steady_clock;
 
 std::string best_path(const std::string& out) { return out + "/best.safetensors"; }
 
-
 // ---- the run: what one invocation of run_training works on -----------------------------------------------------
 // The production shell around the loop (train/loop.h): it starts or resumes the model, draws the batches, and
 // after every step checks it, logs it and takes the requests to stop. The state its methods share is named here.
@@ -257,7 +256,8 @@ bool TrainingRun::stepped(int step, const StepResult& r) {
   if (!r.updated)
     throw diverged(step, "loss " + std::to_string(r.loss) + ", gradient norm " + std::to_string(r.grad_norm) +
                              "; the weights were not updated");
-  if (!all_finite(model.params_memory().data(), model.params_memory().size()))  // an absurd step can overflow the weights even from finite gradients
+  // An absurd step can overflow the weights even from finite gradients.
+  if (!all_finite(model.params_memory().data(), model.params_memory().size()))
     throw diverged(step, "the update made some weights infinite or NaN");
   guard_->observe(r.loss);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - step_started_).count();
