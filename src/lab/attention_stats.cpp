@@ -79,14 +79,11 @@ LayerAttentionStats layer_attention_stats(const float* qkv, const AttentionMask&
           }
           const int n = K.end - K.begin;
           if (n < 2) continue;
-          double z = 0, emax = 0;
-          for (int j = K.begin; j < K.end; j++) {
-            e[j] = std::exp(s[j] - mx);
-            z += e[j], emax = std::max(emax, e[j]);
-          }
+          double z = 0;
+          for (int j = K.begin; j < K.end; j++) z += e[j] = std::exp(s[j] - mx);
           double weighted = 0;  // Σ p_j (s_j − max)
           for (int j = K.begin; j < K.end; j++) weighted += e[j] * (s[j] - mx);
-          const double H = std::log(z) - weighted / z, pmax = emax / z;
+          const double H = std::log(z) - weighted / z, pmax = 1 / z;  // the largest weight's e is exp(0) = 1
           a.entropy += H, a.entropy_norm += H / std::log((double)n), a.max_weight += pmax;
           a.saturated += pmax > 0.99;
           a.rows++;
