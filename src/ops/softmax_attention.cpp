@@ -215,6 +215,8 @@ void attention_forward(float* out, float* lse, const float* qkv, const Attention
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* out,
                         const AttentionMask& mask, float scale, int B, int T, int C, int NH) {
   const int HS = C / NH, C3 = 3 * C;
+  // dQ, dK, dV start at 0, all of dqkv at once: the blocks below add into them (a key is seen by several blocks).
+  std::fill_n(dqkv, (size_t)B * T * C3, 0.0f);
   // Each (b, h) writes only its own head's columns of dqkv, so the pairs run in parallel without races.
 #pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * T * C))
   for (int b = 0; b < B; b++)
@@ -228,9 +230,6 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       float *dK = dQ + C, *dV = dQ + 2 * C;
       const float* dO = dout + (size_t)b * T * C + h * HS;
       const float* O = out + (size_t)b * T * C + h * HS;
-      // This head's dQ, dK, dV start at 0: the blocks below add into them (a key is seen by several blocks).
-      for (int t = 0; t < T; t++)
-        for (int part = 0; part < 3; part++) std::fill_n(dQ + (size_t)t * C3 + part * C, HS, 0.0f);
       for (int i0 = 0; i0 < T; i0 += kQueryBlock) {
         const int i1 = std::min(T, i0 + kQueryBlock), rows = i1 - i0;
         const KeyRange kr = block_keys(mask, i0, i1, T);
