@@ -130,25 +130,24 @@ def main():
     with tempfile.TemporaryDirectory(prefix="plaingpt-frontier-") as tmp:
         for name in names:
             flags = RECIPES[name][0] + ["--threads", str(args.threads)]
-            cmd = [os.path.join(ROOT, "train"), "--data", args.data, "--out", os.path.join(tmp, name)] + flags
+            ours = lambda out, extra=(): [os.path.join(ROOT, "train"), "--data", args.data, "--out",
+                                          os.path.join(tmp, out)] + flags + list(extra)
             windows = ["--eval-windows", str(WINDOWS)]
             short = RECIPES[name][1] == 0  # runs to its end: time it as a user runs it, the estimator separately
-            run_cmd = cmd if short else cmd + windows
-            log(f"{name}, ours: {' '.join(run_cmd)}")
-            evals, wall, _, core = run_timed(run_cmd, clean_env(), log)
+            cmd = ours(name, () if short else windows)
+            log(f"{name}, ours: {' '.join(cmd)}")
+            evals, wall, _, core = run_timed(cmd, clean_env(), log)
             run = {"recipe": name, "impl": "plaingpt", "flags": flags, "wall_s": wall, "evals": evals,
-                   "blas_core": core}
-            if short:
-                again = [os.path.join(tmp, name + "-windows") if a == os.path.join(tmp, name) else a for a in cmd]
-                log(f"{name}, ours again for nanoGPT's estimator: {' '.join(again + windows)}")
-                again_evals, run["estimator_run_wall_s"], _, _ = run_timed(again + windows, clean_env(), log)
+                   "blas_core": core, "windows_evals": windows_evals(os.path.join(tmp, name, "metrics.csv"))}
+            if short:  # the estimator's table from a second run (the first's metrics.csv has no val_windows)
+                again = ours(name + "-windows", windows)
+                log(f"{name}, ours again for nanoGPT's estimator: {' '.join(again)}")
+                again_evals, run["estimator_run_wall_s"], _, _ = run_timed(again, clean_env(), log)
                 run["windows_evals"] = windows_evals(os.path.join(tmp, name + "-windows", "metrics.csv"))
                 # the same training, so the same losses by our own estimator: a check that the two runs compare
                 run["estimator_run_same_losses"] = [e[1:] for e in again_evals] == [e[1:] for e in evals]
                 if not run["estimator_run_same_losses"]:
                     log(f"frontier: warning: {name}'s second run did not reproduce the first's validation losses")
-            else:
-                run["windows_evals"] = windows_evals(os.path.join(tmp, name, "metrics.csv"))
             results["runs"].append(run)
             if not have_torch:
                 continue
