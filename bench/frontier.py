@@ -138,16 +138,17 @@ def main():
             log(f"{name}, ours: {' '.join(cmd)}")
             evals, wall, _, core = run_timed(cmd, clean_env(), log)
             run = {"recipe": name, "impl": "plaingpt", "flags": flags, "wall_s": wall, "evals": evals,
-                   "blas_core": core, "windows_evals": windows_evals(os.path.join(tmp, name, "metrics.csv"))}
-            if short:  # the estimator's table from a second run (the first's metrics.csv has no val_windows)
-                again = ours(name + "-windows", windows)
+                   "blas_core": core}
+            estimator_out = name + "-windows" if short else name  # the run whose metrics.csv has val_windows
+            if short:
+                again = ours(estimator_out, windows)
                 log(f"{name}, ours again for nanoGPT's estimator: {' '.join(again)}")
                 again_evals, run["estimator_run_wall_s"], _, _ = run_timed(again, clean_env(), log)
-                run["windows_evals"] = windows_evals(os.path.join(tmp, name + "-windows", "metrics.csv"))
                 # the same training, so the same losses by our own estimator: a check that the two runs compare
                 run["estimator_run_same_losses"] = [e[1:] for e in again_evals] == [e[1:] for e in evals]
                 if not run["estimator_run_same_losses"]:
                     log(f"frontier: warning: {name}'s second run did not reproduce the first's validation losses")
+            run["windows_evals"] = windows_evals(os.path.join(tmp, estimator_out, "metrics.csv"))
             results["runs"].append(run)
             if not have_torch:
                 continue
