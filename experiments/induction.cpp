@@ -98,7 +98,7 @@ static std::vector<HeadScores> row_share_scores(GPT& model, int vocab, int B, ui
   std::vector<HeadScores> scores((size_t)L * NH);
   std::vector<float> P((size_t)T * T);
   for (int l = 0; l < L; l++) {
-    const float* probs = model.attention_probs(l);
+    const float* probs = model.mixing_weights(l);
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++) {
         const float* M = probs + ((size_t)b * NH + h) * T * T;

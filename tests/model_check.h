@@ -69,7 +69,7 @@ inline void expect_fast_matches_reference(const ModelConfig& c, const std::vecto
   EXPECT_NEAR(loss_f, loss, kFastTol * std::max(1.0, std::fabs(loss)));
   EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kFastTol, "logits"));
   for (int l = 0; l < c.n_layer; l++)
-    EXPECT_TRUE(close_to_reference(fast.attention_probs(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
+    EXPECT_TRUE(close_to_reference(fast.mixing_weights(l), ref.layers[l].probs.data(), ref.layers[l].probs.size(),
                                    kFastTol, "layer " + std::to_string(l) + " P"));
   const double largest = max_abs(grads.data(), grads.size());
   for (const TensorSpec& t : ref.table)

@@ -313,10 +313,10 @@ TEST(LabScale, AttnScaleNoneChangesTheForwardExactlyAsTheMathSays) {
   const int B = 2, T = 8;
   std::vector<int> x = random_tokens(B * T, 7, 8);
   a.forward(x.data(), nullptr, B, T), b.forward(x.data(), nullptr, B, T), plain.forward(x.data(), nullptr, B, T);
-  std::vector<double> ref = testutil::to_double(a.attention_probs(1), (size_t)B * 2 * T * T);
-  EXPECT_TRUE(testutil::close_to_reference(b.attention_probs(1), ref.data(), ref.size(), 1e-5, "P, none vs sqrt"));
+  std::vector<double> ref = testutil::to_double(a.mixing_weights(1), (size_t)B * 2 * T * T);
+  EXPECT_TRUE(testutil::close_to_reference(b.mixing_weights(1), ref.data(), ref.size(), 1e-5, "P, none vs sqrt"));
   double diff = 0;
-  for (size_t i = 0; i < ref.size(); i++) diff = std::max(diff, std::fabs(plain.attention_probs(1)[i] - ref[i]));
+  for (size_t i = 0; i < ref.size(); i++) diff = std::max(diff, std::fabs(plain.mixing_weights(1)[i] - ref[i]));
   EXPECT_GT(diff, 1e-2) << "without the rescaling, none must change the patterns";
 }
 

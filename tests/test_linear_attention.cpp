@@ -273,7 +273,7 @@ TEST(LinearAttentionCheckpoint, PerLayerKindsRoundTripAndOldFilesAreSoftmax) {
 // ---------------------------------------------------------------------------------------------------------------
 // The lab
 
-// GPT::attention_probs of a linear layer is the implied-weight matrix, computed here in double from the model's
+// GPT::mixing_weights of a linear layer is the implied-weight matrix, computed here in double from the model's
 // own qkv; a softmax layer beside it still gives softmax rows.
 TEST(LinearAttentionLab, AttentionProbsAreTheImpliedWeights) {
   set_threads(1);
@@ -285,14 +285,14 @@ TEST(LinearAttentionLab, AttentionProbsAreTheImpliedWeights) {
   for (int l : {0, 2}) {
     std::vector<double> qkv = to_double(layer_qkv(*model, l), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
     ref_linear_attention_forward(out.data(), probs.data(), qkv.data(), AttentionMask{}, 1, T, C, NH);
-    EXPECT_TRUE(close_to_reference(model->attention_probs(l), probs.data(), probs.size(), kTol, "layer " + std::to_string(l)));
+    EXPECT_TRUE(close_to_reference(model->mixing_weights(l), probs.data(), probs.size(), kTol, "layer " + std::to_string(l)));
   }
   std::vector<double> qkv = to_double(layer_qkv(*model, 1), (size_t)T * 3 * C), out(T * C), probs(NH * T * T);
   ref_attention_forward(out.data(), probs.data(), qkv.data(), AttentionMask{}, 1.0 / std::sqrt(4.0), 1, T, C, NH);
-  EXPECT_TRUE(close_to_reference(model->attention_probs(1), probs.data(), probs.size(), kTol, "softmax layer 1"));
+  EXPECT_TRUE(close_to_reference(model->mixing_weights(1), probs.data(), probs.size(), kTol, "softmax layer 1"));
 }
 
-// Head scores read attention_probs, so they work on linear layers: the previous-token score of every head equals
+// Head scores read mixing_weights, so they work on linear layers: the previous-token score of every head equals
 // the mass on key i−1 computed here from the textbook weights, and score_heads gives finite scores in range.
 TEST(LinearAttentionLab, HeadScoresAndStatisticsWorkOnLinearLayers) {
   set_threads(1);
@@ -306,7 +306,7 @@ TEST(LinearAttentionLab, HeadScoresAndStatisticsWorkOnLinearLayers) {
   for (int h = 0; h < NH; h++) {
     double expected = 0;
     for (int i = 1; i < T; i++) expected += probs[((size_t)h * T + i) * T + i - 1] / (T - 1);
-    EXPECT_NEAR(previous_token_score(model->attention_probs(0) + (size_t)h * T * T, T), expected, 1e-5) << h;
+    EXPECT_NEAR(previous_token_score(model->mixing_weights(0) + (size_t)h * T * T, T), expected, 1e-5) << h;
   }
   const std::vector<HeadScores> scores = score_heads(*model, 8, 2, 11);
   ASSERT_EQ(scores.size(), 6u);
@@ -344,7 +344,7 @@ TEST(LinearAttentionLab, InspectDumpLabelsLinearLayers) {
   const AttentionDump dump = dump_attention(*model, ids, tok);
   ASSERT_EQ(dump.attention, (std::vector<std::string>{"linear", "softmax", "linear"}));
   const int T = (int)ids.size(), NH = 2;
-  for (size_t k = 0; k < (size_t)NH * T * T; k++) ASSERT_EQ(dump.attn[k], model->attention_probs(0)[k]);
+  for (size_t k = 0; k < (size_t)NH * T * T; k++) ASSERT_EQ(dump.attn[k], model->mixing_weights(0)[k]);
   EXPECT_NE(attention_json(dump).find("\"attention\":[\"linear\",\"softmax\",\"linear\"]"), std::string::npos);
 }
 

@@ -8,7 +8,7 @@
 //   * decoding with the O(1) state against full recomputation, across slides of the context window;
 //   * the settings: flags, ranges, metadata (old checkpoints load as before);
 //   * masks other than causal refused by name, head gates refused;
-//   * the lab: attention_probs is M, head scores stay finite.
+//   * the lab: mixing_weights is M, head scores stay finite.
 // Exact resume of a mamba run is in test_training.cpp, ./train --mixer mamba end to end in test_programs.cpp.
 #include <gtest/gtest.h>
 
@@ -331,7 +331,7 @@ TEST(MambaModel, CheckpointRoundTripAndMetadata) {
 // ---------------------------------------------------------------------------------------------------------------
 // The lab
 
-// attention_probs of a mamba layer is M (compared with the textbook's in FastModelMatchesReference); the head scores
+// mixing_weights of a mamba layer is M (compared with the textbook's in FastModelMatchesReference); the head scores
 // read it beside softmax heads and stay finite, though M is signed and not normalised.
 TEST(MambaLab, HeadScoresAreFiniteOnMambaLayers) {
   SingleThread one;
@@ -348,7 +348,7 @@ TEST(MambaLab, HeadScoresAreFiniteOnMambaLayers) {
   EXPECT_TRUE(std::isnan(scores[2].ov_copying));  // no values and output projection per head
   // M is exactly 0 above the diagonal.
   const int T = model.last_T();
-  const float* M = model.attention_probs(1);
+  const float* M = model.mixing_weights(1);
   for (int i = 0; i < T; i++)
     for (int j = i + 1; j < T; j++) ASSERT_EQ(M[(size_t)i * T + j], 0.0f);
 }

@@ -497,7 +497,7 @@ namespace {
 void expect_probs_follow_masks(const GPT& model, int B, int T, const std::string& what) {
   const int NH = model.config.n_head;
   for (int l = 0; l < model.config.n_layer; l++) {
-    const float* P = model.attention_probs(l);
+    const float* P = model.mixing_weights(l);
     for (int bh = 0; bh < B * NH; bh++)
       for (int i = 0; i < T; i++) {
         double sum = 0;
@@ -637,7 +637,7 @@ TEST(MaskWork, ModelFillsExactlyTheAllowedPairs) {
     model.set_masks(stack_of(text, 1));
     model.forward(x.data(), nullptr, B, T);
     long nonzero = 0;
-    const float* P = model.attention_probs(0);
+    const float* P = model.mixing_weights(0);
     for (size_t k = 0; k < (size_t)B * c.n_head * T * T; k++) nonzero += P[k] != 0.0f;
     long expected = 0;
     for (int i = 0; i < T; i++)

@@ -89,7 +89,7 @@ void expect_fast_matches_reference(GPT& fast, const std::vector<AttentionMask>& 
   EXPECT_TRUE(close_to_reference(fast.logits(), ref.logits.data(), ref.logits.size(), kModelTol, "logits"));
   for (int l = 0; l < c.n_layer; l++) {
     const std::vector<double>& P = ref.layers[l].probs;
-    const float* P_f = fast.attention_probs(l);
+    const float* P_f = fast.mixing_weights(l);
     EXPECT_TRUE(close_to_reference(P_f, P.data(), P.size(), kModelTol, "layer " + std::to_string(l) + " probs"));
     for (int bh = 0; bh < B * c.n_head; bh++)
       for (int i = 0; i < T; i++)

@@ -9,7 +9,7 @@
 //   * the setting rwkv_lora: flag, range, metadata; checkpoints whose rwkv tensors have the wrong shape refused,
 //     naming the tensor;
 //   * masks other than causal refused saying why, head gates refused;
-//   * the lab: attention_probs is M, the page describes it in the kind's own words, head scores stay finite;
+//   * the lab: mixing_weights is M, the page describes it in the kind's own words, head scores stay finite;
 //   * ./train --attention rwkv → --resume (exactly the straight run) → ./sample → ./sample --score, the score
 //     against the reference model loaded by tensor name.
 #include <gtest/gtest.h>
@@ -305,7 +305,7 @@ TEST(RwkvLab, PageDescribesMAndHeadScoresAreFinite) {
     EXPECT_TRUE(std::isfinite(s.induction.value()));
   }
   const int T = model.last_T();
-  const float* M = model.attention_probs(1);
+  const float* M = model.mixing_weights(1);
   for (int i = 0; i < T; i++)
     for (int j = i + 1; j < T; j++) ASSERT_EQ(M[(size_t)i * T + j], 0.0f);
   EXPECT_FALSE(model.mixer(1).lab().weights_are_probabilities());

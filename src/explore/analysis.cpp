@@ -246,7 +246,7 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
   const std::vector<AttentionMask> masks = model.masks();
   std::vector<const float*> weights(L);
   for (int l = 0; l < L; l++) {
-    weights[l] = model.attention_probs(l);
+    weights[l] = model.mixing_weights(l);
     if (!std::all_of(weights[l], weights[l] + (size_t)NH * T * T, [](float p) { return std::isfinite(p); }))
       throw std::runtime_error("the model's attention weights are not finite numbers: its weights are too large or broken");
   }

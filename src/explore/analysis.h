@@ -23,7 +23,7 @@
 // Forward passes. Every forward this file runs goes through ExploredModel::logits_for or ::forward_rows
 // (ExploreApi.EveryForwardGoesThroughTheCountedSeam checks that no other line calls the model), which count them
 // in `forwards`. logits_for reuses the last forward when it read the same ids under the same masks (its logits,
-// and the weights GPT::attention_probs rebuilds from it): score, attention and next of one short text cost one
+// and the weights GPT::mixing_weights rebuilds from it): score, attention and next of one short text cost one
 // forward, not three.
 #pragma once
 #include <functional>

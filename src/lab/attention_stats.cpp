@@ -120,7 +120,7 @@ std::vector<LayerAttentionStats> attention_statistics(const GPT& model) {
     if (qkv && mixer.logit_scale() > 0)
       st = layer_attention_stats(qkv, pass.mask, mixer.logit_scale(), B, T, C, NH);
     else if (mixer.weights_are_probabilities())
-      st = implied_weight_stats(model.attention_probs(l), pass.mask, B, NH, T);
+      st = implied_weight_stats(model.mixing_weights(l), pass.mask, B, NH, T);
     else
       st.logit_var = st.logit_max = st.entropy = st.entropy_norm = st.max_weight = st.saturated = NAN;
     st.grad_q = st.grad_k = NAN;

@@ -9,7 +9,7 @@
 // Row statistics use rows with |K(i)| ≥ 2 (a one-key row has no choice to make).
 // A mixer without softmax logits (MixerLab::logit_scale is 0, model/mixer_lab.h) has NaN logit_var and
 // logit_max (empty cells in metrics.csv), and the row statistics are those of the weights it implies
-// (GPT::attention_probs), when they are probabilities; otherwise those are NaN too.
+// (GPT::mixing_weights), when they are probabilities; otherwise those are NaN too.
 //   grad_q, grad_k  Frobenius norms of ∂L/∂W_Q and ∂L/∂W_K: columns [0, C) and [C, 2C) of attn.c_attn.weight's
 //                   gradient (read from model.grads, so call after backward()); NaN for a mixer without them.
 #pragma once

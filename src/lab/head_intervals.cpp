@@ -17,7 +17,7 @@ std::vector<HeadIntervals> head_intervals(GPT& model, int vocab, int B, uint64_t
   model.forward(x.data(), nullptr, B, T);
   std::vector<HeadIntervals> out((size_t)L * NH);
   for (int l = 0; l < L; l++) {
-    const float* probs = model.attention_probs(l);
+    const float* probs = model.mixing_weights(l);
     for (int h = 0; h < NH; h++) {
       // One HeadScores per sequence: its sums and counts are the clusters.
       std::vector<HeadScores> per(B);

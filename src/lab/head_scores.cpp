@@ -123,7 +123,7 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
   model.forward(x.data(), nullptr, B, T);
   std::vector<HeadScores> scores((size_t)L * NH);
   for (int l = 0; l < L; l++) {
-    const float* probs = model.attention_probs(l);
+    const float* probs = model.mixing_weights(l);
     for (int b = 0; b < B; b++)
       for (int h = 0; h < NH; h++)
         score_pattern(scores[(size_t)l * NH + h], probs + ((size_t)b * NH + h) * T * T, &x[(size_t)b * T], T,
@@ -191,7 +191,7 @@ int score_pronouns(GPT& model, const std::vector<int>& text, const std::vector<P
     }
     model.forward(x.data(), nullptr, nb, T);
     for (int l = 0; l < L; l++) {
-      const float* probs = model.attention_probs(l);
+      const float* probs = model.mixing_weights(l);
       for (int b = 0; b < nb; b++) {
         const PronounNote& n = *usable[first + b];
         const long start = starts[b];

@@ -26,7 +26,7 @@ AttentionDump dump_attention(GPT& model, const std::vector<int>& ids, const Toke
   }
   model.forward(ids.data(), nullptr, 1, T);
   for (int l = 0; l < L; l++) {
-    const float* p = model.attention_probs(l);
+    const float* p = model.mixing_weights(l);
     d.attn.insert(d.attn.end(), p, p + (size_t)NH * T * T);
   }
   return d;

@@ -208,7 +208,7 @@ ResolutionScores score_resolution(GPT& model, const std::vector<int>& tokens, co
       }
     }
     for (int l = 0; l < L; l++) {
-      const float* P = model.attention_probs(l);
+      const float* P = model.mixing_weights(l);
       for (int b = 0; b < nb; b++) {
         const PronounCase& c = cases[first + b];
         const long own = c.pronoun_offset + c.pronoun_length - 1 - c.window_start;

@@ -189,8 +189,8 @@ void GPT::set_head_gate(int index, float value) {
   head_gates_[index] = value;
 }
 
-const float* GPT::attention_probs(int layer) const {
-  if (B_ == 0) throw std::runtime_error("attention_probs: no forward pass yet");
+const float* GPT::mixing_weights(int layer) const {
+  if (B_ == 0) throw std::runtime_error("mixing_weights: no forward pass yet");
   const size_t per_layer = (size_t)B_ * config.n_head * T_ * T_;
   if (probs_memory_.size() < per_layer * config.n_layer) probs_memory_.resize(per_layer * config.n_layer);
   float* P = probs_memory_.data() + per_layer * layer;
@@ -233,7 +233,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
                                std::to_string(i));
   if (B != B_ || T != T_) reserve_activations(B, T);
   B_ = B, T_ = T, last_masks_ = masks_;
-  probs_ready_.assign(config.n_layer, 0);  // attention_probs() rebuilds from this forward on request
+  probs_ready_.assign(config.n_layer, 0);  // mixing_weights() rebuilds from this forward on request
   const int BT = B * T;
   std::copy(inputs, inputs + BT, inputs_.begin());
   has_targets_ = targets != nullptr;

@@ -71,7 +71,7 @@ class GPT {
   const float* logits() const { return acts_.logits; }  // (B, T, V) of the last forward
   // The weights with which each position mixed the others in the last forward, (B, NH, T, T), 0 where nothing
   // flows: what the layer's mixer implies (Mixer::implied_weights). Not kept by training: rebuilt on request.
-  const float* attention_probs(int layer) const;
+  const float* mixing_weights(int layer) const;
   // Layer l's mixer (mixer.h), made once from config.mixer.
   const Mixer& mixer(int layer) const { return *mixers_[layer]; }
   const std::vector<std::unique_ptr<Mixer>>& mixers() const { return mixers_; }
@@ -130,7 +130,7 @@ class GPT {
   int B_ = 0, T_ = 0;                    // the last forward's shape
   std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
   std::vector<std::unique_ptr<Mixer>> mixers_;  // one per layer: make_layer_mixers(config)
-  mutable std::vector<float> probs_memory_;  // attention_probs() rebuilds layer l into slice l on first request
+  mutable std::vector<float> probs_memory_;  // mixing_weights() rebuilds layer l into slice l on first request
   mutable std::vector<char> probs_ready_;    // per layer, since the last forward
   std::vector<int> inputs_, targets_;
   int loss_count_ = 0;
