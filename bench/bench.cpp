@@ -65,7 +65,6 @@
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/linear_attention.h"
-#include "model/mixers/qkv_attention.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
 #include "base/rng.h"
@@ -427,8 +426,9 @@ static TokenProducts token_products(int n, int reps) {
   std::vector<Product> products;  // a token's order; the LM head is separate (its weight is stored [out, in])
   for (int l = 0; l < c.n_layer; l++) {
     const BlockParams& h = w.h[l];
-    products.push_back({h.mixer.t[kQKVWeight], h.mixer.t[kQKVBias], C, 3 * C});
-    products.push_back({h.mixer.t[kProjWeight], h.mixer.t[kProjBias], C, C});
+    const std::string attn = "h." + std::to_string(l) + ".attn.";
+    products.push_back({model.parameter(attn + "c_attn.weight"), model.parameter(attn + "c_attn.bias"), C, 3 * C});
+    products.push_back({model.parameter(attn + "c_proj.weight"), model.parameter(attn + "c_proj.bias"), C, C});
     products.push_back({h.mlp_fc_w, h.mlp_fc_b, C, 4 * C});
     products.push_back({h.mlp_proj_w, h.mlp_proj_b, 4 * C, C});
   }

@@ -211,8 +211,8 @@ int main(int argc, char** argv) {
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
     std::vector<Row> two = train(2, cfg, f, "2-layer"), one = train(1, cfg, f, "1-layer");
-    // "attn-only" for the default softmax model without MLPs, else the mixer's kind (and "+ MLP").
-    const std::string kind = cfg.model.mixer == "softmax" ? "attn" : cfg.model.mixer;
+    // "attn-only" for the GPT's own mixer without MLPs, else the mixer's kind (and "+ MLP").
+    const std::string kind = cfg.model.mixer == ModelConfig{}.mixer ? "attn" : cfg.model.mixer;
     const std::string suffix = f["mlp"].as<bool>() ? " + MLP" : "-only";
     const std::string two_label = "2-layer " + kind + suffix, one_label = "1-layer " + kind + suffix;
     std::string csv = "model,step,induction_L0,induction_L1,prev_token_L0,duplicate_L0,duplicate_L1,loss_copies,loss_others\n";

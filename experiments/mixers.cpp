@@ -1,5 +1,6 @@
-// ./mixers — softmax, linear, Mamba and a hybrid on the same corpus: validation loss at equal steps and at equal
-// wall-clock time, several seeds each (docs/mamba.md, "Measurements").
+// ./mixers — every mixer kind of the registry (model/mixers/kinds.h) and a hybrid on the same corpus: validation
+// loss at equal steps and at equal wall-clock time, several seeds each (docs/mamba.md, "Measurements"). --models
+// also takes a kind with settings of its own, kind:key=value (ModelVariant, model/config.h).
 //
 // 1. Timing. Every kind's training step (./train's, train_step in train/loop.h: zero_grad, forward, backward, clip, the optimizer; random
 //    tokens, no data loading) is timed in one process, the kinds alternated round by round, so that whatever else
@@ -40,8 +41,10 @@
 namespace {
 
 struct Kind {
-  Kind(std::string n, std::string a) : name(std::move(n)), mixer(std::move(a)) {}
-  std::string name, mixer;  // mixer: one kind for every layer, or a per-layer list
+  explicit Kind(ModelVariant v) : name(v.label), mixer(v.mixer), variant(std::move(v)) {}
+  std::string name;   // as --models names it: a kind, "hybrid", or a kind with settings ("rwkv:rwkv_erase=0")
+  std::string mixer;  // one kind for every layer, or a per-layer list
+  ModelVariant variant;
   double ms_per_step = 0;
   int equal_time_steps = 0;
   std::vector<double> params;
@@ -66,10 +69,10 @@ std::string mean_spread(const std::vector<double>& v) {
   return buf;
 }
 
-ModelConfig with_mixer(ModelConfig c, const std::string& mixer) {
-  c.mixer = mixer;
-  canonical_mixers(c);  // throws on a bad list
-  return c;
+ModelConfig with_kind(const ModelConfig& c, const Kind& kind) {
+  const ModelConfig k = with_variant(c, kind.variant);
+  canonical_mixers(k);  // throws on a bad list
+  return k;
 }
 
 // ./train's step (train_step, train/loop.h) on fixed random tokens: ms per step of each
@@ -87,7 +90,7 @@ std::vector<std::vector<double>> time_steps(std::vector<Kind>& kinds, const Trai
   std::vector<int> x((size_t)B * T), y(x.size());
   for (size_t i = 0; i < x.size(); i++) x[i] = rng.below(cfg.model.vocab_size), y[i] = rng.below(cfg.model.vocab_size);
   for (size_t k = 0; k < kinds.size(); k++) {
-    ModelConfig c = with_mixer(cfg.model, kinds[k].mixer);
+    ModelConfig c = with_kind(cfg.model, kinds[k]);
     timed[k].model = std::make_unique<GPT>(c);
     timed[k].model->init_weights(1);
     timed[k].one = std::make_unique<Replicas>(*timed[k].model, 1);
@@ -134,13 +137,16 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 int main(int argc, char** argv) {
   choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
-  cxxopts::Options options("mixers", "Softmax, linear, Mamba and a hybrid: validation loss at equal steps and equal time.");
+  cxxopts::Options options("mixers", "Every mixer kind and a hybrid: validation loss at equal steps and equal time.");
   // clang-format off
   options.add_options()
     ("out", "output directory", cxxopts::value<std::string>()->default_value("build/mixers"))
     ("preset", "the ./train preset every run starts from", cxxopts::value<std::string>()->default_value("tiny"))
-    ("models", "which to train, by name: softmax, linear, mamba, rwkv, hybrid", cxxopts::value<std::string>()->default_value("softmax,linear,mamba,hybrid"))
-    ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,mamba,softmax,mamba"))
+    ("models", "which to train: mixer kinds (" + mixer_kind_names() + "), 'hybrid' (--hybrid), or a kind with "
+               "settings, kind:key=value (model settings by their checkpoint keys); default: every kind, then the "
+               "hybrid if --hybrid is given", cxxopts::value<std::string>()->default_value(""))
+    ("hybrid", "the hybrid's mixers, one per layer (e.g. softmax,linear,softmax,linear)",
+     cxxopts::value<std::string>()->default_value(""))
     ("seeds", "training seeds per model and budget", cxxopts::value<int>()->default_value("3"))
     ("rounds", "timing: rounds of the kinds alternated", cxxopts::value<int>()->default_value("7"))
     ("reps", "timing: steps timed per kind and round", cxxopts::value<int>()->default_value("5"))
@@ -168,14 +174,25 @@ int main(int argc, char** argv) {
     if (seeds < 1 || rounds < 1 || reps < 1) throw std::runtime_error("--seeds, --rounds and --reps must be ≥ 1");
     const std::string out = f["out"].as<std::string>();
     std::vector<Kind> kinds;
-    for (const std::string& name : split(f["models"].as<std::string>(), ',')) {
-      if (name == "hybrid") kinds.emplace_back(name, f["hybrid"].as<std::string>());
-      else if (name == "softmax" || name == "linear" || name == "mamba" || name == "rwkv")
-        kinds.emplace_back(name, name);
-      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, mamba, rwkv or hybrid");
+    std::string models = f["models"].as<std::string>();
+    for (const MixerKind* kind : mixer_kinds())
+      if (f["models"].as<std::string>().empty()) models += kind->name + std::string(",");
+    if (f["models"].as<std::string>().empty() && !f["hybrid"].as<std::string>().empty()) models += "hybrid";
+    for (const std::string& name : split(models, ',')) {
+      ModelVariant variant = parse_model_variant(name);
+      if (name == "hybrid" && f["hybrid"].as<std::string>().empty())
+        throw std::runtime_error("--models: 'hybrid' needs --hybrid, its mixers one per layer");
+      if (name == "hybrid") variant.mixer = f["hybrid"].as<std::string>();
+      kinds.emplace_back(variant);
+      try {
+        validate(with_kind(recipe.model, kinds.back()));
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("--models: " + std::string(e.what()));
+      }
     }
-    if (kinds.empty() || kinds[0].name != "softmax")
-      throw std::runtime_error("--models must start with softmax: the equal-time budget is softmax's time");
+    if (kinds.empty() || kinds[0].mixer != ModelConfig{}.mixer)
+      throw std::runtime_error("--models must start with the GPT's own mixer, " + ModelConfig{}.mixer +
+                               ": the equal-time budget is its time");
     std::system(("mkdir -p '" + out + "'").c_str());
 
     // The corpus's vocabulary sizes the models of the timing run as the trainer will.
@@ -229,7 +246,7 @@ int main(int argc, char** argv) {
             continue;
           }
           TrainConfig config = recipe;
-          config.model = with_mixer(recipe.model, kind.mixer);
+          config.model = with_kind(recipe.model, kind);
           config.seed += seed, config.steps = steps;
           config.eval_every = std::max(1, steps / 4), config.ckpt_every = 0;
           config.out = out + "/" + kind.name + (budget ? "-time" : "") + "-seed" + std::to_string(config.seed);

@@ -9,7 +9,7 @@
 // Softmax attention can look any pair up exactly, however many there are. A linear-attention layer carries its
 // whole past in S = Σ φ(k_j) v_jᵀ, HS × HS numbers per head, so it can hold about HS² "bits of association" and
 // no more: recall should fall as N grows at a fixed width, and rise with the width at a fixed N. A hybrid keeps
-// one softmax layer among linear ones. Two sweeps, each for softmax, linear and the hybrid:
+// one softmax layer among linear ones. Two sweeps, each for every model of --models:
 //   pairs   N ∈ --pairs at width --width
 //   width   C ∈ --widths at N = --fixed-pairs
 // Every model has --n-layer layers of --n-head heads (default 1, so the state of a linear layer is HS² + HS =
@@ -24,22 +24,22 @@
 // the binding is given, and what is measured is the lookup alone: the part where a fixed-size state and a growing
 // key/value cache differ. --bound=false restores the two-token form.
 //
-// Mamba rows (--models mamba,mamba-lti,mamba-noconv,hybrid-mamba; docs/mamba.md): a Mamba-2 layer
-// (ops/mamba.h) carries H·P·N + (K−1)·(E + 2N) floats. With --ssm-state 0 (the default) N is chosen per width so
-// that this is as close as it gets to a linear layer's HS² + HS at the same width: the two fixed-size states
-// are compared at (nearly) equal size. mamba-lti is the same layer with --ssm-selective 0 (Δ, B, C constants),
-// mamba-noconv without its short convolution (K = 0), hybrid-mamba has the layers of --hybrid-mamba.
-// RWKV-7 rows (--models rwkv,rwkv-noerase; docs/rwkv.md): an RWKV-7 layer carries C + H·N² floats (u_{t−1} and
-// its state), with one head exactly a linear layer's C² + C, so the two are compared at equal size with nothing
-// to choose. rwkv-noerase is the same layer with --rwkv-erase 0 (A_t = diag(d_t): decay and add only).
+// Models (--models, a comma-separated list; default every registered kind): a mixer kind ("linear"), a hybrid with
+// one kind per layer joined by '+' ("softmax+linear"), and either with model settings of its kinds after ':'
+// ("rwkv:rwkv_erase=0", "mamba:ssm_selective=0"; ModelVariant, model/config.h), so that a kind's ablations are rows
+// too, with nothing here that knows the kinds. A whole-number setting given as "match" ("mamba:ssm_state=match")
+// takes, at each width, the value in [1, 4096] whose state per layer is nearest --match-state's (a model spelled
+// the same way), so that two fixed-size states are compared at (nearly) equal size (ties: the smaller value).
 // The state column of the tables is what each layer carries while decoding (Mixer::state_floats: softmax's
-// key/value cache for the whole sequence, 2·C·T).
+// key/value cache for the whole sequence, 2·C·T; a recurrence's fixed state).
 //   make recall                          (RECALL_FLAGS="--steps 4000" etc. to change the budget)
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
+#include <memory>
 #include <sstream>
 
 #include "base/program_flags.h"
@@ -54,8 +54,6 @@
 #include "train/loop.h"
 #include "train/train_config.h"
 #include "ops/cross_entropy.h"
-#include "ops/rwkv.h"
-#include "ops/mamba.h"
 
 namespace {
 
@@ -110,27 +108,48 @@ double accuracy(GPT& model, const std::vector<int>& x, const std::vector<int>& y
 struct Result {
   std::string model, mixer;
   int pairs, width;
-  long state;         // floats of one linear layer's state per head, HS² + HS (0 for softmax-only)
   std::string states;  // floats each layer carries while decoding, "a+b" (Mixer::state_floats)
   double accuracy, loss, seconds;
 };
 
-// A model of the experiment: its name, its per-layer attention, and what differs for Mamba layers.
-struct Model {
-  std::string name, mixer;
-  int ssm_conv = 4, ssm_selective = 1;
-  int rwkv_erase = 1;
-};
+// The floats each layer of `c` carries while decoding, "a+b" (Mixer::state_floats).
+std::string layer_states(const ModelConfig& c) {
+  const std::vector<std::unique_ptr<Mixer>> mixers = validated_mixers(c);
+  std::string text;
+  for (size_t l = 0; l < mixers.size(); l++) text += (l ? "+" : "") + std::to_string(mixers[l]->state_floats({}));
+  return text;
+}
 
-// The N whose Mamba state, H·P·N + (K−1)·(E + 2N) (E + 2N → E when not selective; ops/mamba.h), is nearest to a
-// linear layer's H·(HS² + HS) at the same width and heads (ties: the smaller N).
-int matched_ssm_state(int C, int n_head, int expand, int K, bool selective) {
-  const long HS = C / n_head, target = n_head * (HS * HS + HS);
-  auto state = [&](int N) { return (long)mamba_state_floats(MambaDims::make(C, n_head, expand, N, K, selective)); };
-  int best = 1;
-  for (int N = 2; N <= 4096; N++)
-    if (std::labs(state(N) - target) < std::labs(state(best) - target)) best = N;
-  return best;
+// The state of the first layer of `c` whose kind has the setting `key` among its own (the first layer when no
+// kind has it).
+size_t state_of_layer_with(const ModelConfig& c, const std::string& key) {
+  const std::vector<std::unique_ptr<Mixer>> mixers = validated_mixers(c);
+  const std::vector<const MixerKind*> kinds = layer_kinds(c);
+  for (size_t l = 0; l < kinds.size(); l++)
+    for (const Setting<ModelConfig>& s : kinds[l]->settings)
+      if (key == s.key) return mixers[l]->state_floats({});
+  return mixers[0]->state_floats({});
+}
+
+// The model `m` at `base`'s sizes. A setting given as "match" takes the whole value in [1, 4096] whose layer (the
+// first of the setting's kind) keeps a state nearest `target` floats (ties: the smaller value).
+ModelConfig model_config(const ModelVariant& m, const ModelConfig& base, size_t target) {
+  ModelVariant fixed = m;
+  for (auto& [key, value] : fixed.settings) {
+    if (value != "match") continue;
+    int best = 0;
+    long best_gap = 0;
+    for (int v = 1; v <= 4096; v++) {
+      value = std::to_string(v);
+      const long gap = std::labs((long)state_of_layer_with(with_variant(base, fixed), key) - (long)target);
+      if (best == 0 || gap < best_gap) {
+        best = v;
+        best_gap = gap;
+      }
+    }
+    value = std::to_string(best);
+  }
+  return with_variant(base, fixed);
 }
 
 // The settings it shares with ./train come through ./train's table (flags, help, ranges); the defaults are the
@@ -145,17 +164,19 @@ static TrainConfig recipe() {
   return r;
 }
 
-Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, const cxxopts::ParseResult& f) {
-  const std::string &name = m.name, &mixer = m.mixer;
-  ModelConfig c;
-  c.n_layer = cfg.model.n_layer, c.n_head = cfg.model.n_head, c.n_embd = width, c.block_size = task.length();
-  c.vocab_size = task.model_vocab(), c.mixer = mixer, c.attn_only = cfg.model.attn_only;
-  MambaSettings& ssm = c.mixer_settings.get<MambaSettings>();
-  ssm.ssm_expand = f["ssm-expand"].as<int>(), ssm.ssm_conv = m.ssm_conv, ssm.ssm_selective = m.ssm_selective;
-  ssm.ssm_state = f["ssm-state"].as<int>() > 0
-                      ? f["ssm-state"].as<int>()
-                      : matched_ssm_state(width, c.n_head, ssm.ssm_expand, ssm.ssm_conv, ssm.ssm_selective);
-  c.mixer_settings.get<RwkvSettings>().rwkv_erase = m.rwkv_erase;
+Result run(const ModelVariant& m, const Task& task, int width, const TrainConfig& cfg, const cxxopts::ParseResult& f,
+           const ModelVariant& match) {
+  const std::string& name = m.label;
+  ModelConfig base;
+  base.n_layer = cfg.model.n_layer;
+  base.n_head = cfg.model.n_head;
+  base.n_embd = width;
+  base.block_size = task.length();
+  base.vocab_size = task.model_vocab();
+  base.attn_only = cfg.model.attn_only;
+  const size_t target = match.mixer.empty() ? 0 : validated_mixers(with_variant(base, match))[0]->state_floats({});
+  const ModelConfig c = model_config(m, base, target);
+  const std::string& mixer = c.mixer;
   GPT model(c);
   model.init_weights(cfg.seed);
   // ./train's step (train/loop.h) with AdamW from its defaults, a tenth of the peak rate at the end, 50 warm-up
@@ -182,12 +203,7 @@ Result run(const Model& m, const Task& task, int width, const TrainConfig& cfg, 
       std::printf("  %-8s pairs %3d width %4d  step %5d  recall %5.1f%%\n", name.c_str(), task.pairs, width, step + 1,
                   100 * accuracy(model, ex, ey, eval_B, T)), std::fflush(stdout);
   }
-  Result r{name, mixer, task.pairs, width, 0, "", 0, 0, 0};
-  for (int l = 0; l < c.n_layer; l++)
-    r.states += (l ? "+" : "") + std::to_string(model.mixer(l).state_floats(model.masks()[l]));
-  const bool any_linear = mixer.find("linear") != std::string::npos;
-  const long HS = width / c.n_head;
-  r.state = any_linear ? HS * HS + HS : 0;
+  Result r{name, mixer, task.pairs, width, layer_states(c), 0, 0, 0};
   r.loss = model.forward(ex.data(), ey.data(), eval_B, T);
   r.accuracy = accuracy(model, ex, ey, eval_B, T);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -221,7 +237,7 @@ std::vector<int> int_list(const std::string& text, const char* flag) {
 
 int main(int argc, char** argv) {
   choose_runtime(argv);  // see base/runtime.h: restarts once with OMP_WAIT_POLICY and OpenBLAS kernels chosen
-  cxxopts::Options options("recall", "Multi-query associative recall: softmax vs linear vs hybrid attention.");
+  cxxopts::Options options("recall", "Multi-query associative recall: what a fixed-size state can remember.");
   // clang-format off
   options.add_options()
     ("out", "output directory", cxxopts::value<std::string>()->default_value("build/recall"))
@@ -232,12 +248,11 @@ int main(int argc, char** argv) {
     ("queries", "queries per sequence", cxxopts::value<int>()->default_value("8"))
     ("vocab", "tokens: keys are the first half, values the second", cxxopts::value<int>()->default_value("64"))
     ("bound", "each key-value pair is one token (the binding a short convolution gives Zoology's models), so only the lookup is learned", cxxopts::value<bool>()->default_value("true"))
-    ("models", "which models to train: softmax, linear, hybrid, mamba, mamba-lti (--ssm-selective 0), mamba-noconv (--ssm-conv 0), hybrid-mamba, rwkv, rwkv-noerase (--rwkv-erase 0)", cxxopts::value<std::string>()->default_value("softmax,linear,hybrid"))
-    ("hybrid", "the hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,linear"))
-    ("hybrid-mamba", "the Mamba hybrid's per-layer attention", cxxopts::value<std::string>()->default_value("softmax,mamba"))
-    ("ssm-state", "Mamba's N; 0 = per width, the N whose state is nearest a linear layer's HS² + HS", cxxopts::value<int>()->default_value("0"))
-    ("ssm-expand", "Mamba's inner width E = ssm_expand × width", cxxopts::value<int>()->default_value("2"))
-    ("ssm-conv", "Mamba's conv width K (mamba-noconv: 0)", cxxopts::value<int>()->default_value("4"))
+    ("models", "which models to train, comma-separated: a kind (" + mixer_kind_names() + "), a hybrid a+b (one kind "
+               "per layer), either with model settings kind:key=value[:key=value] (a whole number may be 'match'); "
+               "default: every kind", cxxopts::value<std::string>()->default_value(""))
+    ("match-state", "the model whose state per layer a setting given as 'match' matches, spelled as in --models",
+     cxxopts::value<std::string>()->default_value(""))
     ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"));
   // clang-format on
   add_flags(options, shared_settings(), recipe());
@@ -262,52 +277,53 @@ int main(int argc, char** argv) {
     for (int n : pairs)
       if (n > vocab / 2) throw std::runtime_error("--pairs: " + std::to_string(n) + " distinct keys need --vocab ≥ " + std::to_string(2 * n));
     if (fixed_pairs < 1 || fixed_pairs > vocab / 2) throw std::runtime_error("--fixed-pairs must be in [1, vocab/2]");
-    const std::string hybrid = f["hybrid"].as<std::string>(), hybrid_mamba = f["hybrid-mamba"].as<std::string>();
-    if (f["ssm-state"].as<int>() < 0 || f["ssm-expand"].as<int>() < 1 || f["ssm-conv"].as<int>() < 0)
-      throw std::runtime_error("--ssm-state must be ≥ 0, --ssm-expand ≥ 1, --ssm-conv ≥ 0");
     const bool bound = f["bound"].as<bool>();
-    {  // a bad list throws here, before any training
-      ModelConfig check;
-      check.n_layer = n_layer, check.mixer = hybrid;
-      canonical_mixers(check);
-      check.mixer = hybrid_mamba;
-      canonical_mixers(check);
+    std::string model_list = f["models"].as<std::string>();
+    if (model_list.empty()) {
+      model_list = mixer_kind_names();
+      model_list.erase(std::remove(model_list.begin(), model_list.end(), ' '), model_list.end());
     }
-    const int K = f["ssm-conv"].as<int>();
-    std::vector<Model> models;
-    for (const std::string& name : split_list(f["models"].as<std::string>())) {
-      if (name == "softmax" || name == "linear" || name == "mamba") models.push_back({name, name, K, 1});
-      else if (name == "hybrid") models.push_back({name, hybrid, K, 1});
-      else if (name == "hybrid-mamba") models.push_back({name, hybrid_mamba, K, 1});
-      else if (name == "mamba-lti") models.push_back({name, "mamba", K, 0});
-      else if (name == "mamba-noconv") models.push_back({name, "mamba", 0, 1});
-      else if (name == "rwkv") models.push_back({name, "rwkv", K, 1, 1});
-      else if (name == "rwkv-noerase") models.push_back({name, "rwkv", K, 1, 0});
-      else throw std::runtime_error("--models: '" + name + "' is not softmax, linear, hybrid, mamba, mamba-lti, mamba-noconv, hybrid-mamba, rwkv or rwkv-noerase");
-    }
+    std::vector<ModelVariant> models;
+    for (const std::string& name : split_list(model_list)) models.push_back(parse_model_variant(name));
     if (models.empty()) throw std::runtime_error("--models: name at least one model");
+    const std::string match_text = f["match-state"].as<std::string>();
+    const ModelVariant match = match_text.empty() ? ModelVariant{} : parse_model_variant(match_text);
+    {  // a bad model throws here, before any training
+      ModelConfig check;
+      check.n_layer = n_layer;
+      check.n_head = n_head;
+      check.n_embd = f["width"].as<int>();
+      for (const ModelVariant& m : models) {
+        const bool matched = std::any_of(m.settings.begin(), m.settings.end(),
+                                         [](const auto& kv) { return kv.second == "match"; });
+        if (matched && match_text.empty())
+          throw std::runtime_error("--models: '" + m.label + "' matches a state: name the model with --match-state");
+        validate(model_config(m, check, 0));
+      }
+      if (!match_text.empty()) validate(with_variant(check, match));
+    }
     const std::string out = f["out"].as<std::string>();
     std::system(("mkdir -p '" + out + "'").c_str());
     const auto start = std::chrono::steady_clock::now();
 
     std::vector<Result> by_pairs, by_width;
     for (int n : pairs)
-      for (const Model& m : models) by_pairs.push_back(run(m, {n, queries, vocab, bound}, f["width"].as<int>(), cfg, f));
+      for (const ModelVariant& m : models)
+        by_pairs.push_back(run(m, {n, queries, vocab, bound}, f["width"].as<int>(), cfg, f, match));
     for (int w : widths)
-      for (const Model& m : models) by_width.push_back(run(m, {fixed_pairs, queries, vocab, bound}, w, cfg, f));
+      for (const ModelVariant& m : models) by_width.push_back(run(m, {fixed_pairs, queries, vocab, bound}, w, cfg, f, match));
 
     // Tables: one row per sweep point, one column per model; the state size beside the point.
     auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
-      std::string s = pairs_sweep ? "| pairs N | state HS²+HS (per linear layer) |" : "| width C = HS | state HS²+HS (per linear layer) |";
-      for (const Model& m : models) s += " " + m.name + (m.name.rfind("hybrid", 0) == 0 ? " (" + m.mixer + ")" : "") + " |";
-      s += "\n|---|---|";
+      std::string s = pairs_sweep ? "| pairs N |" : "| width C |";
+      for (const ModelVariant& m : models) s += " " + m.label + " |";
+      s += "\n|---|";
       for (size_t m = 0; m < models.size(); m++) s += "---|";
       s += "\n";
       char cell[96];
       for (size_t i = 0; i < rs.size(); i += models.size()) {
         const Result& r0 = rs[i];
-        const long HS = r0.width / n_head;
-        std::snprintf(cell, sizeof cell, "| %d | %ld |", pairs_sweep ? r0.pairs : r0.width, HS * HS + HS);
+        std::snprintf(cell, sizeof cell, "| %d |", pairs_sweep ? r0.pairs : r0.width);
         s += cell;
         for (size_t m = 0; m < models.size(); m++) {
           std::snprintf(cell, sizeof cell, " %.1f%% |", 100 * rs[i + m].accuracy);
@@ -335,24 +351,23 @@ int main(int argc, char** argv) {
     const std::string md = std::string(head) + "Pairs sweep, width " + std::to_string(f["width"].as<int>()) +
                            ":\n\n" + table(by_pairs, true) + "\nWidth sweep, " + std::to_string(fixed_pairs) +
                            " pairs:\n\n" + table(by_width, false);
-    std::string csv = "sweep,model,attention,pairs,width,state_per_head,layer_states,accuracy,answer_loss,seconds\n";
+    std::string csv = "sweep,model,mixer,pairs,width,layer_states,accuracy,answer_loss,seconds\n";
     char line[320];
     for (auto [rs, sweep] : {std::pair{&by_pairs, "pairs"}, std::pair{&by_width, "width"}})
       for (const Result& r : *rs) {
-        std::snprintf(line, sizeof line, "%s,%s,\"%s\",%d,%d,%ld,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
-                      r.mixer.c_str(), r.pairs, r.width, r.state, r.states.c_str(), r.accuracy, r.loss, r.seconds);
+        std::snprintf(line, sizeof line, "%s,\"%s\",\"%s\",%d,%d,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
+                      r.mixer.c_str(), r.pairs, r.width, r.states.c_str(), r.accuracy, r.loss, r.seconds);
         csv += line;
       }
     Chart cp{"MQAR recall vs key-value pairs (width " + std::to_string(f["width"].as<int>()) + ")", "pairs N",
              "recall accuracy", {}};
-    Chart cw{"MQAR recall vs width (" + std::to_string(fixed_pairs) + " pairs; linear state = C² + C)", "width C",
-             "recall accuracy", {}};
-    for (const Model& m : models) {
-      Series sp{m.name.rfind("hybrid", 0) == 0 ? m.name + " " + m.mixer : m.name, {}, {}}, sw = sp;
+    Chart cw{"MQAR recall vs width (" + std::to_string(fixed_pairs) + " pairs)", "width C", "recall accuracy", {}};
+    for (const ModelVariant& m : models) {
+      Series sp{m.label, {}, {}}, sw = sp;
       for (const Result& r : by_pairs)
-        if (r.model == m.name) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
+        if (r.model == m.label) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
       for (const Result& r : by_width)
-        if (r.model == m.name) sw.x.push_back(r.width), sw.y.push_back(r.accuracy);
+        if (r.model == m.label) sw.x.push_back(r.width), sw.y.push_back(r.accuracy);
       cp.series.push_back(sp), cw.series.push_back(sw);
     }
     const std::string svg_p = by_pairs.empty() ? "" : render_svg(cp), svg_w = by_width.empty() ? "" : render_svg(cw);

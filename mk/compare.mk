@@ -9,13 +9,17 @@ compare: build/bin/compare
 	./build/bin/compare --seeds $(COMPARE_SEEDS) $(COMPARE_FLAGS)
 -include build/experiments/compare.d
 
-# make mixers: softmax, linear, Mamba and a softmax/Mamba hybrid on Tiny Shakespeare (experiments/mixers.cpp):
-# validation loss at equal steps and at equal wall-clock (step budgets from one alternated timing run), 3 seeds,
-# the tiny preset, one thread (docs/mamba.md, "Measurements"; 21 runs, ≈ 30 min on an idle core, far longer
-# beside other work). Output in build/mixers/.
+# make mixers: every registered mixer kind and a softmax/Mamba hybrid (MIXERS_HYBRID) on Tiny Shakespeare
+# (experiments/mixers.cpp): validation loss at equal steps and at equal wall-clock (step budgets from one alternated
+# timing run), 3 seeds, the tiny preset, one thread (docs/mamba.md, "Measurements": 3 seeds × 2 budgets per model,
+# softmax's two budgets one run; its four models, 21 runs, took ≈ 30 min on an idle core, far longer beside other
+# work). Output in build/mixers/. MIXERS_FLAGS="--models …" picks
+# models, e.g. --models softmax,rwkv,rwkv:rwkv_erase=0.
 MIXERS_DATA  ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
+MIXERS_HYBRID ?= softmax,mamba,softmax,mamba
 MIXERS_FLAGS ?=
 .PHONY: mixers
 mixers: build/bin/mixers
-	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/mixers --data $(MIXERS_DATA) --threads 1 $(MIXERS_FLAGS)
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/mixers --data $(MIXERS_DATA) --threads 1 --hybrid $(MIXERS_HYBRID) \
+	  $(MIXERS_FLAGS)
 -include build/experiments/mixers.d

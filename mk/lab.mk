@@ -78,24 +78,27 @@ scale: build/bin/scale
 RECALL_FLAGS ?=
 .PHONY: recall
 recall: build/bin/recall
-	OMP_WAIT_POLICY=passive ./build/bin/recall $(RECALL_FLAGS)
+	OMP_WAIT_POLICY=passive ./build/bin/recall --models softmax,linear,softmax+linear $(RECALL_FLAGS)
 
 # make recall-mamba: the Mamba rows of docs/mamba.md (same recipe as make recall: 2000 steps, one seed; Mamba's N
-# chosen per width so its state matches a linear layer's): the pairs sweep at width 64, 12 runs, one thread,
-# ≈ 15 min on an idle core (RECALL_FLAGS="--widths 32,96" adds the width sweep, 8 runs more; not measured yet).
+# chosen per width so its state matches a linear layer's, ssm_state=match; the time-invariant layer, the one
+# without its conv and the softmax+mamba hybrid are the kind with settings): the pairs sweep at width 64, 12 runs,
+# one thread, ≈ 15 min on an idle core (RECALL_FLAGS="--widths 32,96" adds the width sweep, 8 runs more; not measured yet).
 # make recall-binding: pairs written as two tokens (--bound=false): can Mamba's short conv bind k to v where
 # softmax could not? softmax, mamba, mamba without its conv, 8 pairs, width 64 (≈ 4 min).
 .PHONY: recall-mamba recall-binding
 recall-mamba: build/bin/recall
-	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models mamba,mamba-lti,mamba-noconv,hybrid-mamba \
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --match-state linear --models \
+	  mamba:ssm_state=match,mamba:ssm_state=match:ssm_selective=0,mamba:ssm_state=match:ssm_conv=0,softmax+mamba:ssm_state=match \
 	  --pairs 4,8,12 --widths '' --out build/recall-mamba $(RECALL_FLAGS)
 recall-binding: build/bin/recall
-	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --bound=false --models softmax,mamba,mamba-noconv \
-	  --pairs 8 --widths '' --out build/recall-binding $(RECALL_FLAGS)
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --bound=false --match-state linear --models \
+	  softmax,mamba:ssm_state=match,mamba:ssm_state=match:ssm_conv=0 --pairs 8 --widths '' --out build/recall-binding \
+	  $(RECALL_FLAGS)
 # make recall-rwkv: the RWKV-7 rows of docs/rwkv.md (same recipe: 2000 steps, one seed); one head, so an rwkv
-# layer's state C + C² equals a linear layer's; rwkv-noerase is the ablation --rwkv-erase 0 (decay and add only).
+# layer's state C + C² equals a linear layer's; rwkv:rwkv_erase=0 is the ablation (decay and add only).
 .PHONY: recall-rwkv
 recall-rwkv: build/bin/recall
-	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models rwkv,rwkv-noerase \
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models rwkv,rwkv:rwkv_erase=0 \
 	  --pairs 4,8,12 --widths '' --out build/recall-rwkv $(RECALL_FLAGS)
 -include build/experiments/recall.d

@@ -1,11 +1,12 @@
-// The whole-model checks shared by test_masks.cpp, test_mamba_model.cpp and test_rwkv_model.cpp: the double reference model
-// (textbook/reference.h) against central differences of its own forward, and the fast float model against the
-// reference (loss, logits, each layer's weights P — M for a mamba layer — and every gradient).
+// The whole-model checks shared by test_masks.cpp and the conformance suite (test_every_kind.cpp): the double
+// reference model (textbook/reference.h) against central differences of its own forward, and the fast float model
+// against the reference (loss, logits, each layer's mixing weights — P, or the M a recurrence implies — and every
+// gradient).
 //
 // Tolerances as in test_model.cpp: the reference's difference quotients with h = 1e-6 carry ~1e-10 of rounding and
 // ~1e-12 of truncation, so 1e-6 relative + 1e-9 absolute; the fast model through ≤ 3 float blocks is within ~2e-6
-// of each tensor's scale, so 3e-5 of that scale (a wrong term is O(1)). Also the decoder's check shared by the
-// mamba and rwkv model tests: its cached one-token steps against full forwards.
+// of each tensor's scale, so 3e-5 of that scale (a wrong term is O(1)). Also the decoder's check of the suite: its
+// cached one-token steps against full forwards.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -23,9 +23,8 @@
 #include "generate/generate.h"
 #include "model/decoder.h"
 #include "model/model.h"
+#include "mixer_kinds.h"
 #include "ops/linear.h"
-#include "ops/mamba.h"
-#include "ops/rwkv.h"
 
 namespace {
 
@@ -178,15 +177,11 @@ TEST(DecodeTeam, SplitProductsGiveTheOneThreadBits) {
 
 namespace {
 
-// Every mixer kind, at widths where every product but the LoRAs' is split (IC·OC ≥ 8192), block 16.
+// A mixer kind (or a hybrid) at its test shapes (mixer_kinds.h), two layers at widths where every product but the
+// smallest is split (IC·OC ≥ 8192), block 16.
 ModelConfig team_config(const std::string& mixer) {
-  ModelConfig c;
-  c.n_layer = 2, c.n_head = 4, c.n_embd = 128, c.block_size = 16, c.vocab_size = 70;
-  c.mixer = mixer;
-  MambaSettings& m = c.mixer_settings.get<MambaSettings>();
-  m.ssm_state = 4, m.ssm_expand = 1, m.ssm_conv = 3;
-  c.mixer_settings.get<RwkvSettings>().rwkv_lora = 4;
-  return c;
+  const std::string layers = mixer.find(',') == std::string::npos ? mixer + "," + mixer : mixer;
+  return testutil::kind_config(layers, 4, 128, 16, 70);
 }
 
 // The logits of every push of `tokens` (through slides) with `threads` OpenMP threads.
@@ -208,7 +203,7 @@ std::vector<float> decoder_logits(GPT& model, const std::vector<int>& tokens, in
 // (the window slides four times, and from the ninth push on every push steps the shadow too), every kind. That the
 // 1-thread decoder is right is what test_decoder_shadow.cpp checks against the full recompute.
 TEST(DecodeTeam, ADecoderOnATeamGivesTheOneThreadLogits) {
-  for (const char* kind : {"softmax", "linear", "mamba", "rwkv", "rwkv,softmax"}) {
+  for (const std::string& kind : testutil::every_kind_and_a_hybrid()) {
     SCOPED_TRACE(kind);
     GPT model(team_config(kind));
     Rng rng(7);

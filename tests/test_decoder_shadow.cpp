@@ -2,7 +2,7 @@
 // (D = block − ⌊block/2⌋) also steps a second set of states at p − D, and at the slide those states are swapped in
 // instead of re-encoding the kept half. The references are independent of the step path: GPT::forward over the
 // decoder's window (the full recompute) for the logits, and a batched forward of the kept tokens with each layer's
-// Mixer::state_from_forward (the re-encode the shadow replaces) for the states.
+// MixerLab::state_from_forward (the re-encode the shadow replaces) for the states.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,24 +15,19 @@
 #include "decoder_check.h"
 #include "base/threads.h"
 #include "generate/generate.h"
+#include "model/mixer_lab.h"
 #include "model/decoder.h"
 #include "model/model.h"
-#include "ops/mamba.h"
-#include "ops/rwkv.h"
+#include "mixer_kinds.h"
 
 namespace {
 
-// Every mixer kind of the registry, and a hybrid, at widths where every head and state has a few channels.
+// A kind of the registry (or a hybrid) at its test shapes (mixer_kinds.h), two layers at widths where every head and
+// state has a few channels.
 ModelConfig kind_config(const std::string& mixer, int block) {
-  ModelConfig c;
-  c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = block, c.vocab_size = 11;
-  c.mixer = mixer;
-  MambaSettings& m = c.mixer_settings.get<MambaSettings>();
-  m.ssm_state = 3, m.ssm_expand = 1, m.ssm_conv = 3;
-  c.mixer_settings.get<RwkvSettings>().rwkv_lora = 3;
-  return c;
+  const std::string layers = mixer.find(',') == std::string::npos ? mixer + "," + mixer : mixer;
+  return testutil::kind_config(layers, 2, 16, block, 11);
 }
-const char* const kKinds[] = {"softmax", "linear", "mamba", "rwkv", "rwkv,softmax"};
 
 // Parameters N(0, 0.3): attention is sharp and positions matter, so a state from the wrong positions or tokens
 // changes the logits visibly.
@@ -68,7 +63,7 @@ int expect_pushes_match_full_recompute(GPT& model, Decoder& decoder, std::vector
 }
 
 // The re-encode the shadow replaces: the layers' states after a batched forward of `kept` (B = 1, T = its length),
-// each taken by Mixer::state_from_forward. It starts from `like`, so that what a state_from_forward leaves
+// each taken by MixerLab::state_from_forward. It starts from `like`, so that what a state_from_forward leaves
 // unwritten (a key/value cache's slots past T) compares equal.
 std::vector<float> reencoded_state(GPT& model, const std::vector<int>& kept, const std::vector<float>& like) {
   std::vector<float> state = like;
@@ -77,7 +72,7 @@ std::vector<float> reencoded_state(GPT& model, const std::vector<int>& kept, con
   for (int l = 0; l < model.config.n_layer; l++) scratch = std::max(scratch, model.mixer(l).step_scratch_floats());
   std::vector<float> step_scratch(scratch);
   for (int l = 0; l < model.config.n_layer; l++) {
-    model.mixer(l).state_from_forward(state.data() + at, model.mixer_pass(l), step_scratch.data());
+    model.mixer(l).lab().state_from_forward(state.data() + at, model.mixer_pass(l), step_scratch.data());
     at += model.mixer(l).state_floats(model.masks()[l]);
   }
   EXPECT_EQ(at, state.size());
@@ -109,7 +104,7 @@ TEST(DecoderShadow, StartsWhereTheKeptTokensBegin) {
 // Logits after one, two and several slides against the full recompute, for every kind, an even and an odd block.
 TEST(DecoderShadow, EveryKindMatchesFullRecomputeThroughSlides) {
   set_threads(1);
-  for (const char* kind : kKinds)
+  for (const std::string& kind : testutil::every_kind_and_a_hybrid())
     for (int block : {8, 7}) {
       SCOPED_TRACE(std::string(kind) + ", block " + std::to_string(block));
       auto model = random_model(kind_config(kind, block), 17);
@@ -124,7 +119,7 @@ TEST(DecoderShadow, EveryKindMatchesFullRecomputeThroughSlides) {
 // slide then uses them is what the logits after it say, above.)
 TEST(DecoderShadow, StateAtEachSlideEqualsAFreshReencodeOfTheKeptTokens) {
   set_threads(1);
-  for (const char* kind : kKinds)
+  for (const std::string& kind : testutil::every_kind_and_a_hybrid())
     for (int block : {8, 7}) {
       SCOPED_TRACE(std::string(kind) + ", block " + std::to_string(block));
       auto model = random_model(kind_config(kind, block), 29);
@@ -150,7 +145,7 @@ TEST(DecoderShadow, StateAtEachSlideEqualsAFreshReencodeOfTheKeptTokens) {
 // the old shadow's states.
 TEST(DecoderShadow, ResetWhileTheShadowRunsStartsOver) {
   set_threads(1);
-  for (const char* kind : kKinds) {
+  for (const std::string& kind : testutil::every_kind_and_a_hybrid()) {
     SCOPED_TRACE(kind);
     const int block = 8;
     auto model = random_model(kind_config(kind, block), 37);
@@ -167,7 +162,7 @@ TEST(DecoderShadow, ResetWhileTheShadowRunsStartsOver) {
 // the prompt), then greedy tokens, against a greedy loop on the full recompute over the sliding window.
 TEST(DecoderShadow, LongPromptsGenerateAsTheFullRecompute) {
   set_threads(1);
-  for (const char* kind : kKinds)
+  for (const std::string& kind : testutil::every_kind_and_a_hybrid())
     for (int prompt_length : {5, 8, 11, 19}) {
       SCOPED_TRACE(std::string(kind) + ", prompt " + std::to_string(prompt_length));
       const int block = 8, n = 40;

@@ -16,7 +16,6 @@
 #include "lab/head_scores.h"
 #include "lab/html_report.h"
 #include "lab/plot.h"
-#include "model/mixers/qkv_attention.h"
 #include "model/model.h"
 #include "program_util.h"
 #include "lab/pruning.h"
@@ -308,7 +307,8 @@ TEST(LabScale, AttnScaleNoneChangesTheForwardExactlyAsTheMathSays) {
   for (int l = 0; l < 2; l++) {
     for (int row = 0; row < C; row++)
       for (int col = 0; col < C; col++) testutil::qkv_weight(b, l)[(size_t)row * 3 * C + col] *= r;
-    for (int col = 0; col < C; col++) b.params().h[l].mixer.t[kQKVBias][col] *= r;
+    float* bias = b.parameter("h." + std::to_string(l) + ".attn.c_attn.bias");
+    for (int col = 0; col < C; col++) bias[col] *= r;
   }
   const int B = 2, T = 8;
   std::vector<int> x = random_tokens(B * T, 7, 8);
@@ -412,7 +412,7 @@ TEST(LabScale, MeasureAttentionOnZeroQueries) {
   GPT model(small_config(2, 2, C, T, 7));
   randomise(model, 31);
   float* qkv_w = testutil::qkv_weight(model, 1);
-  float* qkv_b = model.params().h[1].mixer.t[kQKVBias];
+  float* qkv_b = model.parameter("h.1.attn.c_attn.bias");
   for (int r = 0; r < C; r++) std::fill(qkv_w + (size_t)r * 3 * C, qkv_w + (size_t)r * 3 * C + C, 0.0f);
   std::fill(qkv_b, qkv_b + C, 0.0f);
   std::vector<int> x = random_tokens(B * T, 7, 3), y = random_tokens(B * T, 7, 4);

@@ -5,7 +5,8 @@
 //   textbook forward; each part's backward (conv, silu, softplus, the scan, the gated norm) against finite
 //   differences of its textbook part; decoding one token at a time against the textbook's rows; the hidden
 //   attention against the textbook's M and against the closed form y_i = Σ_j M_ij x_j + D x_i; the initialisation
-//   against its stated ranges.
+//   against its stated ranges. At the end, what is the kind's own in the model: its tensors, their initialisation
+//   and optimizer groups, its settings and its state's size.
 //
 // Tolerances. Float against double, measured against each tensor's largest magnitude (close_to_reference).
 // Forward (the scan's sums of T·N terms, the norm, the step, M): measured ≤ 4e-7 of the scale, so kTol = 1e-5.
@@ -14,6 +15,7 @@
 // mistake (a sign, a missing term, an index off by one) is O(1) relative.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -22,8 +24,13 @@
 
 #include "base/rng.h"
 #include "base/threads.h"
+#include "data/tokenizer.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/model.h"
 #include "ops/mamba.h"
 #include "op_layer.h"
+#include "program_util.h"
 #include "test_util.h"
 #include "textbook/mamba.h"
 
@@ -67,13 +74,14 @@ std::vector<std::pair<std::string, Ptr MambaTensors<Ptr>::*>> slots() {
 // A layer with random parameters far from the initialisation, so that every term matters: Δ from ~0.1 to ~2,
 // decay rates −a from ~0.4 to ~2.7 (ā from ~0.01 to ~0.96), D and the norm's weight away from 1.
 struct Layer : OpLayer<MambaTensors, Layer> {
-  MambaDims d;  // tensors in mamba_tensor_shapes order
+  MambaDims d;  // tensors in mamba_tensor_slots order
 
   Layer(const MambaDims& dims, uint32_t seed) : d(dims) {
     std::mt19937 rng(seed);
-    for (const MambaTensorShape& s : mamba_tensor_shapes(d)) {
+    for (const auto& slot : mamba_tensor_slots<const float*>(d)) {
+      const TensorDecl& s = slot.decl;
       size_t n = 1;
-      for (int k : s.shape) n *= k;
+      for (int64_t k : s.shape) n *= (size_t)k;
       double lo = -0.6, hi = 0.6;
       if (s.name == "mamba.conv1d.weight") lo = -0.8, hi = 0.8;
       if (s.name == "mamba.dt_bias") lo = -2.0, hi = 1.0;
@@ -451,7 +459,7 @@ TEST(OpsMamba, InitialisationRanges) {
   mamba_init_A_log(A_log.data(), A_log.size(), rng);
   mamba_init_conv(conv_w.data(), conv_w.size(), d.K, rng);
   mamba_init_conv(conv_b.data(), conv_b.size(), d.K, rng);
-  mamba_init_state_const(Bc.data(), Bc.size(), rng);  // D and norm.weight are the model's Init::Ones (test_mamba_model)
+  mamba_init_state_const(Bc.data(), Bc.size(), rng);  // D and norm.weight are Init::Ones (MambaModel.TensorsNames…)
   double lo = 1, hi = 0;
   for (float b : dt_bias) {
     const double dt = ref_softplus((double)b);
@@ -496,14 +504,189 @@ TEST(OpsMamba, SettingsAreCheckedAndTensorsNamed) {
   EXPECT_EQ(d.in_cols(), 2 * 16 + 2 * 16 + 2);
   EXPECT_EQ(d.conv_channels(), 16 + 32);
   std::vector<std::string> names;
-  for (const auto& t : mamba_tensor_shapes(d)) names.push_back(t.name);
+  for (const auto& t : mamba_tensor_slots<const float*>(d)) names.push_back(t.decl.name);
   EXPECT_EQ(names, (std::vector<std::string>{"mamba.in_proj.weight", "mamba.conv1d.weight", "mamba.conv1d.bias",
                                              "mamba.dt_bias", "mamba.A_log", "mamba.D", "mamba.norm.weight",
                                              "mamba.out_proj.weight"}));
   names.clear();
   const MambaDims s4 = MambaDims::make(8, 2, 2, 16, 0, false);
   EXPECT_EQ(s4.in_cols(), 32);
-  for (const auto& t : mamba_tensor_shapes(s4)) names.push_back(t.name);
+  for (const auto& t : mamba_tensor_slots<const float*>(s4)) names.push_back(t.decl.name);
   EXPECT_EQ(names, (std::vector<std::string>{"mamba.in_proj.weight", "mamba.dt_bias", "mamba.A_log", "mamba.D",
                                              "mamba.B", "mamba.C", "mamba.norm.weight", "mamba.out_proj.weight"}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The kind in the model: what is Mamba's own (tensor names, initialisation, optimizer groups, settings, metadata,
+// the state's size by hand). What every kind satisfies (the model against the textbook, decoding, masks, the
+// checkpoint round trip, the lab, the programs) is the conformance suite's, tests/test_every_kind.cpp.
+
+namespace {
+// `n_layer` mamba layers with these settings.
+ModelConfig mamba_model(int n_layer, int n_head, int n_embd, int state, int expand, int conv, int selective, int block) {
+  ModelConfig c;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
+  c.block_size = block;
+  c.vocab_size = 11;
+  c.mixer = "mamba";
+  MambaSettings& m = c.mixer_settings.get<MambaSettings>();
+  m.ssm_state = state;
+  m.ssm_expand = expand;
+  m.ssm_conv = conv;
+  m.ssm_selective = selective;
+  return c;
+}
+}  // namespace
+
+TEST(MambaModel, TensorsNamesShapesInitAndOptimizerGroups) {
+  ModelConfig c = mamba_model(2, 4, 32, 16, 2, 4, 1, 16);
+  GPT model(c);
+  model.init_weights(7);
+  const int C = 32, E = 64, N = 16, H = 4, K = 4;
+  struct Expect {
+    std::string name;
+    std::vector<int64_t> shape;
+    bool decay, matrix;
+  };
+  const std::vector<Expect> expected = {
+      {"h.1.mamba.in_proj.weight", {C, 2 * E + 2 * N + H}, true, true},
+      {"h.1.mamba.conv1d.weight", {E + 2 * N, K}, false, false},
+      {"h.1.mamba.conv1d.bias", {E + 2 * N}, false, false},
+      {"h.1.mamba.dt_bias", {H}, false, false},
+      {"h.1.mamba.A_log", {H}, false, false},
+      {"h.1.mamba.D", {H}, false, false},
+      {"h.1.mamba.norm.weight", {E}, false, false},
+      {"h.1.mamba.out_proj.weight", {E, C}, true, true},
+  };
+  std::vector<const TensorSpec*> mamba;
+  for (const TensorSpec& t : model.table())
+    if (t.name.rfind("h.1.mamba.", 0) == 0) mamba.push_back(&t);
+  ASSERT_EQ(mamba.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); i++) {
+    EXPECT_EQ(mamba[i]->name, expected[i].name);
+    EXPECT_EQ(mamba[i]->shape, expected[i].shape) << expected[i].name;
+    EXPECT_EQ(mamba[i]->weight_decay, expected[i].decay) << expected[i].name;
+    EXPECT_EQ(mamba[i]->matrix, expected[i].matrix) << expected[i].name;
+  }
+  auto values = [&](const std::string& name) {
+    for (const TensorSpec& t : model.table())
+      if (t.name == name) return std::vector<float>(model.params_memory().data() + t.offset,
+                                                     model.params_memory().data() + t.offset + t.numel);
+    ADD_FAILURE() << "no " << name;
+    return std::vector<float>{};
+  };
+  auto std_dev = [](const std::vector<float>& v) {
+    double s = 0, s2 = 0;
+    for (float x : v) s += x, s2 += (double)x * x;
+    return std::sqrt(s2 / v.size() - (s / v.size()) * (s / v.size()));
+  };
+  for (float b : values("h.1.mamba.dt_bias")) {
+    const double dt = std::log1p(std::exp((double)b));  // softplus
+    EXPECT_GE(dt, 1e-3 * (1 - 1e-5));
+    EXPECT_LE(dt, 1e-1 * (1 + 1e-5));
+  }
+  for (float a : values("h.1.mamba.A_log")) EXPECT_TRUE(std::exp(a) >= 1 && std::exp(a) <= 16) << a;
+  for (float d : values("h.1.mamba.D")) EXPECT_EQ(d, 1.0f);
+  for (float w : values("h.1.mamba.norm.weight")) EXPECT_EQ(w, 1.0f);
+  for (const char* conv : {"h.1.mamba.conv1d.weight", "h.1.mamba.conv1d.bias"}) {
+    const std::vector<float> v = values(conv);
+    for (float w : v) EXPECT_LE(std::fabs(w), 1.0f / std::sqrt((float)K)) << conv;
+    EXPECT_NEAR(std_dev(v), 0.5 / std::sqrt(3.0), 0.1) << conv;  // U(−½, ½) for K = 4
+  }
+  EXPECT_NEAR(std_dev(values("h.1.mamba.in_proj.weight")), 0.02, 0.002);
+  EXPECT_NEAR(std_dev(values("h.1.mamba.out_proj.weight")), 0.02 / std::sqrt(2.0 * 2), 0.001);
+
+  // Non-selective, no conv: in_proj has only z | x, the constants B and C appear, no conv tensors.
+  c.mixer_settings.get<MambaSettings>().ssm_selective = 0;
+  c.mixer_settings.get<MambaSettings>().ssm_conv = 0;
+  GPT lti(c);
+  lti.init_weights(7);
+  std::vector<std::string> names;
+  for (const TensorSpec& t : lti.table())
+    if (t.name.rfind("h.1.mamba.", 0) == 0) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"h.1.mamba.in_proj.weight", "h.1.mamba.dt_bias", "h.1.mamba.A_log",
+                                             "h.1.mamba.D", "h.1.mamba.B", "h.1.mamba.C", "h.1.mamba.norm.weight",
+                                             "h.1.mamba.out_proj.weight"}));
+  for (const TensorSpec& t : lti.table()) {
+    if (t.name == "h.1.mamba.in_proj.weight") {
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{C, 2 * E}));
+    }
+  }
+}
+
+// The state of a mamba layer, per layer, counted by hand from the formula H·P·N + (K−1)·(E + 2N) (E without the
+// 2N when not selective; no conv rows when K = 0), whatever block_size is: the state columns of docs/mamba.md's
+// tables (make recall-mamba, make bench-mixers).
+TEST(MambaModel, StateMatchesAHandCountWhateverTheContext) {
+  auto state = [](int C, int NH, int block, int N, int K, int selective) {
+    GPT model(mamba_model(1, NH, C, N, 2, K, selective, block));
+    return model.mixer(0).state_floats(model.masks()[0]);
+  };
+  for (int block : {23, 256}) {
+    EXPECT_EQ(state(64, 1, block, 28, 4, 1), 4136u);  // 128·28 + 3·(128 + 56)
+    EXPECT_EQ(state(64, 1, block, 29, 4, 0), 4096u);  // 128·29 + 3·128
+    EXPECT_EQ(state(64, 1, block, 32, 0, 1), 4096u);  // 128·32, no conv
+    EXPECT_EQ(state(32, 1, block, 12, 4, 1), 1032u);  // 64·12 + 3·(64 + 24): width 32
+    EXPECT_EQ(state(128, 4, block, 16, 4, 1), 4960u);  // the tiny model's shape: 4·64·16 + 3·(256 + 32)
+  }
+}
+
+TEST(MambaModel, SettingsAreCheckedNamingTheirFlags) {
+  ModelConfig c = mamba_model(2, 2, 8, 3, 2, 4, 1, 8);
+  EXPECT_NO_THROW(validate(c));
+  auto expect_refused = [&](ModelConfig bad, const std::string& flag) {
+    try {
+      validate(bad);
+      ADD_FAILURE() << "accepted a config that " << flag << " should refuse";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  ModelConfig bad = c;
+  auto ssm = [](ModelConfig& config) -> MambaSettings& { return config.mixer_settings.get<MambaSettings>(); };
+  ssm(bad).ssm_state = 0;
+  expect_refused(bad, "--ssm-state");
+  bad = c;
+  ssm(bad).ssm_expand = 0;
+  expect_refused(bad, "--ssm-expand");
+  bad = c;
+  ssm(bad).ssm_conv = -1;
+  expect_refused(bad, "--ssm-conv");
+  bad = c;
+  ssm(bad).ssm_selective = 2;
+  expect_refused(bad, "--ssm-selective");
+  bad = c;
+  bad.attn_scale = "inv";
+  expect_refused(bad, "--attn-scale");  // no softmax logits in a mamba model
+  EXPECT_NE(describe(c).find("mixer mamba (ssm state 3, expand 2, conv 4, selective)"), std::string::npos)
+      << describe(c);
+}
+
+// The metadata records the ssm settings; they load back. A checkpoint of a model without mamba layers stores none
+// of them, and loading it does not call them missing.
+TEST(MambaModel, SettingsInTheMetadata) {
+  progutil::TempDir dir;
+  const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
+  ModelConfig c = mamba_model(2, 2, 8, 3, 2, 3, 0, 8);
+  c.vocab_size = tok.size();
+  GPT model(c);
+  model.init_weights(4);
+  const std::string path = dir / "m.safetensors";
+  save_checkpoint(path, model, tok, nullptr);
+  const auto meta = read_safetensors(path).metadata;
+  EXPECT_EQ(meta.at("ssm_state"), "3");
+  EXPECT_EQ(meta.at("ssm_expand"), "2");
+  EXPECT_EQ(meta.at("ssm_conv"), "3");
+  EXPECT_EQ(meta.at("ssm_selective"), "0");
+  Checkpoint loaded = load_checkpoint(path);
+  EXPECT_TRUE(loaded.defaulted_settings.empty());
+  EXPECT_EQ(loaded.model->config.mixer_settings.get<MambaSettings>().ssm_selective, 0);
+  // The committed fixture, a softmax model older than the kind: no ssm key, none called missing, the defaults.
+  Checkpoint old = load_checkpoint(progutil::source_root() + "/tests/fixtures/ckpt_5b9387c.safetensors");
+  for (const char* key : {"ssm_state", "ssm_expand", "ssm_conv", "ssm_selective"})
+    EXPECT_EQ(std::find(old.defaulted_settings.begin(), old.defaulted_settings.end(), key),
+              old.defaulted_settings.end()) << key;
+  EXPECT_EQ(old.model->config.mixer_settings.get<MambaSettings>().ssm_state, 16);
 }

@@ -25,6 +25,7 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/mask.h"
+#include "model/mixers/registry.h"
 #include "model/model.h"
 #include "data/objective.h"
 #include "model/params.h"
@@ -73,12 +74,25 @@ ModelConfig make_config(int n_layer, int n_head, int n_embd, int block_size, int
   return c;
 }
 
-// The attention kinds every mask is also checked with (ops/linear_attention.h): softmax everywhere, linear
-// everywhere, and a hybrid (linear on even layers, softmax on odd ones) for an n_layer stack.
+// The kinds every mask is also checked with: each registered kind that takes every mask (a recurrence is causal
+// by construction and refuses the rest: the conformance suite checks that), everywhere, and a hybrid of them for
+// an n_layer stack (the last such kind on even layers, the first on odd ones).
 std::vector<std::string> attention_variants(int n_layer) {
+  std::vector<std::string> kinds;
+  ModelConfig c = make_config(1, 2, 8, 8, 5);
+  for (const MixerKind* kind : mixer_kinds()) {
+    c.mixer = kind->name;
+    const std::unique_ptr<Mixer> mixer = kind->make(c);
+    try {
+      mixer->check_mask(AttentionMask::parse("bidirectional"));
+      kinds.push_back(kind->name);
+    } catch (const std::runtime_error&) {
+    }
+  }
   std::string hybrid;
-  for (int l = 0; l < n_layer; l++) hybrid += std::string(l ? "," : "") + (l % 2 == 0 ? "linear" : "softmax");
-  return {"softmax", "linear", hybrid};
+  for (int l = 0; l < n_layer; l++) hybrid += std::string(l ? "," : "") + (l % 2 == 0 ? kinds.back() : kinds.front());
+  kinds.push_back(hybrid);
+  return kinds;
 }
 
 

@@ -20,7 +20,7 @@
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "textbook/reference.h"
+#include "model/mixers/registry.h"
 #include "data/dataset.h"
 #include "train/evaluate.h"
 #include "train/train_config.h"
@@ -333,51 +333,21 @@ TEST_F(Programs, SampleScorePrintsNatsAndBits) {
                        {foreign, "'Z'"});
 }
 
-// ./train --mixer mamba and a hybrid: train, checkpoint, resume, sample (with the O(1) state), and --score
-// agrees with an independent implementation of the math (the double reference model over the checkpoint's tensors,
-// by their names) to 1e-4 nats. A mask other than causal on a mamba layer fails cleanly, saying why. The hybrid is
-// given by the flag's old spelling, --layer-attention, which still works and says once what it became.
-TEST_F(Programs, TrainSampleAndScoreMambaModels) {
-  const std::string text_file = dir_ / "held_out.txt";
-  write_file(text_file, "The cat sat on");  // 14 characters: one forward of the 16-position model
-  for (const std::string& flags : {std::string("--mixer mamba --ssm-state 4"),
-                                   std::string("--n-layer 2 --layer-attention softmax,mamba --ssm-conv 0")}) {
-    SCOPED_TRACE(flags);
-    const std::string out = dir_ / "mamba";
-    std::filesystem::remove_all(out);
-    RunResult r = train(out, flags + " --steps 6 --stop-at 3");
-    ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
-    const bool old_spelling = flags.find("--layer-attention") != std::string::npos;
-    EXPECT_EQ(r.err.find("note: --layer-attention is now --layer-mixer") != std::string::npos, old_spelling) << r.err;
-    RunResult resumed = run("./train --resume " + quote(out));
-    ASSERT_TRUE(resumed.exited && resumed.exit_code == 0) << resumed.describe();
-    const std::string ckpt = out + "/ckpt.safetensors";
-    Checkpoint c = load_checkpoint(ckpt);
-    EXPECT_EQ(c.resume.step, 6);
-    EXPECT_NE(c.model->config.mixer.find("mamba"), std::string::npos);
-    RunResult sample = run("./sample --threads 1 --ckpt " + quote(ckpt) + " --prompt 'The' -n 40 --seed 3");
-    ASSERT_TRUE(sample.exited && sample.exit_code == 0) << sample.describe();
-    EXPECT_GE(sample.out.size(), 43u);
-    RunResult score = run("./sample --threads 1 --ckpt " + quote(ckpt) + " --score " + quote(text_file));
-    ASSERT_TRUE(score.exited && score.exit_code == 0) << score.describe();
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(score.out, m, std::regex(R"(([0-9.]+) nats/char)"))) << score.out;
-    const std::vector<int> ids = c.tokenizer.encode(read_text_file(text_file), text_file);
-    const int T = (int)ids.size() - 1;
-    ReferenceGPT<double> ref(c.model->config, c.model->masks());
-    const SafetensorsContents file = read_safetensors(ckpt);
-    for (const TensorSpec& t : ref.table) {  // by name, from the file: the names and column order are the contract
-      const std::vector<float>& data = file.tensors.at(t.name).data;
-      ASSERT_EQ(data.size(), t.numel) << t.name;
-      std::copy(data.begin(), data.end(), ref.params.begin() + t.offset);
-    }
-    const double nats = ref.forward(std::vector<int>(ids.begin(), ids.end() - 1),
-                                    std::vector<int>(ids.begin() + 1, ids.end()), 1, T);
-    EXPECT_NEAR(std::stod(m[1]), nats, 1e-4);
+// Every kind under ./train (train, resume, sample and score) is the conformance suite's (test_every_kind.cpp).
+// Here what the program says: a mask a kind cannot take fails cleanly, naming the mask and the kind, and the flag's
+// old spelling, --layer-attention, still works and says once what it became.
+TEST_F(Programs, EachKindRefusesAMaskItCannotTakeCleanly) {
+  for (const MixerKind* kind : mixer_kinds()) {
+    SCOPED_TRACE(kind->name);
+    const RunResult r =
+        train(dir_ / ("masked-" + std::string(kind->name)),
+              std::string("--mixer ") + kind->name + " --objective mlm --mask bidirectional --steps 2");
+    if (r.exited && r.exit_code == 0) continue;  // the kind takes the mask
+    expect_clean_failure(r, "train", {"bidirectional", kind->name});
   }
-  expect_clean_failure(train(dir_ / "bad", "--mixer mamba --mask bidirectional --steps 2"), "train",
-                       {"bidirectional", "causal by construction"});
-  expect_clean_failure(train(dir_ / "bad", "--attention=mamba --ssm-state 0 --steps 2"), "train", {"--ssm-state"});
+  const RunResult r = train(dir_ / "renamed", "--n-layer 2 --layer-attention softmax,softmax --steps 2");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_NE(r.err.find("note: --layer-attention is now --layer-mixer"), std::string::npos) << r.err;
 }
 
 TEST_F(Programs, SampleRejectsBadOptionsAndMissingCheckpoints) {

@@ -1,6 +1,6 @@
-// Batch-split threads (src/train/replicas.h): the gradient and loss of a batch split between replicas against the
-// one model's forward and backward over the whole batch (op-split on one thread: another path through the code),
-// the same bits on every run for a given thread count, evaluation, and whole training runs batch- vs op-split.
+// Batch-split threads (src/train/replicas.h): the same bits on every run for a given thread count, evaluation, and
+// whole training runs batch- vs op-split. That the gradient and loss of a batch split between replicas are the
+// whole batch's, for every mixer kind, is the conformance suite's (test_every_kind.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "ops/cross_entropy.h"
 #include "program_util.h"
+#include "test_util.h"
 #include "train/evaluate.h"
 #include "train/loop.h"
 #include "train/replicas.h"
@@ -28,78 +29,12 @@ ModelConfig small_model(const std::string& attention) {
   return c;
 }
 
-// B sequences of T tokens; targets are left out unevenly (row b keeps b+2 of them, or fewer), so the slices' mean
-// losses have different numbers of terms and a plain average of the slices' gradients would be wrong.
-void batch(int B, int T, int V, uint64_t seed, std::vector<int>& x, std::vector<int>& y) {
-  Rng rng(seed);
-  x.resize((size_t)B * T), y.resize((size_t)B * T);
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      x[(size_t)b * T + t] = rng.below(V);
-      y[(size_t)b * T + t] = t < b + 2 ? rng.below(V) : kNoTarget;
-    }
-}
-
-double max_abs_diff(Span<const float> a, Span<const float> b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); i++) m = std::max(m, (double)std::fabs(a[i] - b[i]));
-  return m;
-}
-
-double max_abs(Span<const float> a) {
-  double m = 0;
-  for (float v : a) m = std::max(m, (double)std::fabs(v));
-  return m;
-}
-
-class ReplicasOfEveryKind : public ::testing::TestWithParam<std::string> {};
-
-// The combined gradient is the whole batch's: g = Σ_r (n_r/n) g_r equals the gradient of the mean over all n
-// targets, computed by one model over all B rows. B = 5 does not divide by 2 or 3: the slices differ in size.
-TEST_P(ReplicasOfEveryKind, SplitGradientAndLossAreTheWholeBatchs) {
-  const ModelConfig config = small_model(GetParam());
-  const int B = 5, T = config.block_size;
-  std::vector<int> x, y, x0, y0;
-  batch(B, T, config.vocab_size, 7, x, y);
-  batch(B, T, config.vocab_size, 8, x0, y0);
-
-  set_threads(1);
-  GPT whole(config);
-  whole.init_weights(3);
-  const float whole_loss = whole.forward(x.data(), y.data(), B, T);
-  whole.zero_grad();
-  whole.backward();
-  const double scale = max_abs(whole.grads_memory());
-  ASSERT_GT(scale, 0.0);
-
-  for (int R : {2, 3}) {
-    set_threads(R);
-    GPT split_model(config);
-    split_model.init_weights(3);
-    Replicas replicas(split_model, R);
-    forward_backward(replicas, x0.data(), y0.data(), B, T);  // another batch first: each step starts from zero
-    const LossSum loss = forward_backward(replicas, x.data(), y.data(), B, T);
-    EXPECT_EQ(loss.count, whole.last_targets()) << R << " replicas";
-    EXPECT_NEAR(loss.mean(), whole_loss, 1e-5) << R << " replicas";
-    EXPECT_LT(max_abs_diff(split_model.grads_memory(), whole.grads_memory()), 1e-5 * scale)
-        << R << " replicas: the combined gradient is not the whole batch's";
-  }
-  set_threads(1);
-}
-
-INSTANTIATE_TEST_SUITE_P(Kinds, ReplicasOfEveryKind, ::testing::Values("softmax", "linear", "mamba", "softmax,mamba"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) if (c == ',') c = '_';
-                           return name;
-                         });
-
 // A given thread count gives the same bits every time: the slices are fixed and the combine adds in replica order.
 TEST(Replicas, SameBitsEveryRun) {
   const ModelConfig config = small_model("softmax");
   const int B = 6, T = config.block_size;
   std::vector<int> x, y;
-  batch(B, T, config.vocab_size, 9, x, y);
+  testutil::uneven_batch(B, T, config.vocab_size, 9, x, y);
   set_threads(2);
   std::vector<float> first;
   for (int run = 0; run < 4; run++) {
@@ -118,7 +53,7 @@ TEST(Replicas, EvaluationMatchesOneModel) {
   const ModelConfig config = small_model("softmax");
   const int B = 5, T = config.block_size;
   std::vector<int> x, y;
-  batch(B, T, config.vocab_size, 11, x, y);
+  testutil::uneven_batch(B, T, config.vocab_size, 11, x, y);
   set_threads(1);
   GPT model(config);
   model.init_weights(4);

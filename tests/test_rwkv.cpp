@@ -5,6 +5,8 @@
 //   and with two threads; every gradient (each of the 18 tensors and the input) against central finite differences
 //   of the textbook forward; the recurrence's reverse pass alone against finite differences of the textbook's
 //   recurrence; decoding one token at a time and the state it keeps against the textbook; M against the textbook's.
+// At the end, what is the kind's own in the model: its tensors, their initialisation and optimizer groups, its
+// settings and its state's size.
 //
 // Tolerances. Float against double, measured against each tensor's largest magnitude (close_to_reference).
 // Forward: measured ≤ 1e-6 of the scale, so kTol = 1e-5. Gradients: float results against double finite
@@ -12,6 +14,7 @@
 // O(1) relative.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -19,8 +22,13 @@
 
 #include "base/rng.h"
 #include "base/threads.h"
+#include "data/tokenizer.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/model.h"
 #include "ops/rwkv.h"
 #include "op_layer.h"
+#include "program_util.h"
 #include "test_util.h"
 #include "textbook/rwkv.h"
 
@@ -60,9 +68,10 @@ struct Layer : OpLayer<RwkvTensors, Layer> {
 
   Layer(const RwkvDims& dims, uint32_t seed, Rate rate = Rate::Free) : d(dims) {
     std::mt19937 rng(seed);
-    for (const auto& s : rwkv_tensor_slots<const float*>(d)) {
+    for (const auto& slot : rwkv_tensor_slots<const float*>(d)) {
+      const TensorDecl& s = slot.decl;
       size_t n = 1;
-      for (int k : s.shape) n *= k;
+      for (int64_t k : s.shape) n *= (size_t)k;
       double lo = -0.6, hi = 0.6;
       if (s.name == "rwkv.mix") lo = 0.0, hi = 1.0;
       if (s.name == "rwkv.w0") lo = -2.0, hi = 1.0;
@@ -334,8 +343,139 @@ TEST(OpsRwkv, SettingsAreCheckedAndTensorsNamed) {
   EXPECT_NE(message([] { RwkvDims::make(8, 2, 4, 2); }).find("--rwkv-erase"), std::string::npos);
   const auto slots = rwkv_tensor_slots<const float*>(RwkvDims::make(8, 2, 4));
   ASSERT_EQ(slots.size(), 18u);
-  EXPECT_EQ(slots[0].name, "rwkv.mix");
-  EXPECT_EQ(slots[0].shape, (std::vector<int>{6, 8}));
-  EXPECT_EQ(slots[7].name, "rwkv.w2");
-  EXPECT_EQ(slots[7].shape, (std::vector<int>{4, 8}));
+  EXPECT_EQ(slots[0].decl.name, "rwkv.mix");
+  EXPECT_EQ(slots[0].decl.shape, (std::vector<int64_t>{6, 8}));
+  EXPECT_EQ(slots[7].decl.name, "rwkv.w2");
+  EXPECT_EQ(slots[7].decl.shape, (std::vector<int64_t>{4, 8}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The kind in the model: what is RWKV's own (tensor names, initialisation, optimizer groups, its settings and their
+// metadata, the state's size by hand). What every kind satisfies (the model against the textbook, decoding, masks,
+// the checkpoint round trip, the lab, the programs) is the conformance suite's, tests/test_every_kind.cpp.
+
+namespace {
+// `n_layer` rwkv layers with LoRAs of width `lora`.
+ModelConfig rwkv_model(int n_layer, int n_head, int n_embd, int lora, int block) {
+  ModelConfig c;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
+  c.block_size = block;
+  c.vocab_size = 11;
+  c.mixer = "rwkv";
+  c.mixer_settings.get<RwkvSettings>().rwkv_lora = lora;
+  return c;
+}
+}  // namespace
+
+TEST(RwkvModel, TensorsNamesShapesInitAndOptimizerGroups) {
+  const ModelConfig c = rwkv_model(2, 4, 32, 8, 16);
+  GPT model(c);
+  model.init_weights(7);
+  const int64_t C = 32, D = 8;
+  struct Expect {
+    std::string name;
+    std::vector<int64_t> shape;
+    bool decay_and_muon;
+  };
+  const std::vector<Expect> expected = {
+      {"h.1.rwkv.mix", {6, C}, false},           {"h.1.rwkv.receptance.weight", {C, C}, true},
+      {"h.1.rwkv.key.weight", {C, C}, true},     {"h.1.rwkv.value.weight", {C, C}, true},
+      {"h.1.rwkv.output.weight", {C, C}, true},  {"h.1.rwkv.w0", {C}, false},
+      {"h.1.rwkv.w1", {C, D}, false},            {"h.1.rwkv.w2", {D, C}, false},
+      {"h.1.rwkv.a0", {C}, false},               {"h.1.rwkv.a1", {C, D}, false},
+      {"h.1.rwkv.a2", {D, C}, false},            {"h.1.rwkv.g1", {C, D}, false},
+      {"h.1.rwkv.g2", {D, C}, false},            {"h.1.rwkv.k_k", {C}, false},
+      {"h.1.rwkv.k_a", {C}, false},              {"h.1.rwkv.r_k", {C}, false},
+      {"h.1.rwkv.ln_x.weight", {C}, false},      {"h.1.rwkv.ln_x.bias", {C}, false},
+  };
+  std::vector<const TensorSpec*> rwkv;
+  for (const TensorSpec& t : model.table())
+    if (t.name.rfind("h.1.rwkv.", 0) == 0) rwkv.push_back(&t);
+  ASSERT_EQ(rwkv.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); i++) {
+    EXPECT_EQ(rwkv[i]->name, expected[i].name);
+    EXPECT_EQ(rwkv[i]->shape, expected[i].shape) << expected[i].name;
+    EXPECT_EQ(rwkv[i]->weight_decay, expected[i].decay_and_muon) << expected[i].name;
+    EXPECT_EQ(rwkv[i]->matrix, expected[i].decay_and_muon) << expected[i].name;
+  }
+  auto values = [&](const std::string& name) {
+    for (const TensorSpec& t : model.table())
+      if (t.name == name)
+        return std::vector<float>(model.params_memory().data() + t.offset,
+                                  model.params_memory().data() + t.offset + t.numel);
+    ADD_FAILURE() << "no " << name;
+    return std::vector<float>{};
+  };
+  for (float w : values("h.1.rwkv.output.weight")) ASSERT_EQ(w, 0.0f);
+  for (const char* zero : {"h.1.rwkv.w1", "h.1.rwkv.a1", "h.1.rwkv.g1", "h.1.rwkv.ln_x.bias"})
+    for (float w : values(zero)) ASSERT_EQ(w, 0.0f) << zero;
+  for (float w : values("h.1.rwkv.k_a")) EXPECT_EQ(w, 1.02f);
+  for (float w : values("h.1.rwkv.r_k")) EXPECT_EQ(w, -0.04f);
+  for (float w : values("h.1.rwkv.ln_x.weight")) EXPECT_EQ(w, 1.0f);
+  for (float w : values("h.1.rwkv.key.weight")) EXPECT_LE(std::fabs(w), 0.05 / std::sqrt((double)C));
+  double largest = 0;
+  for (float w : values("h.1.rwkv.receptance.weight")) largest = std::max(largest, (double)std::fabs(w));
+  EXPECT_LE(largest, 0.5 / std::sqrt((double)C));
+  EXPECT_GT(largest, 0.4 / std::sqrt((double)C));
+}
+
+// O(1) in the context: per rwkv layer C + H·N² floats (u_{t−1} and S), whatever block_size is.
+TEST(RwkvModel, StateMatchesAHandCountWhateverTheContext) {
+  for (int block : {8, 64}) {
+    GPT small(rwkv_model(1, 2, 8, 3, block));
+    EXPECT_EQ(small.mixer(0).state_floats(small.masks()[0]), (size_t)(8 + 2 * 4 * 4));
+    GPT tiny(rwkv_model(1, 4, 128, 32, block));  // the tiny model's shape: 128 + 4·32² = 4224
+    EXPECT_EQ(tiny.mixer(0).state_floats(tiny.masks()[0]), 4224u);
+  }
+}
+
+TEST(RwkvModel, SettingIsCheckedNamingItsFlag) {
+  ModelConfig c = rwkv_model(2, 2, 8, 3, 8);
+  EXPECT_NO_THROW(validate(c));
+  for (int bad : {0, -1, 5000}) {
+    ModelConfig b = c;
+    b.mixer_settings.get<RwkvSettings>().rwkv_lora = bad;
+    // The row's range alone (what ./train's flag and a checkpoint's metadata meet first), then validate, which also
+    // meets the op's own check (RwkvDims::make, for callers of ops/rwkv.h that bypass the table).
+    for (const bool table_only : {true, false}) {
+      try {
+        if (table_only)
+          check_ranges(model_settings(), b);
+        else
+          validate(b);
+        ADD_FAILURE() << "accepted rwkv_lora " << bad << (table_only ? " in the settings row's range" : "");
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("--rwkv-lora"), std::string::npos) << e.what();
+      }
+    }
+  }
+  EXPECT_NE(describe(c).find("rwkv (lora 3)"), std::string::npos) << describe(c);
+  EXPECT_EQ(ModelConfig{}.mixer_settings.get<RwkvSettings>().rwkv_lora, 32);
+}
+
+// The metadata records rwkv_lora and rwkv_erase; they load back; a model without rwkv layers (the committed
+// fixture, older than the kind) stores neither and loads with the defaults.
+TEST(RwkvModel, SettingsInTheMetadata) {
+  progutil::TempDir dir;
+  const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
+  ModelConfig c = rwkv_model(2, 2, 8, 3, 8);
+  c.vocab_size = tok.size();
+  c.mixer_settings.get<RwkvSettings>().rwkv_erase = 0;
+  GPT model(c);
+  model.init_weights(4);
+  const std::string path = dir / "m.safetensors";
+  save_checkpoint(path, model, tok, nullptr);
+  const SafetensorsContents file = read_safetensors(path);
+  EXPECT_EQ(file.metadata.at("rwkv_lora"), "3");
+  EXPECT_EQ(file.metadata.at("rwkv_erase"), "0");
+  Checkpoint loaded = load_checkpoint(path);
+  EXPECT_EQ(loaded.model->config.mixer_settings.get<RwkvSettings>().rwkv_lora, 3);
+  EXPECT_EQ(loaded.model->config.mixer_settings.get<RwkvSettings>().rwkv_erase, 0);
+  Checkpoint old = load_checkpoint(progutil::source_root() + "/tests/fixtures/ckpt_5b9387c.safetensors");
+  EXPECT_EQ(old.model->config.mixer_settings.get<RwkvSettings>().rwkv_lora, 32);
+  for (const char* key : {"rwkv_lora", "rwkv_erase"})
+    EXPECT_EQ(std::find(old.defaulted_settings.begin(), old.defaulted_settings.end(), key),
+              old.defaulted_settings.end()) << key;
 }

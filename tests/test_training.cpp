@@ -11,7 +11,9 @@
 
 #include <omp.h>
 
+#include "base/layer_list.h"
 #include "io/checkpoint.h"
+#include "mixer_kinds.h"
 #include "model/mixers/registry.h"
 #include "program_util.h"
 #include "base/threads.h"
@@ -127,11 +129,14 @@ TEST(Training, ResumeContinuesExactly) { expect_resume_continues_exactly("adamw"
 // Muon's momentum lives in AdamW's m (optim/muon.h), so its checkpoint resumes as exactly.
 TEST(Training, ResumeContinuesExactlyUnderMuon) { expect_resume_continues_exactly("muon"); }
 
-// A Mamba layer's state lives in its weights and the optimizer's m and v like any other's (model/mixers/mamba.cpp):
-// a mamba-only run and a hybrid under Muon (which takes in_proj and out_proj) resume as exactly.
-TEST(Training, ResumeContinuesExactlyWithMambaLayers) {
-  expect_resume_continues_exactly("adamw", "mamba");
-  expect_resume_continues_exactly("muon", "softmax,mamba");
+// Every kind's tensors live in the weights and the optimizer's m and v like any other's: a run of each kind alone,
+// and a hybrid under Muon (which takes the kind's linear maps), resume as exactly.
+TEST(Training, ResumeContinuesExactlyWithEveryKind) {
+  for (const std::string& kind : testutil::registered_kinds()) {
+    SCOPED_TRACE(kind);
+    expect_resume_continues_exactly("adamw", kind);
+    expect_resume_continues_exactly("muon", "softmax," + kind);
+  }
 }
 
 // The two optimizers are different runs: the same start, different weights after a few steps.
@@ -528,7 +533,7 @@ TEST(Training, ReducerSeesEveryStepsGradientBeforeTheUpdate) {
 
 // Each mixer is made once per layer per model (model/mixers/registry.h, mixers_made): a run with ./train's default
 // model (4 layers, block 64, batch 12, Muon) on one thread makes 4 before its first step and none after, the same
-// with every kind in it; on two threads split by batch, the replica makes its own; loading the checkpoint makes
+// with every kind in it (a layer each, padded with softmax to 4, or more layers if there are more kinds); on two threads split by batch, the replica makes its own; loading the checkpoint makes
 // 4, and resuming from it none more. Before, a run made each 4 times: validate, the memory estimate before the
 // model, the GPT's constructor, the memory estimate with the split.
 TEST(Training, EachMixerIsMadeOncePerLayerPerModel) {
@@ -537,10 +542,14 @@ TEST(Training, EachMixerIsMadeOncePerLayerPerModel) {
   progutil::write_file(corpus, progutil::generated_text(6000));
   TrainConfig c;  // ./train's defaults, for 2 steps
   c.data = corpus, c.steps = 2, c.eval_iters = 1, c.threads = 1;
+  std::vector<std::string> one_each = testutil::registered_kinds();
+  c.model.n_layer = std::max(c.model.n_layer, (int)one_each.size());
   const size_t L = c.model.n_layer;
-  for (const std::string mixer : {"softmax", "softmax,linear,mamba,rwkv"}) {
+  one_each.resize(L, "softmax");  // padded to the model's layers
+  for (const std::string& mixer : {std::string("softmax"), join_layer_list(one_each)}) {
     SCOPED_TRACE(mixer);
-    c.model.mixer = mixer, c.out = dir / ("run-" + std::to_string(mixer.size()));
+    c.model.mixer = mixer;
+    c.out = dir / ("run-" + std::to_string(mixer.size()));
     size_t before = mixers_made();
     run_training(c);
     EXPECT_EQ(mixers_made() - before, L);

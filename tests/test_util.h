@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.h"
 #include "base/span.h"
 #include "model/mixer_lab.h"
 #include "model/model.h"
 #include "model/params.h"
+#include "ops/cross_entropy.h"
 #include "ops/mask.h"
 #include "textbook/finite_differences.h"
 
@@ -155,6 +157,19 @@ inline std::vector<int> random_ids(int n, int V, uint32_t seed) {
   std::vector<int> ids(n);
   for (int& x : ids) x = id(rng);
   return ids;
+}
+
+// B sequences of T tokens; targets are left out unevenly (row b keeps b+2 of them, or fewer), so that slices of the
+// batch have different numbers of terms in their mean losses (a plain average of their gradients would be wrong).
+inline void uneven_batch(int B, int T, int V, uint64_t seed, std::vector<int>& x, std::vector<int>& y) {
+  Rng rng(seed);
+  x.resize((size_t)B * T);
+  y.resize((size_t)B * T);
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      x[(size_t)b * T + t] = rng.below(V);
+      y[(size_t)b * T + t] = t < b + 2 ? rng.below(V) : kNoTarget;
+    }
 }
 
 // Plain Adam written out in the tests, independent of src/optim/adamw.cpp, for "the model can learn" checks.

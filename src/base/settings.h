@@ -68,6 +68,14 @@ struct Setting {
   const char* old_key = nullptr;
 };
 
+// Whether `config` stores the setting `key` at all. Every setting, unless a settings struct says otherwise by an
+// overload of its own (ModelConfig's, model/config.h: a mixer kind's settings only when a layer is of the kind). A
+// file without such a key loads it as the row's `absent` or the default, and does not count it as missing.
+template <typename Config>
+bool setting_stored(const char* key, const Config& config) {
+  return true;
+}
+
 // The rows of a nested settings struct (TrainConfig::model's ModelConfig rows), as rows of the outer struct: each
 // setting is still declared once, in the inner struct's table.
 template <typename Outer, typename Inner>
@@ -301,13 +309,19 @@ void check_ranges(const std::vector<Setting<Config>>& table, const Config& confi
         s.field(c));
 }
 
-// The rows a checkpoint stores (Scope::Run and Scope::Knob), as one JSON object.
+// Whether `config` stores row s: a stored scope, and setting_stored agrees.
+template <typename Config>
+bool stores(const Setting<Config>& s, const Config& config) {
+  return s.key && s.scope != Scope::Invocation && setting_stored(s.key, config);
+}
+
+// The rows a checkpoint stores (Scope::Run and Scope::Knob, each when setting_stored agrees), as one JSON object.
 template <typename Config>
 nlohmann::json settings_to_json(const std::vector<Setting<Config>>& table, const Config& config) {
   Config c = config;
   nlohmann::json j = nlohmann::json::object();
   for (const Setting<Config>& s : table)
-    if (s.key && s.scope != Scope::Invocation)
+    if (stores(s, config))
       std::visit(
           [&](auto* field) {
             if constexpr (std::is_same_v<std::remove_pointer_t<decltype(field)>, float>)
@@ -333,8 +347,8 @@ std::vector<std::string> stored_keys(const std::vector<Setting<Config>>& table) 
 
 // Reads the stored rows from `j` into `config` (which holds the defaults). Throws on a value of the wrong type
 // or outside its range, naming the key, and on a setting stored under both its key and its old key. Returns the
-// keys `j` lacks: those keep their defaults. `renamed` (if given) gets one line per old key read: "key 'attention'
-// is now 'mixer'".
+// keys `j` lacks that the config read would store (a setting newer than the file): those keep their defaults.
+// `renamed` (if given) gets one line per old key read: "key 'attention' is now 'mixer'".
 template <typename Config>
 std::vector<std::string> settings_from_json(const std::vector<Setting<Config>>& table, const nlohmann::json& j,
                                             Config& config, std::vector<std::string>* renamed = nullptr) {
@@ -348,7 +362,7 @@ std::vector<std::string> settings_from_json(const std::vector<Setting<Config>>& 
                                "one setting, stored twice");
     const char* key = as_old ? s.old_key : s.key;
     if (!j.contains(key)) {
-      missing.push_back(s.key);
+      missing.push_back(s.key);  // filtered below, once the whole config is read
       if (s.absent)
         std::visit([&](auto* field) { settings_detail::read_json_value(nlohmann::json::parse(s.absent), s.key, *field); },
                    s.field(config));
@@ -366,7 +380,11 @@ std::vector<std::string> settings_from_json(const std::vector<Setting<Config>>& 
         },
         s.field(config));
   }
-  return missing;
+  std::vector<std::string> newer;  // the missing keys this config would store
+  for (const std::string& key : missing)
+    for (const Setting<Config>& s : table)
+      if (s.key && key == s.key && stores(s, config)) newer.push_back(key);
+  return newer;
 }
 
 // "n_layer = 4": a row's current value, for messages.

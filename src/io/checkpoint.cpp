@@ -113,7 +113,8 @@ const std::set<std::string>& always_written_keys() {
 }
 
 // Format 2 and later are strict about what they do not know: every key is one this program writes (a flipped bit in a key
-// name must not be read as a setting that happens to be missing). A known key may be missing: the file predates its
+// name must not be read as a setting that happens to be missing). The header's checksum has been verified before
+// this runs, so a key this program does not know was written by a newer program, and the message says so. A known key may be missing: the file predates its
 // setting, and the setting takes the value every earlier file meant (the row's `absent`, or its default), as in
 // format 1 — this is what lets a new setting be its field and its row alone. The header's checksum covers the
 // metadata, so a key lost to damage is caught there, not here. What every file has always held must be there.
@@ -127,8 +128,10 @@ void check_keys_strictly(const std::string& path, const std::map<std::string, st
   static const std::set<std::string> resume_keys = {"step", "adam_t", "batch_rng", "train_config"};
   for (const auto& entry : meta)
     if (!model_keys.count(entry.first) && !resume_keys.count(entry.first))
-      throw std::runtime_error(path + ": unknown metadata key '" + escape_for_message(entry.first) +
-                               "' in a format-2 or later checkpoint (damaged, or written by another program)");
+      throw std::runtime_error(path + ": metadata key '" + escape_for_message(entry.first) +
+                               "' is a setting this program does not know: the checkpoint was written by a newer "
+                               "plaingpt (its header's checksum holds, so it is not damage); update this program to "
+                               "read it");
   for (const std::set<std::string>* keys : {&always_written_keys(), resumable ? &resume_keys : nullptr})
     for (const std::string& key : keys ? *keys : std::set<std::string>{})
       if (!meta.count(key)) throw std::runtime_error(path + ": metadata field '" + key + "' is missing");

@@ -20,32 +20,26 @@
 // mixer's saved activations, residual2, fc and residual3 are what the backward needs; ln and fc_gelu are scratch,
 // recomputed by the backward (cheaper than keeping them for every layer), gelu_slope the backward's own scratch.
 struct BlockBuffers {
-  float* ln;                        // (N, C)   LayerNorm 1 or 2's output
-  float *ln1_mean, *ln1_rstd;       // (N) (N)
-  float* mixer;                     // the mixer's saved activations (Mixer::saved_floats)
-  float* residual2;                 // (N, C)
-  float *ln2_mean, *ln2_rstd;       // (N) (N)
-  float *fc, *fc_gelu, *gelu_slope;  // (N, 4C) each: before GELU, after it, d gelu/d fc (none in the decoder)
-  float* residual3;                 // (N, C)   the block's output
+  float* ln = nullptr;          // (N, C)   LayerNorm 1 or 2's output
+  float* ln1_mean = nullptr;    // (N)
+  float* ln1_rstd = nullptr;    // (N)
+  float* mixer = nullptr;       // the mixer's saved activations (Mixer::saved_floats)
+  float* residual2 = nullptr;   // (N, C)
+  float* ln2_mean = nullptr;    // (N)
+  float* ln2_rstd = nullptr;    // (N)
+  float* fc = nullptr;          // (N, 4C)  before GELU
+  float* fc_gelu = nullptr;     // (N, 4C)  after it
+  float* gelu_slope = nullptr;  // (N, 4C)  d gelu/d fc (none in the decoder)
+  float* residual3 = nullptr;   // (N, C)   the block's output
 };
 
-// The products of the batched forward (sgemm over N rows) and of the decoder (N ≤ 2 rows: matvec, or matvec2,
-// which reads each weight once for both). Both compute out = residual + inp·W + b, with the residual optional.
+// The products of the batched forward (sgemm over N rows); the decoder has its own (N ≤ 2 rows: matvec, or matvec2,
+// which reads each weight once for both; decoder.cpp). Both compute out = residual + inp·W + b, the residual
+// optional.
 struct BatchedProducts {
   static void linear(float* out, const float* inp, const float* w, const float* b, int N, int IC, int OC,
                      const float* residual = nullptr) {
     linear_forward(out, inp, w, b, N, IC, OC, residual);
-  }
-};
-struct DecoderProducts {
-  static void linear(float* out, const float* inp, const float* w, const float* b, int N, int IC, int OC,
-                     const float* residual = nullptr) {
-    if (N == 2)
-      matvec2(out, out + OC, inp, inp + IC, w, b, IC, OC);
-    else
-      matvec(out, inp, w, b, IC, OC);
-    if (residual)
-      for (size_t o = 0; o < (size_t)N * OC; o++) out[o] += residual[o];
   }
 };
 

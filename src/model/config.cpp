@@ -15,7 +15,11 @@
 const std::vector<Setting<ModelConfig>>& model_settings() {
   using S = Scope;
   // The mixer kinds' names come from their registry (model/mixers/registry.cpp), so a new kind needs no edit here.
-  static const std::string mixer_help = "mixer of every layer: " + mixer_kind_names() + " (docs/tour.md)";
+  static const std::string mixer_help = [] {
+    std::string help = "mixer of every layer, one of:";
+    for (const MixerKind* kind : mixer_kinds()) help += std::string(" ") + kind->name + " (" + kind->summary + ");";
+    return help;
+  }();
   static const std::string layer_mixer_help =
       "one mixer per layer, comma-separated, each one of " + mixer_kind_names();
   // clang-format off
@@ -42,6 +46,15 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
 }
 
 #undef FIELD
+
+// A kind's settings are stored only by a model with a layer of that kind: a new kind changes no other model's
+// metadata.
+bool setting_stored(const char* key, const ModelConfig& config) {
+  for (const MixerKind* kind : mixer_kinds())
+    for (const Setting<ModelConfig>& row : kind->settings)
+      if (std::string(key) == row.key) return uses_kind(config, *kind);
+  return true;
+}
 
 void validate(const ModelConfig& c) { validated_mixers(c); }
 
@@ -90,4 +103,55 @@ std::string describe(const ModelConfig& c) {
       described.push_back(kind);
     }
   return text;
+}
+
+ModelVariant parse_model_variant(const std::string& text) {
+  ModelVariant v;
+  v.label = text;
+  const size_t colon = text.find(':');
+  v.mixer = text.substr(0, colon);
+  std::replace(v.mixer.begin(), v.mixer.end(), '+', ',');
+  for (size_t start = colon; start != std::string::npos;) {
+    const size_t next = text.find(':', start + 1);
+    const std::string item = text.substr(start + 1, next == std::string::npos ? std::string::npos : next - start - 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw std::runtime_error("model '" + text + "': '" + item + "' is not key=value (a model setting by its key, e.g. " +
+                               "n_head=2)");
+    v.settings.push_back({item.substr(0, eq), item.substr(eq + 1)});
+    start = next;
+  }
+  return v;
+}
+
+ModelConfig with_variant(ModelConfig config, const ModelVariant& variant) {
+  config.mixer = variant.mixer;
+  for (const auto& [key, text] : variant.settings) {
+    const Setting<ModelConfig>* row = nullptr;
+    for (const Setting<ModelConfig>& s : model_settings())
+      if (s.key && key == s.key) row = &s;
+    if (!row) throw std::runtime_error("model '" + variant.label + "': '" + key + "' is not a model setting");
+    try {
+      std::visit(
+        [&](auto* field) {
+          using T = std::remove_pointer_t<decltype(field)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            *field = text;
+          } else {
+            const nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+            if (value.is_discarded()) throw std::runtime_error(key + "=" + text + " is not a value");
+            settings_detail::read_json_value(value, row->key, *field);
+          }
+        },
+        row->field(config));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("model '" + variant.label + "': " + e.what());
+    }
+  }
+  try {
+    check_ranges(model_settings(), config);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("model '" + variant.label + "': " + e.what());
+  }
+  return config;
 }

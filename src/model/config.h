@@ -67,6 +67,10 @@ struct ModelConfig {
 // rows, then each mixer kind's rows in the order of model/mixers/kinds.h.
 const std::vector<Setting<ModelConfig>>& model_settings();
 
+// Whether a model of `config` stores the setting `key` (base/settings.h): a mixer kind's settings only when a layer
+// is of that kind, every other always.
+bool setting_stored(const char* key, const ModelConfig& config);
+
 // Throws std::runtime_error naming the offending field, e.g. "n_embd (130) must be divisible by n_head (4)": the
 // table's ranges, then the checks that involve two settings or parse a value.
 void validate(const ModelConfig& config);
@@ -77,3 +81,17 @@ std::string describe(const ModelConfig& config);
 
 // The number attn_scale stands for; throws on a spelling it does not know.
 float attention_scale(const ModelConfig& config);
+
+// A model as the experiments' --models lists name one: its layers' kinds joined by '+' ("softmax+<kind>"; one kind
+// means every layer), then model settings after ':', each key=value by its row of model_settings()
+// ("<kind>:<setting>=0:<other setting>=4"). An experiment lists a kind's ablation this way, with no list of kinds
+// or of their settings of its own.
+struct ModelVariant {
+  std::string label;  // the text as given
+  std::string mixer;  // config.mixer's spelling: "softmax,<kind>"
+  std::vector<std::pair<std::string, std::string>> settings;  // ("rwkv_erase", "0"), in the order given
+};
+ModelVariant parse_model_variant(const std::string& text);
+// `config` with the variant's mixer and settings, each typed and range-checked by its row; throws naming the
+// variant and the key when the key is not a model setting or its value does not fit.
+ModelConfig with_variant(ModelConfig config, const ModelVariant& variant);

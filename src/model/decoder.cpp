@@ -7,6 +7,19 @@
 #include "model/block.h"
 #include "ops/embedding.h"
 
+// The block's products for N ≤ 2 rows (block.h): matvec, or matvec2, which reads each weight once for both rows.
+struct DecoderProducts {
+  static void linear(float* out, const float* inp, const float* w, const float* b, int N, int IC, int OC,
+                     const float* residual = nullptr) {
+    if (N == 2)
+      matvec2(out, out + OC, inp, inp + IC, w, b, IC, OC);
+    else
+      matvec(out, inp, w, b, IC, OC);
+    if (residual)
+      for (size_t o = 0; o < (size_t)N * OC; o++) out[o] += residual[o];
+  }
+};
+
 Decoder::Decoder(GPT& model, int mask_token) : model_(model), mask_token_(mask_token) {
   const ModelConfig& c = model.config;
   use_cache_ = mask_token < 0 && std::none_of(model.masks().begin(), model.masks().end(), [&](const AttentionMask& m) {
@@ -67,8 +80,16 @@ const float* Decoder::step_cached(int token, int pos) {
   if (N == 2) embedding_forward(x_.data() + C, &token, p.wte, p.wpe + (size_t)shadow_pos * C, 1, 1, C);
   for (int l = 0; l < c.n_layer; l++) {
     // x_ is the block's input and, after the block, its output (residual3 → x_ for the next layer).
-    const BlockBuffers buffers{ln_.data(), mean_, rstd_, nullptr,         res2_.data(),
-                               mean_,      rstd_, fc_.data(), fc_gelu_.data(), nullptr, res3_.data()};
+    BlockBuffers buffers;  // LayerNorm 1's and 2's statistics share one place: the decoder has no backward
+    buffers.ln = ln_.data();
+    buffers.ln1_mean = mean_;
+    buffers.ln1_rstd = rstd_;
+    buffers.residual2 = res2_.data();
+    buffers.ln2_mean = mean_;
+    buffers.ln2_rstd = rstd_;
+    buffers.fc = fc_.data();
+    buffers.fc_gelu = fc_gelu_.data();
+    buffers.residual3 = res3_.data();
     const float* gates = model_.gated() ? &model_.head_gates()[(size_t)l * NH] : nullptr;
     const Mixer& mixer = model_.mixer(l);
     const size_t at = state_at_[l];

@@ -17,39 +17,51 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor_slot.h"
 #include "model/config.h"
 #include "ops/mask.h"
 
 class MixerLab;
-class Rng;
 
-// N(0, σ) names a normal distribution by its standard deviation σ, here and in every comment of the model.
-enum class Init {
-  Normal,          // N(0, 0.02)
-  ResidualNormal,  // N(0, 0.02/√(2·n_layer)): projections that add into the residual stream (GPT-2 paper)
-  Zeros,
-  Ones,
-  Custom,          // the row's own init function (a mixer's special initialisation, e.g. a recurrence's decay rates)
-};
-
-// One tensor a mixer declares. Its full name is "h.{layer}." + name; the model binds it to slot i of the layer's
-// MixerParams, i being its index in the mixer's tensors().
-struct MixerTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  Init init;
-  bool weight_decay;  // AdamW's decoupled decay
-  bool matrix;        // a linear map's weight: Muon orthogonalises its update (optim/muon.h)
-  // For Init::Custom: fills the tensor's n floats, drawing from rng. A std::function, so that it may carry what it
-  // needs besides n (e.g. a conv's width K, whose init bound is 1/√K).
-  std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;
-};
-
-// Pointers to a layer's mixer tensors (or their gradients), in the order of Mixer::tensors(). A kind declares at most
-// kMaxMixerTensors of them (gpt_tensor_table refuses more).
-constexpr int kMaxMixerTensors = 24;
+// A layer's mixer tensors (or their gradients): one pointer per tensor its kind declares, in the order of
+// Mixer::tensors(), into the model's arena: the layer's slice of the parameter table (model/params.h). As many as
+// the kind declares; nothing here bounds them.
 struct MixerParams {
-  float* t[kMaxMixerTensors] = {};
+  std::vector<float*> t;
+};
+
+// A kind's tensor table, bound: built once (in the kind's constructor) from its op's rows (base/tensor_slot.h), a
+// function template of the pointer type, so that the same rows bind the weights and the gradients. Slot i of a
+// layer's MixerParams is row i. The one way every kind declares and binds its tensors:
+//   tensors()   what Mixer::tensors() returns: each row's name, shape, init, decay and Muon flag
+//   weights(p)  the op's Tensors<const float*> pointing into the layer's weights
+//   grads(g)    the op's Tensors<float*> pointing into its gradients
+template <template <typename> class Tensors>
+class MixerSlots {
+ public:
+  // rows(ptr) returns the op's std::vector<TensorSlot<Tensors, decltype(ptr)>>, for ptr a null const float* or float*.
+  template <typename Rows>
+  explicit MixerSlots(Rows rows) {
+    for (const TensorSlot<Tensors, const float*>& row : rows(static_cast<const float*>(nullptr))) {
+      tensors_.push_back(row.decl);
+      weight_members_.push_back(row.member);
+    }
+    for (const TensorSlot<Tensors, float*>& row : rows(static_cast<float*>(nullptr))) grad_members_.push_back(row.member);
+  }
+  const std::vector<TensorDecl>& tensors() const { return tensors_; }
+  Tensors<const float*> weights(const MixerParams& p) const { return bind<const float*>(weight_members_, p); }
+  Tensors<float*> grads(const MixerParams& g) const { return bind<float*>(grad_members_, g); }
+
+ private:
+  template <typename Ptr>
+  static Tensors<Ptr> bind(const std::vector<Ptr Tensors<Ptr>::*>& members, const MixerParams& p) {
+    Tensors<Ptr> t{};
+    for (size_t i = 0; i < members.size(); i++) t.*members[i] = p.t[i];
+    return t;
+  }
+  std::vector<TensorDecl> tensors_;
+  std::vector<const float* Tensors<const float*>::*> weight_members_;
+  std::vector<float* Tensors<float*>::*> grad_members_;
 };
 
 // The arguments every training-time call shares: the layer's tensors, its mask, its head gates ξ (NH of them, or
@@ -59,7 +71,8 @@ struct MixerPass {
   const MixerParams& p;
   const AttentionMask& mask;
   const float* gates;
-  int B, T;
+  int B;
+  int T;
   float* saved;
   float* scratch;
 };
@@ -69,7 +82,7 @@ class Mixer {
   virtual ~Mixer() = default;
   // The name --mixer and the checkpoint's "mixer" key use for this kind (its MixerKind's name).
   virtual const char* kind() const = 0;
-  virtual std::vector<MixerTensor> tensors() const = 0;
+  virtual std::vector<TensorDecl> tensors() const = 0;
   // Throws, saying why, when this kind cannot run under `mask` (e.g. a recurrence that is causal by construction).
   virtual void check_mask(const AttentionMask& mask) const {}
   // Whether the layer has NH heads that the block's head gates can scale (the pruning lab).
@@ -110,8 +123,4 @@ class Mixer {
       step(rows[r].out, rows[r].u, rows[r].residual, p, mask, gates, rows[r].state, rows[r].pos,
            scratch + r * step_scratch_floats());
   }
-  // The state after positions 0 … T−1, from a batched forward of them (B = 1): what T single-row steps leave, up to
-  // float rounding. The decoder no longer needs it (its shadow builds the slide's state step by step); the tests
-  // hold the shadow and step() to it as a second, batched route to the same state.
-  virtual void state_from_forward(float* state, const MixerPass& pass, float* scratch) const = 0;
 };

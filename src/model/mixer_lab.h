@@ -1,6 +1,6 @@
 // What the lab (src/lab/, the explorer, tests) asks of a mixer beyond what a block needs (mixer.h): the weights
-// with which each position mixes the others, what those weights mean, and for the attention family its queries,
-// keys and weights. A mixer kind implements it beside Mixer and returns itself from Mixer::lab(). The lab asks
+// with which each position mixes the others, what those weights mean, for the attention family its queries,
+// keys and weights, and for the tests a second route to the decoding state. A mixer kind implements it beside Mixer and returns itself from Mixer::lab(). The lab asks
 // these questions instead of comparing kind names, so a new kind is drawn and described by its own answers.
 #pragma once
 #include "model/mixer.h"
@@ -26,7 +26,14 @@ class MixerLab {
   // The attention family's weights, for the lab's OV circuits and query/key gradient norms: W_qkv (C, 3C) and
   // W_proj (C, C) inside `p` (parameters or gradients); null for mixers that have none.
   struct QKVWeights {
-    const float *qkv = nullptr, *proj = nullptr;
+    const float* qkv = nullptr;
+    const float* proj = nullptr;
   };
   virtual QKVWeights qkv_weights(const MixerParams& p) const { return {}; }
+
+  // The decoding state (Mixer::state_floats) after positions 0 … T−1, from a batched forward of them (B = 1): what
+  // T single-row steps leave, up to float rounding. Nothing in the programs needs it (the decoder's shadow builds
+  // the slide's state step by step); the tests hold the shadow and step() to it as a second, batched route to the
+  // same state. scratch holds Mixer::step_scratch_floats().
+  virtual void state_from_forward(float* state, const MixerPass& pass, float* scratch) const = 0;
 };

@@ -23,27 +23,43 @@
 // memory estimate and the allocation can never disagree.
 static size_t layout_activations(Activations& a, const ModelConfig& c, const std::vector<std::unique_ptr<Mixer>>& mixers,
                                  int B, int T, bool gated, float* base) {
-  const size_t BT = (size_t)B * T, C = c.n_embd, V = c.vocab_size;
+  const size_t BT = (size_t)B * T;
+  const size_t C = c.n_embd;
+  const size_t V = c.vocab_size;
+  const size_t mlp = c.attn_only ? 0 : BT * 4 * C;  // the MLP's buffers (none without MLPs)
   ArenaCarver arena{base};
-  auto take = [&](float*& slot, size_t n) { slot = arena.take(n); };
+  auto take = [&](float*& slot, size_t n) {
+    slot = arena.take(n);
+  };
   a.layers.resize(c.n_layer);
   take(a.encoded, BT * C);
   size_t mixer_scratch = 0;
   for (int l = 0; l < c.n_layer; l++) {
     LayerActivations& la = a.layers[l];
-    take(la.ln1_mean, BT), take(la.ln1_rstd, BT);
+    take(la.ln1_mean, BT);
+    take(la.ln1_rstd, BT);
     take(la.mixer, mixers[l]->saved_floats(B, T, gated));
     take(la.residual2, BT * C);
-    take(la.ln2_mean, BT), take(la.ln2_rstd, BT);
+    take(la.ln2_mean, BT);
+    take(la.ln2_rstd, BT);
     take(la.fc, BT * 4 * C);
     take(la.residual3, BT * C);
     mixer_scratch = std::max(mixer_scratch, mixers[l]->scratch_floats(B, T, gated));
   }
-  take(a.lnf, BT * C), take(a.lnf_mean, BT), take(a.lnf_rstd, BT);
-  take(a.logits, BT * V), take(a.probs, BT * V), take(a.losses, BT);
-  take(a.ln, BT * C), take(a.fc_gelu, c.attn_only ? 0 : BT * 4 * C), take(a.gelu_slope, c.attn_only ? 0 : BT * 4 * C);
-  take(a.d_residual, BT * C), take(a.d_ln, BT * C), take(a.mixer_scratch, mixer_scratch);
-  take(a.d_mlp, c.attn_only ? 0 : BT * 4 * C), take(a.d_logits, BT * V);
+  take(a.lnf, BT * C);
+  take(a.lnf_mean, BT);
+  take(a.lnf_rstd, BT);
+  take(a.logits, BT * V);
+  take(a.probs, BT * V);
+  take(a.losses, BT);
+  take(a.ln, BT * C);
+  take(a.fc_gelu, mlp);
+  take(a.gelu_slope, mlp);
+  take(a.d_residual, BT * C);
+  take(a.d_ln, BT * C);
+  take(a.mixer_scratch, mixer_scratch);
+  take(a.d_mlp, mlp);
+  take(a.d_logits, BT * V);
   return arena.used;
 }
 
@@ -62,7 +78,8 @@ static long double training_bytes(const ModelConfig& config, const std::vector<s
   const long double params = total_floats(gpt_tensor_table(config, mixers));
   const long double per_sequence =
       layout_activations(scratch, config, mixers, 1, config.block_size, false, nullptr) + 2.0L * config.block_size;
-  const long double R = replicas > 1 ? replicas : 1, slice = std::ceil((long double)B / R);
+  const long double R = replicas > 1 ? replicas : 1;
+  const long double slice = std::ceil((long double)B / R);
   return sizeof(float) * (4 * params + (long double)B * per_sequence + (R - 1) * (params + slice * per_sequence));
 }
 
@@ -162,45 +179,6 @@ void GPT::zero_grad() {
   std::fill(head_gate_grads_.begin(), head_gate_grads_.end(), 0.0f);
 }
 
-void GPT::enable_head_gates() {
-  for (int l = 0; l < config.n_layer; l++)
-    if (!mixers_[l]->has_head_gates())
-      throw std::runtime_error(std::string("layer ") + std::to_string(l) + "'s mixer (" + mixers_[l]->kind() +
-                               ") has no head gates");
-  head_gates_.assign((size_t)config.n_layer * config.n_head, 1.0f);
-  head_gate_grads_.assign(head_gates_.size(), 0.0f);
-  capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, sized for the gates
-}
-
-void GPT::set_head_gates(const std::vector<float>& gates) {
-  const size_t n = (size_t)config.n_layer * config.n_head;
-  if (gates.size() != n)
-    throw std::runtime_error("expected " + std::to_string(n) + " head gates (n_layer × n_head), got " +
-                             std::to_string(gates.size()));
-  if (!gated()) enable_head_gates();
-  head_gates_ = gates;
-}
-
-void GPT::set_head_gate(int index, float value) {
-  if (!gated()) enable_head_gates();
-  if (index < 0 || (size_t)index >= head_gates_.size())
-    throw std::runtime_error("head gate " + std::to_string(index) + " does not exist (the model has " +
-                             std::to_string(head_gates_.size()) + ")");
-  head_gates_[index] = value;
-}
-
-const float* GPT::mixing_weights(int layer) const {
-  if (B_ == 0) throw std::runtime_error("mixing_weights: no forward pass yet");
-  const size_t per_layer = (size_t)B_ * config.n_head * T_ * T_;
-  if (probs_memory_.size() < per_layer * config.n_layer) probs_memory_.resize(per_layer * config.n_layer);
-  float* P = probs_memory_.data() + per_layer * layer;
-  if (!probs_ready_[layer]) {
-    mixers_[layer]->lab().implied_weights(P, mixer_pass(layer));
-    probs_ready_[layer] = 1;
-  }
-  return P;
-}
-
 void GPT::reserve_activations(int B, int T) {
   if (B <= capacity_B_ && T <= capacity_T_) {
     Activations fresh;  // same arena, re-carved for this (B, T) so every buffer is contiguous
@@ -223,7 +201,8 @@ static void zero(float* p, size_t n) {
 }
 
 float GPT::forward(const int* inputs, const int* targets, int B, int T) {
-  const int C = config.n_embd, V = config.vocab_size;
+  const int C = config.n_embd;
+  const int V = config.vocab_size;
   if (B <= 0 || T <= 0 || T > config.block_size)
     throw std::runtime_error("forward: need B ≥ 1 and 1 ≤ T ≤ block_size (" + std::to_string(config.block_size) +
                              "), got B=" + std::to_string(B) + " T=" + std::to_string(T));
@@ -232,7 +211,9 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
       throw std::runtime_error("forward: token id out of range [0, " + std::to_string(V) + ") at position " +
                                std::to_string(i));
   if (B != B_ || T != T_) reserve_activations(B, T);
-  B_ = B, T_ = T, last_masks_ = masks_;
+  B_ = B;
+  T_ = T;
+  last_masks_ = masks_;
   probs_ready_.assign(config.n_layer, 0);  // mixing_weights() rebuilds from this forward on request
   const int BT = B * T;
   std::copy(inputs, inputs + BT, inputs_.begin());
@@ -260,7 +241,11 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
 
 void GPT::backward() {
   if (!has_targets_) throw std::runtime_error("backward: the last forward had no targets");
-  const int B = B_, T = T_, BT = B * T, C = config.n_embd, V = config.vocab_size;
+  const int B = B_;
+  const int T = T_;
+  const int BT = B * T;
+  const int C = config.n_embd;
+  const int V = config.vocab_size;
   Activations& a = acts_;
   const size_t BTC = (size_t)BT * C;
 
@@ -290,8 +275,19 @@ void GPT::backward() {
 
 BlockBuffers GPT::buffers(int l) const {
   const LayerActivations& la = acts_.layers[l];
-  return {acts_.ln,     la.ln1_mean, la.ln1_rstd, la.mixer,         la.residual2,
-          la.ln2_mean, la.ln2_rstd, la.fc,        acts_.fc_gelu, acts_.gelu_slope, la.residual3};
+  BlockBuffers b;
+  b.ln = acts_.ln;
+  b.ln1_mean = la.ln1_mean;
+  b.ln1_rstd = la.ln1_rstd;
+  b.mixer = la.mixer;
+  b.residual2 = la.residual2;
+  b.ln2_mean = la.ln2_mean;
+  b.ln2_rstd = la.ln2_rstd;
+  b.fc = la.fc;
+  b.fc_gelu = acts_.fc_gelu;
+  b.gelu_slope = acts_.gelu_slope;
+  b.residual3 = la.residual3;
+  return b;
 }
 
 MixerPass GPT::mixer_pass(int l) const {

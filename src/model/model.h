@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/span.h"
@@ -20,10 +21,12 @@ struct BlockBuffers;
 
 // What the forward pass keeps for the backward pass, per block (all (B, T, ·) unless said).
 struct LayerActivations {
-  float *ln1_mean, *ln1_rstd;        // (B,T) (B,T)           LayerNorm 1's statistics (its output is recomputed)
+  float* ln1_mean;                   // (B,T)                 LayerNorm 1's statistics (its output is recomputed)
+  float* ln1_rstd;                   // (B,T)
   float* mixer;                      // what the layer's mixer keeps (Mixer::saved_floats)
   float* residual2;                  // (B,T,C)               x + mixer(ln1(x))
-  float *ln2_mean, *ln2_rstd;        // (B,T) (B,T)
+  float* ln2_mean;                   // (B,T)
+  float* ln2_rstd;                   // (B,T)
   float* fc;                         // (B,T,4C)              before GELU (GELU's output is recomputed)
   float* residual3;                  // (B,T,C)               the block's output
 };
@@ -31,16 +34,22 @@ struct LayerActivations {
 struct Activations {
   float* encoded;  // (B,T,C) token + position embedding
   std::vector<LayerActivations> layers;
-  float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
-  float *logits, *probs, *losses;    // (B,T,V) (B,T,V) (B,T)
+  float* lnf;       // (B,T,C)
+  float* lnf_mean;  // (B,T)
+  float* lnf_rstd;  // (B,T)
+  float* logits;    // (B,T,V)
+  float* probs;     // (B,T,V)
+  float* losses;    // (B,T)
   // Outputs that are cheaper to recompute than to keep for every layer: one buffer each, for the layer at hand.
   // The forward writes them just before the next product reads them; the backward recomputes them from what the
   // layer keeps (LayerNorm from its input and statistics, GELU from fc), saving 2·(B,T,C) + (B,T,4C) per layer.
   float* ln;       // (B,T,C)   LayerNorm 1 or 2's output
-  float *fc_gelu, *gelu_slope;  // (B,T,4C) each: gelu(fc), and d gelu/d fc found beside it in the backward
+  float* fc_gelu;     // (B,T,4C) gelu(fc)
+  float* gelu_slope;  // (B,T,4C) d gelu/d fc, found beside it in the backward
   // Gradient scratch for the backward pass, reused by every layer.
   float* d_residual;  // (B,T,C) ∂loss/∂(residual stream), carried from the top block down to the embedding
-  float *d_ln, *d_logits;
+  float* d_ln;      // (B,T,C)
+  float* d_logits;  // (B,T,V)
   float* d_mlp;  // (B,T,4C) ∂loss/∂gelu(fc), then, in place, ∂loss/∂fc
   float* mixer_scratch;  // the largest Mixer::scratch_floats of the layers
 };
@@ -76,7 +85,7 @@ class GPT {
   const Mixer& mixer(int layer) const { return *mixers_[layer]; }
   const std::vector<std::unique_ptr<Mixer>>& mixers() const { return mixers_; }
   // The arguments of layer l's mixer calls in the last forward: its tensors, mask, gates, shape and what it saved
-  // (for Mixer::qkv, Mixer::state_from_forward and the like).
+  // (for MixerLab::qkv, MixerLab::state_from_forward and the like).
   MixerPass mixer_pass(int layer) const;
   int last_B() const { return B_; }
   int last_T() const { return T_; }
@@ -88,6 +97,9 @@ class GPT {
   // The values may be changed through these (loading, the optimizer, experiments); the sizes cannot.
   const std::vector<TensorSpec>& table() const { return table_; }
   Span<float> params_memory() { return params_memory_; }
+  // The parameter tensor of the table named `name` (the checkpoint's name, "h.0.attn.c_attn.bias"); throws naming
+  // it when the model has none.
+  float* parameter(const std::string& name);
   Span<const float> params_memory() const { return params_memory_; }
   Span<float> grads_memory() { return grads_memory_; }
   Span<const float> grads_memory() const { return grads_memory_; }
@@ -114,25 +126,32 @@ class GPT {
 
   std::vector<AttentionMask> masks_;
   std::vector<TensorSpec> table_;
-  struct ReplicaOf { GPT& source; };
+  struct ReplicaOf {
+    GPT& source;
+  };
   explicit GPT(ReplicaOf replica);
   void bind_arenas();  // params_ and grads_ from params_memory_ and grads_memory_
 
   std::vector<float> own_params_;  // the parameters; empty in a replica, which reads its source's
   Span<float> params_memory_{nullptr, 0};  // own_params_, or the source's: never resized, params_ points in
   std::vector<float> grads_memory_;  // never reassigned or resized: grads_ points in
-  GPTParams params_, grads_;
-  std::vector<float> head_gates_, head_gate_grads_;
+  GPTParams params_;
+  GPTParams grads_;
+  std::vector<float> head_gates_;
+  std::vector<float> head_gate_grads_;
 
   Activations acts_{};
   std::vector<float> acts_memory_;
-  int capacity_B_ = 0, capacity_T_ = 0;  // the activation arena is sized once for the largest (B, T) seen
-  int B_ = 0, T_ = 0;                    // the last forward's shape
+  int capacity_B_ = 0;  // the activation arena is sized once for the largest (B, T) seen
+  int capacity_T_ = 0;
+  int B_ = 0;  // the last forward's shape
+  int T_ = 0;
   std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
   std::vector<std::unique_ptr<Mixer>> mixers_;  // one per layer: make_layer_mixers(config)
   mutable std::vector<float> probs_memory_;  // mixing_weights() rebuilds layer l into slice l on first request
   mutable std::vector<char> probs_ready_;    // per layer, since the last forward
-  std::vector<int> inputs_, targets_;
+  std::vector<int> inputs_;
+  std::vector<int> targets_;
   int loss_count_ = 0;
   bool has_targets_ = false;
 };

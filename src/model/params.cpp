@@ -9,7 +9,9 @@
 std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c) { return gpt_tensor_table(c, make_layer_mixers(c)); }
 
 std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c, const std::vector<std::unique_ptr<Mixer>>& mixers) {
-  const int64_t C = c.n_embd, V = c.vocab_size, maxT = c.block_size;
+  const int64_t C = c.n_embd;
+  const int64_t V = c.vocab_size;
+  const int64_t maxT = c.block_size;
   std::vector<TensorSpec> table;
   size_t offset = 0;
   auto add = [&](std::string name, std::vector<int64_t> shape, Init init, bool decay, bool matrix) -> TensorSpec& {
@@ -26,16 +28,16 @@ std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c, const std::vector
                    float* BlockParams::*slot) {
     const bool matrix = shape.size() == 2;  // mlp.c_fc, mlp.c_proj
     TensorSpec& t = add("h." + std::to_string(l) + "." + name, std::move(shape), init, decay, matrix);
-    t.layer = l, t.block_slot = slot;
+    t.layer = l;
+    t.block_slot = slot;
   };
-  auto mixer = [&](int l, const std::vector<MixerTensor>& rows) {  // the rows its mixer declares
-    if (rows.size() > (size_t)kMaxMixerTensors)
-      throw std::logic_error("layer " + std::to_string(l) + "'s mixer declares " + std::to_string(rows.size()) +
-                             " tensors, more than kMaxMixerTensors = " + std::to_string(kMaxMixerTensors));
+  auto mixer = [&](int l, const std::vector<TensorDecl>& rows) {  // the rows its mixer declares
     for (size_t i = 0; i < rows.size(); i++) {
-      const MixerTensor& r = rows[i];
+      const TensorDecl& r = rows[i];
       TensorSpec& t = add("h." + std::to_string(l) + "." + r.name, r.shape, r.init, r.weight_decay, r.matrix);
-      t.layer = l, t.mixer_slot = (int)i, t.init_fn = r.init_fn;
+      t.layer = l;
+      t.mixer_slot = (int)i;
+      t.init_fn = r.init_fn;
     }
   };
   //    name                    shape        init                 decay  view
@@ -62,6 +64,12 @@ size_t total_floats(const std::vector<TensorSpec>& table) {
   return table.empty() ? 0 : table.back().offset + table.back().numel;
 }
 
+// Slot i of a layer's mixer tensors; the table lists a layer's slots in order, so the list grows one at a time.
+static void bind_mixer_slot(MixerParams& mixer, int slot, float* tensor) {
+  if ((int)mixer.t.size() <= slot) mixer.t.resize(slot + 1, nullptr);
+  mixer.t[slot] = tensor;
+}
+
 GPTParams bind_params(const std::vector<TensorSpec>& table, float* arena, int n_layer) {
   GPTParams views{};
   views.h.resize(n_layer);
@@ -69,7 +77,7 @@ GPTParams bind_params(const std::vector<TensorSpec>& table, float* arena, int n_
     if (t.layer < 0)
       views.*t.model_slot = arena + t.offset;
     else if (t.mixer_slot >= 0)
-      views.h[t.layer].mixer.t[t.mixer_slot] = arena + t.offset;
+      bind_mixer_slot(views.h[t.layer].mixer, t.mixer_slot, arena + t.offset);
     else
       views.h[t.layer].*t.block_slot = arena + t.offset;
   }
@@ -82,11 +90,20 @@ void init_params(const std::vector<TensorSpec>& table, float* arena, int n_layer
     float* p = arena + t.offset;
     for (size_t i = 0; i < t.numel; i++) {
       switch (t.init) {
-        case Init::Normal: p[i] = (float)(0.02 * rng.normal()); break;
-        case Init::ResidualNormal: p[i] = (float)(residual_std * rng.normal()); break;
-        case Init::Zeros: p[i] = 0.0f; break;
-        case Init::Ones: p[i] = 1.0f; break;
-        case Init::Custom: break;
+        case Init::Normal:
+          p[i] = (float)(0.02 * rng.normal());
+          break;
+        case Init::ResidualNormal:
+          p[i] = (float)(residual_std * rng.normal());
+          break;
+        case Init::Zeros:
+          p[i] = 0.0f;
+          break;
+        case Init::Ones:
+          p[i] = 1.0f;
+          break;
+        case Init::Custom:
+          break;
       }
     }
     if (t.init == Init::Custom) t.init_fn(p, t.numel, rng);

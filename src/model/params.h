@@ -18,18 +18,23 @@ class Rng;
 // Pointers into one arena, per transformer block. Linear weights are stored [in, out] as GPT-2's Conv1D stores
 // them, so a checkpoint holds exactly the bytes the model computes with.
 struct BlockParams {
-  float *ln_1_w, *ln_1_b;            // (C) (C)
+  float* ln_1_w;                     // (C)
+  float* ln_1_b;                     // (C)
   MixerParams mixer;                 // the layer's mixer's own tensors, in the order it declares them (mixer.h)
-  float *ln_2_w, *ln_2_b;            // (C) (C)
-  float *mlp_fc_w, *mlp_fc_b;        // (C, 4C) (4C)   "mlp.c_fc"
-  float *mlp_proj_w, *mlp_proj_b;    // (4C, C) (C)    "mlp.c_proj"
+  float* ln_2_w;                     // (C)
+  float* ln_2_b;                     // (C)
+  float* mlp_fc_w;                   // (C, 4C)  "mlp.c_fc"
+  float* mlp_fc_b;                   // (4C)
+  float* mlp_proj_w;                 // (4C, C)  "mlp.c_proj"
+  float* mlp_proj_b;                 // (C)
 };
 
 struct GPTParams {
   float* wte;  // (V, C) token embedding, also the LM head (tied)
   float* wpe;  // (maxT, C) position embedding
   std::vector<BlockParams> h;
-  float *ln_f_w, *ln_f_b;  // (C) (C)
+  float* ln_f_w;  // (C)
+  float* ln_f_b;  // (C)
 };
 
 struct TensorSpec {
@@ -47,7 +52,7 @@ struct TensorSpec {
   float* BlockParams::*block_slot = nullptr;
   int layer = -1;
   int mixer_slot = -1;
-  std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;  // Init::Custom (MixerTensor::init_fn)
+  std::function<void(float* p, size_t n, Rng& rng)> init_fn = nullptr;  // Init::Custom (TensorDecl::init_fn)
 };
 
 // The table of a model whose layers run `mixers` (one per layer, made from config: each declares its own rows).

@@ -1,5 +1,5 @@
 // Causal (and masked) linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"), on the same fused
-// qkv as softmax attention (attention.h).   B batch, T time, C channels, NH heads, HS = C/NH.
+// qkv as softmax attention (softmax_attention.h).   B batch, T time, C channels, NH heads, HS = C/NH.
 // Row t of qkv (B, T, 3C) is [q | k | v]; head h owns columns h·HS … (h+1)·HS − 1 of each third.
 //
 // Softmax attention weighs key j by exp(q_i·k_j). Linear attention replaces the exponential by a product of

@@ -13,26 +13,6 @@
 #include "base/threads.h"
 #include "ops/linear.h"
 
-// ---- Sizes and tensors -------------------------------------------------------------------------------------------
-
-std::vector<MambaTensorShape> mamba_tensor_shapes(const MambaDims& d) {
-  std::vector<MambaTensorShape> t = {{"mamba.in_proj.weight", {d.C, d.in_cols()}}};
-  if (d.has_conv()) {
-    t.push_back({"mamba.conv1d.weight", {d.conv_channels(), d.K}});
-    t.push_back({"mamba.conv1d.bias", {d.conv_channels()}});
-  }
-  t.push_back({"mamba.dt_bias", {d.H}});
-  t.push_back({"mamba.A_log", {d.H}});
-  t.push_back({"mamba.D", {d.H}});
-  if (!d.selective) {
-    t.push_back({"mamba.B", {d.N}});
-    t.push_back({"mamba.C", {d.N}});
-  }
-  t.push_back({"mamba.norm.weight", {d.E}});
-  t.push_back({"mamba.out_proj.weight", {d.E, d.C}});
-  return t;
-}
-
 // ---- Initialisation ----------------------------------------------------------------------------------------------
 
 void mamba_init_dt_bias(float* dt_bias, size_t n, Rng& rng) {

@@ -54,6 +54,8 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor_slot.h"
+
 class Rng;
 
 constexpr float kMambaNormEps = 1e-5f;
@@ -126,15 +128,6 @@ inline MambaWeights as_weights(const MambaParams& p) {
   return {p.in_proj_w, p.conv_w, p.conv_b, p.dt_bias, p.A_log, p.D, p.norm_w, p.out_proj_w, p.B_const, p.C_const};
 }
 
-// The tensors a layer of these sizes has, in a fixed order: the name after "h.{l}." and the shape [in, out].
-// in_proj.weight, conv1d.weight, conv1d.bias (K > 0), dt_bias, A_log, D, B, C (non-selective), norm.weight,
-// out_proj.weight.
-struct MambaTensorShape {
-  std::string name;  // e.g. "mamba.in_proj.weight"
-  std::vector<int> shape;
-};
-std::vector<MambaTensorShape> mamba_tensor_shapes(const MambaDims& d);
-
 // ---- Initialisation as Mamba-2, one function per tensor, each filling its n floats: the mixer
 // (model/mixers/mamba.cpp) hands each to its tensor's row. in_proj and out_proj are the model's linear weights;
 // D and norm.weight start at 1. N(0, σ) names the standard deviation σ, as everywhere in the model (mixer.h).
@@ -147,6 +140,43 @@ void mamba_init_conv(float* p, size_t n, int K, Rng& rng);
 // The non-selective variant's constant B or C (N floats): N(0, N^{−1/4}), so that C·B = Σ_n C_n·B_n has variance
 // N·(N^{−1/2})² = 1, the order of the skip term D·x.
 void mamba_init_state_const(float* p, size_t N, Rng& rng);
+
+// The layer's tensor table (base/tensor_slot.h), in the checkpoint's order: the name after "h.{l}.", the shape
+// [in, out], the initialisation, the optimizer's treatment and the member of MambaTensors. in_proj.weight,
+// conv1d.weight, conv1d.bias (K > 0), dt_bias, A_log, D, B, C (non-selective), norm.weight, out_proj.weight.
+// in_proj and out_proj are the model's linear weights (N(0, 0.02), out_proj scaled as a residual projection;
+// decayed by AdamW, orthogonalised by Muon); the rest start as Mamba-2 starts them and are AdamW's without decay.
+template <typename Ptr>
+std::vector<TensorSlot<MambaTensors, Ptr>> mamba_tensor_slots(const MambaDims& d) {
+  using M = MambaTensors<Ptr>;
+  const int64_t C = d.C;
+  const int64_t E = d.E;
+  const int64_t H = d.H;
+  const int64_t N = d.N;
+  const int64_t X = d.conv_channels();
+  std::vector<TensorSlot<MambaTensors, Ptr>> rows;
+  auto row = [&rows](const char* name, std::vector<int64_t> shape, Init init, bool linear, Ptr M::*member,
+                     std::function<void(float*, size_t, Rng&)> init_fn = nullptr) {
+    rows.push_back({{name, std::move(shape), init, linear, linear, std::move(init_fn)}, member});
+  };
+  auto conv = [K = d.K](float* p, size_t n, Rng& rng) { mamba_init_conv(p, n, K, rng); };
+  //  name                     shape             init                  linear member
+  row("mamba.in_proj.weight",  {C, d.in_cols()}, Init::Normal,         true,  &M::in_proj_w);
+  if (d.has_conv()) {
+    row("mamba.conv1d.weight", {X, d.K},         Init::Custom,         false, &M::conv_w, conv);
+    row("mamba.conv1d.bias",   {X},              Init::Custom,         false, &M::conv_b, conv);
+  }
+  row("mamba.dt_bias",         {H},              Init::Custom,         false, &M::dt_bias, mamba_init_dt_bias);
+  row("mamba.A_log",           {H},              Init::Custom,         false, &M::A_log, mamba_init_A_log);
+  row("mamba.D",               {H},              Init::Ones,           false, &M::D);
+  if (!d.selective) {
+    row("mamba.B",             {N},              Init::Custom,         false, &M::B_const, mamba_init_state_const);
+    row("mamba.C",             {N},              Init::Custom,         false, &M::C_const, mamba_init_state_const);
+  }
+  row("mamba.norm.weight",     {E},              Init::Ones,           false, &M::norm_w);
+  row("mamba.out_proj.weight", {E, C},           Init::ResidualNormal, true,  &M::out_proj_w);
+  return rows;
+}
 
 // ---- What the forward keeps for the backward (and for the lab): one float arena carved by mamba_activations.
 //   proj    (B,T,in_cols)  u·W_in: z | xBC_raw | dt_raw

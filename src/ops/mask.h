@@ -10,7 +10,8 @@
 #include <vector>
 
 struct KeyRange {
-  int begin, end;  // keys j with begin ≤ j < end
+  int begin;  // keys j with begin ≤ j < end
+  int end;
 };
 
 struct AttentionMask {

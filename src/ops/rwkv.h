@@ -54,6 +54,8 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor_slot.h"
+
 class Rng;
 
 constexpr float kRwkvNormEps = 64e-5f;    // the GroupNorm's ε, RWKV-7's
@@ -116,43 +118,50 @@ struct RwkvTensors {
 using RwkvWeights = RwkvTensors<const float*>;
 using RwkvGrads = RwkvTensors<float*>;
 
-// The tensors in the checkpoint's order: the name after "h.{l}." (e.g. "rwkv.key.weight"), the shape, and the
-// member of RwkvTensors that holds it.
-template <typename Ptr>
-struct RwkvTensorSlot {
-  std::string name;
-  std::vector<int> shape;
-  Ptr RwkvTensors<Ptr>::*member;
-};
-template <typename Ptr>
-std::vector<RwkvTensorSlot<Ptr>> rwkv_tensor_slots(const RwkvDims& d) {
-  using R = RwkvTensors<Ptr>;
-  const int C = d.C, D = d.D;
-  return {{"rwkv.mix", {6, C}, &R::mix},
-          {"rwkv.receptance.weight", {C, C}, &R::Wr},
-          {"rwkv.key.weight", {C, C}, &R::Wk},
-          {"rwkv.value.weight", {C, C}, &R::Wv},
-          {"rwkv.output.weight", {C, C}, &R::Wo},
-          {"rwkv.w0", {C}, &R::w0},
-          {"rwkv.w1", {C, D}, &R::w1},
-          {"rwkv.w2", {D, C}, &R::w2},
-          {"rwkv.a0", {C}, &R::a0},
-          {"rwkv.a1", {C, D}, &R::a1},
-          {"rwkv.a2", {D, C}, &R::a2},
-          {"rwkv.g1", {C, D}, &R::g1},
-          {"rwkv.g2", {D, C}, &R::g2},
-          {"rwkv.k_k", {C}, &R::k_k},
-          {"rwkv.k_a", {C}, &R::k_a},
-          {"rwkv.r_k", {C}, &R::r_k},
-          {"rwkv.ln_x.weight", {C}, &R::ln_w},
-          {"rwkv.ln_x.bias", {C}, &R::ln_b}};
-}
-
 // ---- Initialisation as RWKV-LM's rwkv7_train_simplified.py, adapted to [in, out] (docs/rwkv.md). `layer` of
 // `n_layer` sets the depth-dependent parts; `name` is one of the slots' names. W_r, W_v ~ U(±0.5/√C),
 // W_k ~ U(±0.05/√C), W_o = 0; w1, a1, g1 = 0; w2, a2, g2 orthogonal rows × 0.1; mix, w0, a0, k_k, k_a, r_k as
 // RWKV-LM's formulas; ln_x weight 1, bias 0.
 void rwkv_init_tensor(const std::string& name, float* p, size_t n, const RwkvDims& d, int layer, int n_layer, Rng& rng);
+
+// The layer's tensor table (base/tensor_slot.h), in the checkpoint's order: the name after "h.{l}." (e.g.
+// "rwkv.key.weight"), the shape, the initialisation (rwkv_init_tensor below, every row), the optimizer's treatment,
+// and the member of RwkvTensors that holds it. The four C × C projections are the model's linear weights: decayed
+// by AdamW and orthogonalised by Muon, as RWKV-LM decays its ".weight" tensors. Everything else (the mixes, the
+// LoRAs, the biases w0 and a0, k_k, k_a, r_k, ln_x) is AdamW without decay, as RWKV-LM's optimizer groups have
+// them; the LoRAs are not Muon's: they are rank-D factors whose 0.1-scaled init an orthogonalised update (every
+// singular value 1) would swamp. Every row starts as RWKV-LM's rwkv7_train_simplified.py starts it, with its depth
+// schedule at layer 0 for every layer: a kind is built from the model's settings alone and does not know its depth
+// (docs/rwkv.md).
+template <typename Ptr>
+std::vector<TensorSlot<RwkvTensors, Ptr>> rwkv_tensor_slots(const RwkvDims& d) {
+  using R = RwkvTensors<Ptr>;
+  const int64_t C = d.C;
+  const int64_t D = d.D;
+  auto row = [&d](const char* name, std::vector<int64_t> shape, bool projection, Ptr R::*member) {
+    auto init = [d, name = std::string(name)](float* p, size_t n, Rng& rng) { rwkv_init_tensor(name, p, n, d, 0, 1, rng); };
+    return TensorSlot<RwkvTensors, Ptr>{{name, std::move(shape), Init::Custom, projection, projection, init}, member};
+  };
+  //            name                       shape    projection  member
+  return {row("rwkv.mix",               {6, C},  false, &R::mix),
+          row("rwkv.receptance.weight", {C, C},  true,  &R::Wr),
+          row("rwkv.key.weight",        {C, C},  true,  &R::Wk),
+          row("rwkv.value.weight",      {C, C},  true,  &R::Wv),
+          row("rwkv.output.weight",     {C, C},  true,  &R::Wo),
+          row("rwkv.w0",                {C},     false, &R::w0),
+          row("rwkv.w1",                {C, D},  false, &R::w1),
+          row("rwkv.w2",                {D, C},  false, &R::w2),
+          row("rwkv.a0",                {C},     false, &R::a0),
+          row("rwkv.a1",                {C, D},  false, &R::a1),
+          row("rwkv.a2",                {D, C},  false, &R::a2),
+          row("rwkv.g1",                {C, D},  false, &R::g1),
+          row("rwkv.g2",                {D, C},  false, &R::g2),
+          row("rwkv.k_k",               {C},     false, &R::k_k),
+          row("rwkv.k_a",               {C},     false, &R::k_a),
+          row("rwkv.r_k",               {C},     false, &R::r_k),
+          row("rwkv.ln_x.weight",       {C},     false, &R::ln_w),
+          row("rwkv.ln_x.bias",         {C},     false, &R::ln_b)};
+}
 
 // ---- What the forward keeps for the backward (and the lab and the decoder): one float arena.
 //   xs    (6, B·T, C)  the shifted inputs x^r | x^w | x^k | x^v | x^a | x^g, each a (B·T, C) block

@@ -37,7 +37,8 @@ void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr, bool (*skip)(co
   const float correction2 = 1.0f - std::pow(cfg.beta2, (float)t);
   // √v̂ = √v / √(1−β2ᵗ): the corrections become two constants multiplied in, so an element costs one division (of
   // m̂ by √v̂ + ε) instead of three; a division is the slowest of the element's vector operations.
-  const float inv_correction1 = 1.0f / correction1, inv_sqrt_correction2 = 1.0f / std::sqrt(correction2);
+  const float inv_correction1 = 1.0f / correction1;
+  const float inv_sqrt_correction2 = 1.0f / std::sqrt(correction2);
   // One parallel region for the whole table (tensors differ only in their weight decay); `nowait` lets a thread
   // go on to the next tensor without waiting for the others, since tensors are independent.
 #pragma omp parallel if (worth_threads(model.params_memory().size()))
@@ -52,7 +53,8 @@ void AdamW::update(GPT& model, const AdamWConfig& cfg, float lr, bool (*skip)(co
     for (size_t i = 0; i < tensor.numel; i++) {
       mt[i] = cfg.beta1 * mt[i] + (1.0f - cfg.beta1) * g[i];
       vt[i] = cfg.beta2 * vt[i] + (1.0f - cfg.beta2) * g[i] * g[i];
-      const float m_hat = mt[i] * inv_correction1, sqrt_v_hat = std::sqrt(vt[i]) * inv_sqrt_correction2;
+      const float m_hat = mt[i] * inv_correction1;
+      const float sqrt_v_hat = std::sqrt(vt[i]) * inv_sqrt_correction2;
       theta[i] -= lr * (m_hat / (sqrt_v_hat + cfg.eps) + decay * theta[i]);
     }
   }

@@ -28,7 +28,8 @@ double global_norm(Span<const float> grads);
 double clip_global_norm(Span<float> grads, float max_norm);
 
 struct AdamW {
-  std::vector<float> m, v;  // same layout as the parameter arena; under Muon, m of a Muon tensor is its momentum
+  std::vector<float> m;  // same layout as the parameter arena; under Muon, m of a Muon tensor is its momentum
+  std::vector<float> v;
                             // buffer and v stays 0 there (optim/muon.h)
   int t = 0;                // updates taken, for the bias correction
 

@@ -73,8 +73,7 @@ class Muon {
  public:
   // One step of every tensor muon_updates() takes, at η = `lr`, with weight decay λ = `weight_decay` on those the
   // table marks for decay; `momentum` (one float per parameter: AdamW's m arena, the state above) holds B at each
-  // tensor's offset. The
-  // other tensors are AdamW's (train/loop.cpp updates them with AdamW::update, skipping these).
+  // tensor's offset. The other tensors are AdamW's (train/loop.cpp updates them with AdamW::update, skipping these).
   void update(GPT& model, std::vector<float>& momentum, float mu, float weight_decay, float lr);
 
  private:

@@ -115,5 +115,8 @@ class RefLinearAttention final : public RefQKVAttention {
     ref_linear_attention_backward(dqkv, dO, qkv, x.mask, x.B, x.T, x.C, x.NH);
   }
 };
-inline const bool ref_linear_registered = register_ref_mixer(
-    {"linear", [](const ModelConfig&) -> std::unique_ptr<RefMixer> { return std::make_unique<RefLinearAttention>(); }});
+inline const bool ref_linear_registered = register_ref_mixer({
+    "linear",
+    [](const ModelConfig&) -> std::unique_ptr<RefMixer> { return std::make_unique<RefLinearAttention>(); },
+    {{"", [](ModelConfig&) {}}},  // no settings of its own
+});

@@ -241,5 +241,30 @@ class RefMamba final : public RefMixer {
  private:
   const MambaDims d_;
 };
-inline const bool ref_mamba_registered = register_ref_mixer(
-    {"mamba", [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefMamba>(c); }});
+// Test shapes: a small selective layer with a conv (every tensor present), then the variant without Δ, B and C
+// from the input and without the conv (the tensors mamba.B and mamba.C instead, no conv1d), then expand 2.
+inline void ref_mamba_small(ModelConfig& c) {
+  MambaSettings& s = c.mixer_settings.get<MambaSettings>();
+  s.ssm_state = 3;
+  s.ssm_expand = 1;
+  s.ssm_conv = 3;
+}
+inline const bool ref_mamba_registered = register_ref_mixer({
+    "mamba",
+    [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefMamba>(c); },
+    {
+        {"", ref_mamba_small},
+        {"time-invariant, no conv",
+         [](ModelConfig& c) {
+           ref_mamba_small(c);
+           c.mixer_settings.get<MambaSettings>().ssm_selective = 0;
+           c.mixer_settings.get<MambaSettings>().ssm_conv = 0;
+         }},
+        {"expand 2, state 2",
+         [](ModelConfig& c) {
+           ref_mamba_small(c);
+           c.mixer_settings.get<MambaSettings>().ssm_expand = 2;
+           c.mixer_settings.get<MambaSettings>().ssm_state = 2;
+         }},
+    },
+});

@@ -2,8 +2,8 @@
 // GPT's own mixer, softmax attention. Read this first (docs/tour.md): the fast code in src/ops/ and src/model/
 // computes exactly these formulas, and the tests hold it to them (tests/test_ops.cpp, test_model.cpp,
 // test_masks.cpp; Muon's step is in textbook/muon.h). Compiled only into the tests.
-// The other mixer kinds are textbook mixers in their own headers (textbook/mixers.h lists them) behind the
-// textbook's mixer seam (textbook/mixer.h); the block below calls a layer's mixer through that seam only.
+// The other mixer kinds are textbook mixers in their own headers (textbook/<kind>.h, each registering itself)
+// behind the textbook's mixer seam (textbook/mixer.h); the block below calls a layer's mixer through that seam only.
 // Header-only and templated on the float type F (the tests use double). Naive loops, no BLAS, no OpenMP, and no
 // call into any fast op: each function is the formula in its comment written out, so the fast code can be checked
 // against something that shares none of its tricks. Argument order, shapes and the gradient convention of every
@@ -55,7 +55,8 @@ void ref_layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weig
   const F eps = F(kLayerNormEps);
   for (int n = 0; n < N; n++) {
     const F* x = inp + n * C;
-    F mu = 0, var = 0;
+    F mu = 0;
+    F var = 0;
     for (int c = 0; c < C; c++) mu += x[c] / C;                      // μ = Σx / C
     for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu) / C;  // σ² = Σ(x − μ)² / C
     const F r = 1 / std::sqrt(var + eps);                             // r = 1/√(σ² + ε)
@@ -140,7 +141,8 @@ void ref_lm_head_backward(F* dinp, F* dwte, const F* dlogits, const F* inp, cons
 // ---- GELU, tanh approximation. N elements.
 template <typename F>
 void ref_gelu_forward(F* out, const F* inp, size_t N) {
-  const F k = std::sqrt(F(2) / F(M_PI)), a = F(0.044715);
+  const F k = std::sqrt(F(2) / F(M_PI));
+  const F a = F(0.044715);
   // y = ½·x·(1 + tanh(u)),   u = √(2/π)·(x + 0.044715·x³)
   for (size_t i = 0; i < N; i++) {
     const F x = inp[i];
@@ -150,10 +152,13 @@ void ref_gelu_forward(F* out, const F* inp, size_t N) {
 
 template <typename F>
 void ref_gelu_backward(F* dinp, const F* inp, const F* dout, size_t N) {
-  const F k = std::sqrt(F(2) / F(M_PI)), a = F(0.044715);
+  const F k = std::sqrt(F(2) / F(M_PI));
+  const F a = F(0.044715);
   // dy/dx = ½·(1 + tanh u) + ½·x·sech²(u)·du/dx,   du/dx = √(2/π)·(1 + 3·0.044715·x²);   dinp = dy/dx · dout
   for (size_t i = 0; i < N; i++) {
-    const F x = inp[i], u = k * (x + a * x * x * x), cosh_u = std::cosh(u);
+    const F x = inp[i];
+    const F u = k * (x + a * x * x * x);
+    const F cosh_u = std::cosh(u);
     const F dy_dx = F(0.5) * (1 + std::tanh(u)) + F(0.5) * x / (cosh_u * cosh_u) * k * (1 + 3 * a * x * x);
     dinp[i] = dy_dx * dout[i];
   }
@@ -168,7 +173,8 @@ std::vector<F> ref_attention_probs(const std::vector<F>& Q, const std::vector<F>
   std::vector<F> P(T * T, F(0));
   for (int i = 0; i < T; i++) {
     std::vector<F> S(T, F(0));
-    F max_s = -INFINITY, sum = 0;
+    F max_s = -INFINITY;
+    F sum = 0;
     for (int j = 0; j < T; j++) {
       if (!mask.allows(i, j, T)) continue;
       for (int d = 0; d < HS; d++) S[j] += scale * Q[i * HS + d] * K[j * HS + d];
@@ -188,8 +194,10 @@ void ref_attention_forward(F* out, F* probs, const F* qkv, const AttentionMask& 
   const int HS = C / NH;
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH), K = ref_get_head(qkv, 1, b, h, T, C, NH),
-                           V = ref_get_head(qkv, 2, b, h, T, C, NH), P = ref_attention_probs(Q, K, mask, scale, T, HS);
+      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH);
+      const std::vector<F> K = ref_get_head(qkv, 1, b, h, T, C, NH);
+      const std::vector<F> V = ref_get_head(qkv, 2, b, h, T, C, NH);
+      const std::vector<F> P = ref_attention_probs(Q, K, mask, scale, T, HS);
       for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) probs[((b * NH + h) * T + i) * T + j] = P[i * T + j];
       for (int i = 0; i < T; i++)  // O = P·V
@@ -206,13 +214,21 @@ void ref_attention_forward(F* out, F* probs, const F* qkv, const AttentionMask& 
 template <typename F>
 void ref_attention_backward(F* dqkv, const F* dout, const F* qkv, const F* probs, const F* out,
                             const AttentionMask& mask, F scale, int B, int T, int C, int NH) {
-  (void)probs, (void)out;
+  (void)probs;  // the backward recomputes P from q and k: the fast op's arguments, unused here
+  (void)out;
   const int HS = C / NH;
   for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++) {
-      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH), K = ref_get_head(qkv, 1, b, h, T, C, NH),
-                           V = ref_get_head(qkv, 2, b, h, T, C, NH), P = ref_attention_probs(Q, K, mask, scale, T, HS);
-      std::vector<F> dO(T * HS), dP(T * T, F(0)), dS(T * T, F(0)), dQ(T * HS, F(0)), dK(T * HS, F(0)), dV(T * HS, F(0));
+      const std::vector<F> Q = ref_get_head(qkv, 0, b, h, T, C, NH);
+      const std::vector<F> K = ref_get_head(qkv, 1, b, h, T, C, NH);
+      const std::vector<F> V = ref_get_head(qkv, 2, b, h, T, C, NH);
+      const std::vector<F> P = ref_attention_probs(Q, K, mask, scale, T, HS);
+      std::vector<F> dO(T * HS);
+      std::vector<F> dP(T * T, F(0));
+      std::vector<F> dS(T * T, F(0));
+      std::vector<F> dQ(T * HS, F(0));
+      std::vector<F> dK(T * HS, F(0));
+      std::vector<F> dV(T * HS, F(0));
       for (int i = 0; i < T; i++)
         for (int d = 0; d < HS; d++) dO[i * HS + d] = dout[(b * T + i) * C + h * HS + d];
       for (int i = 0; i < T; i++)  // dP = dO·Vᵀ
@@ -233,7 +249,9 @@ void ref_attention_backward(F* dqkv, const F* dout, const F* qkv, const F* probs
       for (int t = 0; t < T; t++)  // write dQ, dK, dV into this head's columns of dqkv
         for (int d = 0; d < HS; d++) {
           F* row = dqkv + (b * T + t) * 3 * C + h * HS + d;
-          row[0] = dQ[t * HS + d], row[C] = dK[t * HS + d], row[2 * C] = dV[t * HS + d];
+          row[0] = dQ[t * HS + d];
+          row[C] = dK[t * HS + d];
+          row[2 * C] = dV[t * HS + d];
         }
     }
 }
@@ -276,13 +294,17 @@ F ref_cross_entropy_forward(F* probs, F* losses, const F* logits, const int* tar
   int count = 0;
   for (int n = 0; n < N; n++) {
     const F* z = logits + n * V;
-    F max_z = z[0], sum = 0;
+    F max_z = z[0];
+    F sum = 0;
     for (int v = 0; v < V; v++) max_z = std::max(max_z, z[v]);
     for (int v = 0; v < V; v++) sum += std::exp(z[v] - max_z);
     for (int v = 0; v < V; v++) probs[n * V + v] = std::exp(z[v] - max_z) / sum;  // p = softmax(z)
     const int y = targets[n];
     losses[n] = y == kNoTarget ? F(0) : std::log(sum) - (z[y] - max_z);  // −log p_y = log Σ exp(z) − z_y
-    if (y != kNoTarget) total += losses[n], count++;
+    if (y != kNoTarget) {
+      total += losses[n];
+      count++;
+    }
   }
   return count ? total / count : F(0);  // mean over rows with a target
 }
@@ -302,8 +324,11 @@ void ref_cross_entropy_backward(F* dlogits, const F* probs, const int* targets, 
 class RefQKVAttention : public RefMixer {
  public:
   void forward(double* out, double* A, const double* u, const RefTensor& w, const RefMixerPass& x) const override {
-    const int N = x.B * x.T, C = x.C;
-    std::vector<double> qkv(N * 3 * C), att(N * C), gated(N * C);
+    const int N = x.B * x.T;
+    const int C = x.C;
+    std::vector<double> qkv(N * 3 * C);
+    std::vector<double> att(N * C);
+    std::vector<double> gated(N * C);
     ref_linear_forward(qkv.data(), u, w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);
     heads_forward(att.data(), A, qkv.data(), x);
     if (x.gates) ref_head_gate_forward(gated.data(), att.data(), x.gates, N, x.NH, C / x.NH);
@@ -312,11 +337,16 @@ class RefQKVAttention : public RefMixer {
   }
   void backward(double* du, const RefGrad& g, double* dgates, const double* dout, const double* u, const RefTensor& w,
                 const RefMixerPass& x) const override {
-    const int N = x.B * x.T, C = x.C;
-    std::vector<double> qkv(N * 3 * C), att(N * C), gated(N * C), A(x.B * x.NH * x.T * x.T);
+    const int N = x.B * x.T;
+    const int C = x.C;
+    std::vector<double> qkv(N * 3 * C);
+    std::vector<double> att(N * C);
+    std::vector<double> gated(N * C);
+    std::vector<double> A(x.B * x.NH * x.T * x.T);
     ref_linear_forward(qkv.data(), u, w("attn.c_attn.weight"), w("attn.c_attn.bias"), N, C, 3 * C);  // recomputed
     heads_forward(att.data(), A.data(), qkv.data(), x);
-    std::vector<double> d_att(N * C, 0.0), d_qkv(N * 3 * C, 0.0);
+    std::vector<double> d_att(N * C, 0.0);
+    std::vector<double> d_qkv(N * 3 * C, 0.0);
     if (!x.gates) {
       ref_linear_backward(d_att.data(), g("attn.c_proj.weight"), g("attn.c_proj.bias"), dout, att.data(),
                           w("attn.c_proj.weight"), N, C, C);
@@ -355,8 +385,11 @@ class RefSoftmaxAttention final : public RefQKVAttention {
  private:
   const double scale_;
 };
-inline const bool ref_softmax_registered = register_ref_mixer(
-    {"softmax", [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefSoftmaxAttention>(c); }});
+inline const bool ref_softmax_registered = register_ref_mixer({
+    "softmax",
+    [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefSoftmaxAttention>(c); },
+    {{"", [](ModelConfig&) {}}},  // no settings of its own
+});
 
 // ---- One block, pre-LN, its forward right above its backward (the fast one: src/model/block.h):
 //   res2 = x + mixer(ln_1(x))                              the layer's textbook mixer (textbook/mixer.h)
@@ -364,7 +397,17 @@ inline const bool ref_softmax_registered = register_ref_mixer(
 // w(name) is the block's tensor "h.{l}.name", gates its NH head gates ξ or null, N = B·T rows.
 template <typename F>
 struct RefBlock {  // what the forward keeps for the backward, zero-initialised for N rows and P = B·NH·T·T
-  std::vector<F> ln1, ln1_mean, ln1_rstd, probs, res2, ln2, ln2_mean, ln2_rstd, fc, fc_gelu, res3;
+  std::vector<F> ln1;
+  std::vector<F> ln1_mean;
+  std::vector<F> ln1_rstd;
+  std::vector<F> probs;
+  std::vector<F> res2;
+  std::vector<F> ln2;
+  std::vector<F> ln2_mean;
+  std::vector<F> ln2_rstd;
+  std::vector<F> fc;
+  std::vector<F> fc_gelu;
+  std::vector<F> res3;
   RefBlock(int N, int C, int P)
       : ln1(N * C), ln1_mean(N), ln1_rstd(N), probs(P), res2(N * C), ln2(N * C), ln2_mean(N), ln2_rstd(N),
         fc(N * 4 * C), fc_gelu(N * 4 * C), res3(N * C) {}
@@ -372,12 +415,16 @@ struct RefBlock {  // what the forward keeps for the backward, zero-initialised 
 struct RefBlockShape {
   AttentionMask mask;
   bool attn_only;
-  int B, T, C, NH;
+  int B;
+  int T;
+  int C;
+  int NH;
 };
 
 template <typename F, typename W>
 void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, const RefMixer& mixer, const RefBlockShape& s) {
-  const int N = s.B * s.T, C = s.C;
+  const int N = s.B * s.T;
+  const int C = s.C;
   // res2 = x + mixer(ln_1(x)); probs = the weights the mixer reports
   ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w("ln_1.weight"), w("ln_1.bias"), N, C);
   mixer.forward(a.res2.data(), a.probs.data(), a.ln1.data(), w, RefMixerPass{s.mask, gates, s.B, s.T, C, s.NH});
@@ -400,9 +447,13 @@ void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, const Re
 template <typename F, typename W, typename G>
 void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* x, W w, const F* gates, F* dgates,
                         const RefMixer& mixer, const RefBlockShape& s) {
-  const int N = s.B * s.T, C = s.C;
+  const int N = s.B * s.T;
+  const int C = s.C;
   // res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2)))): d_res2 = dx + the MLP branch's gradient
-  std::vector<F> d_res2 = dx, d_fc_gelu(N * 4 * C, F(0)), d_fc(N * 4 * C, F(0)), d_ln2(N * C, F(0));
+  std::vector<F> d_res2 = dx;
+  std::vector<F> d_fc_gelu(N * 4 * C, F(0));
+  std::vector<F> d_fc(N * 4 * C, F(0));
+  std::vector<F> d_ln2(N * C, F(0));
   if (!s.attn_only) {
     ref_linear_backward(d_fc_gelu.data(), g("mlp.c_proj.weight"), g("mlp.c_proj.bias"), dx.data(), a.fc_gelu.data(),
                         w("mlp.c_proj.weight"), N, 4 * C, C);
@@ -413,7 +464,8 @@ void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* 
                            w("ln_2.weight"), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   }
   // res2 = x + mixer(ln_1(x)): d_x = d_res2 + the mixer branch's gradient
-  std::vector<F> d_x = d_res2, d_ln1(N * C, F(0));
+  std::vector<F> d_x = d_res2;
+  std::vector<F> d_ln1(N * C, F(0));
   mixer.backward(d_ln1.data(), g, dgates, d_res2.data(), a.ln1.data(), w, RefMixerPass{s.mask, gates, s.B, s.T, C, s.NH});
   ref_layernorm_backward(d_x.data(), g("ln_1.weight"), g("ln_1.bias"), d_ln1.data(), x, w("ln_1.weight"),
                          a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
@@ -436,9 +488,17 @@ struct ReferenceGPT {
   std::vector<F> head_gates;         // ξ, L × NH; empty = no gates (the plain model)
   std::vector<F> gate_grads;         // ∂loss/∂ξ, accumulated by backward when the gates are on
   // The last forward's inputs and activations.
-  int B = 0, T = 0;
-  std::vector<int> inputs, targets;
-  std::vector<F> encoded, lnf, lnf_mean, lnf_rstd, logits, probs, losses;
+  int B = 0;
+  int T = 0;
+  std::vector<int> inputs;
+  std::vector<int> targets;
+  std::vector<F> encoded;
+  std::vector<F> lnf;
+  std::vector<F> lnf_mean;
+  std::vector<F> lnf_rstd;
+  std::vector<F> logits;
+  std::vector<F> probs;
+  std::vector<F> losses;
   std::vector<Layer> layers;
 
   explicit ReferenceGPT(const ModelConfig& c, std::vector<AttentionMask> layer_masks = {})
@@ -462,8 +522,14 @@ struct ReferenceGPT {
 
   // inputs, targets (B·T); targets may be empty (logits only) and may hold kNoTarget. Returns the mean loss.
   F forward(const std::vector<int>& in, const std::vector<int>& tg, int B_, int T_) {
-    B = B_, T = T_, inputs = in, targets = tg;
-    const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
+    B = B_;
+    T = T_;
+    inputs = in;
+    targets = tg;
+    const int N = B * T;
+    const int C = config.n_embd;
+    const int V = config.vocab_size;
+    const int NH = config.n_head;
     if ((int)inputs.size() != N || (!targets.empty() && (int)targets.size() != N))
       throw std::runtime_error("ReferenceGPT::forward: inputs and targets must hold B·T ids");
     encoded.assign(N * C, F(0));
@@ -472,12 +538,16 @@ struct ReferenceGPT {
     for (int l = 0; l < config.n_layer; l++)
       ref_block_forward(layers[l], block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
                         *mixers[l], shape(l));
-    lnf.assign(N * C, F(0)), lnf_mean.assign(N, F(0)), lnf_rstd.assign(N, F(0)), logits.assign(N * V, F(0));
+    lnf.assign(N * C, F(0));
+    lnf_mean.assign(N, F(0));
+    lnf_rstd.assign(N, F(0));
+    logits.assign(N * V, F(0));
     ref_layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), block_input(config.n_layer).data(),
                           p("ln_f.weight"), p("ln_f.bias"), N, C);
     ref_lm_head_forward(logits.data(), lnf.data(), p("wte.weight"), N, C, V);
     if (targets.empty()) return F(0);
-    probs.assign(N * V, F(0)), losses.assign(N, F(0));
+    probs.assign(N * V, F(0));
+    losses.assign(N, F(0));
     return ref_cross_entropy_forward(probs.data(), losses.data(), logits.data(), targets.data(), N, V);
   }
 
@@ -486,12 +556,19 @@ struct ReferenceGPT {
   void backward(std::vector<F>& grads) {
     if (targets.empty()) throw std::runtime_error("ReferenceGPT::backward: the last forward had no targets");
     if (grads.size() != params.size()) throw std::runtime_error("ReferenceGPT::backward: grads has the wrong size");
-    const int N = B * T, C = config.n_embd, V = config.vocab_size, NH = config.n_head;
+    const int N = B * T;
+    const int C = config.n_embd;
+    const int V = config.vocab_size;
+    const int NH = config.n_head;
     if (!head_gates.empty() && gate_grads.size() != head_gates.size()) gate_grads.assign(head_gates.size(), F(0));
-    auto g = [&](const std::string& name) { return grads.data() + offset(name); };
+    auto g = [&](const std::string& name) {
+      return grads.data() + offset(name);
+    };
     int count = 0;
     for (int y : targets) count += y != kNoTarget;
-    std::vector<F> dlogits(N * V, F(0)), dlnf(N * C, F(0)), dx(N * C, F(0));  // dx: ∂loss/∂(residual stream)
+    std::vector<F> dlogits(N * V, F(0));
+    std::vector<F> dlnf(N * C, F(0));
+    std::vector<F> dx(N * C, F(0));  // ∂loss/∂(residual stream)
     ref_cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), count, N, V);
     ref_lm_head_backward(dlnf.data(), g("wte.weight"), dlogits.data(), lnf.data(), p("wte.weight"), N, C, V);
     ref_layernorm_backward(dx.data(), g("ln_f.weight"), g("ln_f.bias"), dlnf.data(), block_input(config.n_layer).data(),
@@ -504,6 +581,3 @@ struct ReferenceGPT {
     ref_embedding_backward(g("wte.weight"), g("wpe.weight"), dx.data(), inputs.data(), B, T, C);
   }
 };
-
-// The other mixer kinds, each a header that registers itself (after the ops above, which they build on).
-#include "textbook/mixers.h"

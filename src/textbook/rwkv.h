@@ -220,11 +220,11 @@ void ref_rwkv_backward(F* du, const RwkvTensors<F*>& g, const F* dout, const F* 
     for (size_t i = 0; i < n; i++) grad[i] = (add ? grad[i] : F(0)) + fd[i];
   };
   differentiate(x.data(), x.size(), du, false);
-  const std::vector<RwkvTensorSlot<const F*>> wslots = rwkv_tensor_slots<const F*>(d);
-  const std::vector<RwkvTensorSlot<F*>> gslots = rwkv_tensor_slots<F*>(d);
+  const std::vector<TensorSlot<RwkvTensors, const F*>> wslots = rwkv_tensor_slots<const F*>(d);
+  const std::vector<TensorSlot<RwkvTensors, F*>> gslots = rwkv_tensor_slots<F*>(d);
   for (size_t i = 0; i < wslots.size(); i++) {
     size_t n = 1;
-    for (int e : wslots[i].shape) n *= e;
+    for (int64_t e : wslots[i].decl.shape) n *= (size_t)e;
     std::vector<F> copy(w.*wslots[i].member, w.*wslots[i].member + n);
     at.*wslots[i].member = copy.data();
     differentiate(copy.data(), n, g.*gslots[i].member, true);
@@ -236,7 +236,7 @@ void ref_rwkv_backward(F* du, const RwkvTensors<F*>& g, const F* dout, const F* 
 template <typename Ptr, typename W>
 RwkvTensors<Ptr> ref_rwkv_tensors(W w, const RwkvDims& d) {
   RwkvTensors<Ptr> t;
-  for (const auto& s : rwkv_tensor_slots<Ptr>(d)) t.*s.member = w(s.name);
+  for (const auto& s : rwkv_tensor_slots<Ptr>(d)) t.*s.member = w(s.decl.name);
   return t;
 }
 
@@ -260,5 +260,20 @@ class RefRwkv final : public RefMixer {
  private:
   const RwkvDims d_;
 };
-inline const bool ref_rwkv_registered = register_ref_mixer(
-    {"rwkv", [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefRwkv>(c); }});
+// Test shapes: LoRAs of width 3, then width 1, then the ablation without the erase.
+inline const bool ref_rwkv_registered = register_ref_mixer({
+    "rwkv",
+    [](const ModelConfig& c) -> std::unique_ptr<RefMixer> { return std::make_unique<RefRwkv>(c); },
+    {
+        {"", [](ModelConfig& c) { c.mixer_settings.get<RwkvSettings>().rwkv_lora = 3; }},
+        {"lora 1", [](ModelConfig& c) { c.mixer_settings.get<RwkvSettings>().rwkv_lora = 1; }},
+        {"erase off",
+         [](ModelConfig& c) {
+           c.mixer_settings.get<RwkvSettings>().rwkv_lora = 2;
+           c.mixer_settings.get<RwkvSettings>().rwkv_erase = 0;
+         }},
+    },
+    // Its backward is central differences (h = 1e-6): ~1e-9 of the loss's scale in every tensor, so a tensor whose
+    // own gradients are 1e-4 of the largest is measured against 1e-2 of the largest (tests/model_check.h).
+    1e-2,
+});

@@ -34,7 +34,10 @@ LossSum forward_backward(Replicas& model, const int* x, const int* y, int B, int
     slices[r] = {(double)mean * m.last_targets(), m.last_targets()};
   });
   LossSum sum;  // added in replica order: the same bits however the threads were scheduled
-  for (const LossSum& s : slices) sum.total += s.total, sum.count += s.count;
+  for (const LossSum& s : slices) {
+    sum.total += s.total;
+    sum.count += s.count;
+  }
   if (R == 1) return sum;  // one model: its gradient is the batch's already
   // g = Σ_r (n_r/n)·g_r into the model's gradient, each element summed in replica order (the multiply-adds fused as
   // written), a chunk of g at a time: the chunk stays in L1 while each replica's gradient streams past it.
@@ -44,12 +47,14 @@ LossSum forward_backward(Replicas& model, const int* x, const int* y, int B, int
     if (sum.count) weight[r] = (float)((double)slices[r].count / sum.count);
     g[r] = model[r].grads_memory().data();
   }
-  const size_t P = model.model().num_params(), chunk = 4096;
+  const size_t P = model.model().num_params();
+  const size_t chunk = 4096;
 #pragma omp parallel for schedule(static)
   for (size_t i0 = 0; i0 < P; i0 += chunk)
     for (int r = 0; r < R; r++) {
       float* out = g[0] + i0;
-      const float w = weight[r], *in = g[r] + i0;
+      const float w = weight[r];
+      const float* in = g[r] + i0;
 #pragma omp simd
       for (size_t i = 0; i < std::min(chunk, P - i0); i++) out[i] = r == 0 ? w * in[i] : std::fma(w, in[i], out[i]);
     }
@@ -60,11 +65,11 @@ void update_weights(Learner& learner, const TrainConfig& config, const LearningR
   GPT& model = learner.model.model();
   switch (learner.optimizer) {
     case OptimizerKind::AdamW:
-      learner.state.update(model, config.adamw, lr.adamw);
+      learner.moments.update(model, config.adamw, lr.adamw);
       break;
     case OptimizerKind::Muon:
-      learner.state.update(model, config.adamw, lr.adamw, muon_updates);  // every tensor Muon does not take
-      learner.muon.update(model, learner.state.m, config.muon.momentum, config.adamw.weight_decay, lr.muon);
+      learner.moments.update(model, config.adamw, lr.adamw, muon_updates);  // every tensor Muon does not take
+      learner.muon.update(model, learner.moments.m, config.muon.momentum, config.adamw.weight_decay, lr.muon);
       break;
   }
 }

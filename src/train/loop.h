@@ -36,7 +36,7 @@ LearningRates learning_rates(const TrainConfig& config, int step);
 struct Learner {
   Replicas& model;          // model.model() is the model; with batch-split, one replica per thread (replicas.h)
   OptimizerKind optimizer;  // AdamW, or Muon for the blocks' matrices and AdamW for the rest
-  AdamW& state;             // AdamW's m, v and t (Muon's momentum lives in m): what a checkpoint stores to continue
+  AdamW& moments;           // the moments: AdamW's m, v and t, Muon's momentum in m; what a checkpoint keeps to continue
   const Reducer& processes = one_process();  // the whole batch's gradient across processes (reducer.h)
   Muon muon = {};           // Muon's scratch
 };
@@ -45,7 +45,8 @@ struct Learner {
 struct BatchView {
   const int* x = nullptr;
   const int* y = nullptr;
-  int B = 0, T = 0;
+  int B = 0;
+  int T = 0;
 };
 
 struct StepResult {

@@ -12,7 +12,8 @@ struct Corpus;
 struct TrainConfig;
 
 struct Rows {
-  int begin = 0, end = 0;  // rows [begin, end) of the global batch
+  int begin = 0;  // rows [begin, end) of the global batch
+  int end = 0;
   int count() const { return end - begin; }
 };
 

@@ -12,7 +12,7 @@
 #include "model/config.h"
 #include "optim/muon.h"
 
-// The defaults are ./train's: the tiny preset, which changes nothing (presets() in settings.cpp). A checkpoint
+// The defaults are ./train's: the tiny preset, which changes nothing (presets() in train_config.cpp). A checkpoint
 // written before a setting existed gets the default too, or what the row's `absent` says such files meant (AdamW
 // for the optimizer).
 struct TrainConfig {
@@ -43,6 +43,10 @@ struct TrainConfig {
                              // replace the checkpoint and metrics.csv in `out`; otherwise refused (io/run_folder.h)
 };
 
+// Whether a run of `config` stores the setting `key` (base/settings.h): its model's rule (model/config.h), since the
+// run's table holds the model's rows.
+inline bool setting_stored(const char* key, const TrainConfig& config) { return setting_stored(key, config.model); }
+
 // Every setting of ./train, in --help order: run_settings()'s rows (train_config.cpp) with the model's
 // (model_settings(), model/config.cpp) after --out.
 const std::vector<Setting<TrainConfig>>& train_settings();
@@ -63,7 +67,7 @@ struct Preset {
   const char* summary;            // one line for --help and docs/usage.md
   void (*apply)(TrainConfig& c);  // the settings it changes from the defaults
 };
-// Every preset, in --help order (settings.cpp says why each recipe is what it is).
+// Every preset, in --help order (train_config.cpp says why each recipe is what it is).
 const std::vector<Preset>& presets();
 // The defaults with the named preset applied; throws, listing the names, on an unknown one.
 TrainConfig preset(const std::string& name);

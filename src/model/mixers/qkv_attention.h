@@ -5,19 +5,40 @@
 //   G   = ξ_h · O[:, h, :]                (B, T, C)    head gates (ops/head_gate.h), when on
 //   out = residual + G·W_proj + b_proj    (B, T, C)
 // Its tensors are GPT-2's: h.{l}.attn.c_attn.{weight,bias} and h.{l}.attn.c_proj.{weight,bias}.
-// Softmax attention (softmax_attention.cpp) and linear attention (linear_attention.cpp) are the two subclasses: each says only how
-// its heads turn q, k, v into O, forward and backward, one step at a time, and as weights for the lab.
+// Softmax attention (softmax_attention.cpp) and linear attention (linear_attention.cpp) are the two subclasses:
+// each says only how its heads turn q, k, v into O, forward and backward, one step at a time, and as weights for
+// the lab.
 #pragma once
 #include "model/mixer.h"
 #include "model/mixer_lab.h"
 
-// Slots of MixerParams for this family (the order of tensors()).
-enum QKVSlot { kQKVWeight, kQKVBias, kProjWeight, kProjBias };
+// The family's tensors, one pointer each (base/tensor_slot.h): QKVWeights reads them, the backward adds to them.
+template <typename Ptr>
+struct QKVTensors {
+  Ptr qkv_w = nullptr;   // [C, 3C]  "attn.c_attn.weight"
+  Ptr qkv_b = nullptr;   // [3C]     "attn.c_attn.bias"
+  Ptr proj_w = nullptr;  // [C, C]   "attn.c_proj.weight"
+  Ptr proj_b = nullptr;  // [C]      "attn.c_proj.bias"
+};
+
+// The family's tensor table, in the checkpoint's order: GPT-2's names, N(0, 0.02) weights (the projection that adds
+// into the residual stream scaled down: Init::ResidualNormal), zero biases; the weights decayed by AdamW and
+// orthogonalised by Muon.
+template <typename Ptr>
+std::vector<TensorSlot<QKVTensors, Ptr>> qkv_tensor_slots(int C) {
+  using Q = QKVTensors<Ptr>;
+  const int64_t c = C;
+  //       name                    shape       init                   decay  Muon           member
+  return {{{"attn.c_attn.weight", {c, 3 * c}, Init::Normal,          true,  true},  &Q::qkv_w},
+          {{"attn.c_attn.bias",   {3 * c},    Init::Zeros,           false, false}, &Q::qkv_b},
+          {{"attn.c_proj.weight", {c, c},     Init::ResidualNormal,  true,  true},  &Q::proj_w},
+          {{"attn.c_proj.bias",   {c},        Init::Zeros,           false, false}, &Q::proj_b}};
+}
 
 class QKVAttention : public Mixer, public MixerLab {
  public:
   explicit QKVAttention(const ModelConfig& config);
-  std::vector<MixerTensor> tensors() const override;
+  std::vector<TensorDecl> tensors() const override;
 
   size_t saved_floats(int B, int T, bool gated) const override;
   size_t scratch_floats(int B, int T, bool gated) const override;
@@ -27,8 +48,12 @@ class QKVAttention : public Mixer, public MixerLab {
   const MixerLab& lab() const override { return *this; }
   void implied_weights(float* A, const MixerPass& pass) const override;
   const float* qkv(const float* saved) const override { return saved; }
-  QKVWeights qkv_weights(const MixerParams& p) const override { return {p.t[kQKVWeight], p.t[kProjWeight]}; }
+  QKVWeights qkv_weights(const MixerParams& p) const override {
+    const QKVTensors<const float*> w = slots_.weights(p);
+    return {w.qkv_w, w.proj_w};
+  }
 
+  // Decoding and the lab's weights (qkv_attention_steps.cpp: code training does not run).
   size_t step_scratch_floats() const override;
   void step(float* out, const float* u, const float* residual, const MixerParams& p, const AttentionMask& mask,
             const float* gates, float* state, int pos, float* scratch) const override;
@@ -52,5 +77,21 @@ class QKVAttention : public Mixer, public MixerLab {
                           float* scratch) const = 0;
   virtual size_t heads_step_scratch() const = 0;
 
-  const int C, NH, HS, block_size, n_layer;
+  const int C;
+  const int NH;
+  const int HS;  // C / NH
+  const int block_size;
+  const int n_layer;
+
+  // What the forward keeps, carved from the layer's slice (qkv_attention.cpp says the sizes).
+  struct Saved {
+    float* qkv;
+    float* stat;
+    float* O;
+    float* gated;
+  };
+  Saved carve(float* saved, int B, int T) const;
+
+ private:
+  const MixerSlots<QKVTensors> slots_;
 };

@@ -1,5 +1,6 @@
 #include "model/mixers/registry.h"
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 
@@ -41,6 +42,12 @@ std::vector<const MixerKind*> layer_kinds(const ModelConfig& config) {
   for (const std::string& name : split_layer_list(config.mixer, config.n_layer, "mixer list"))
     kinds.push_back(&find_kind(name, config.mixer));
   return kinds;
+}
+
+bool uses_kind(const ModelConfig& config, const MixerKind& kind) {
+  const int entries = 1 + (int)std::count(config.mixer.begin(), config.mixer.end(), ',');
+  const std::vector<std::string> names = split_layer_list(config.mixer, entries, "mixer list");
+  return std::find(names.begin(), names.end(), kind.name) != names.end();
 }
 
 static std::atomic<size_t> made{0};

@@ -18,7 +18,7 @@
 
 struct MixerKind {
   const char* name;     // "softmax": --mixer, --layer-mixer and the checkpoint spell the kind so
-  const char* summary;  // one line for --help and the docs
+  const char* summary;  // one line for --help (the --mixer flag's help lists every kind with its summary)
   std::unique_ptr<Mixer> (*make)(const ModelConfig& config);
   // The kind's own settings (its struct in config.mixer_settings, fields by MIXER_SETTING_FIELD): rows of
   // model_settings() like the shared ones, so flags, ranges and the checkpoint's metadata come from them.
@@ -34,6 +34,9 @@ const std::vector<RenamedFlag>& mixer_renamed_flags();
 // The kind of every layer from config.mixer ("softmax", or "softmax,linear,…" one per layer). Throws naming the
 // unknown kind and the accepted ones, or the count when the list does not match n_layer.
 std::vector<const MixerKind*> layer_kinds(const ModelConfig& config);
+// Whether a layer of `config` is of `kind`. Never throws: a config whose mixer list does not parse uses no kind
+// (validate says what is wrong with it).
+bool uses_kind(const ModelConfig& config, const MixerKind& kind);
 // One mixer per layer, made by each layer's kind.
 std::vector<std::unique_ptr<Mixer>> make_layer_mixers(const ModelConfig& config);
 // How many mixers make_layer_mixers has made in this process: a model makes one per layer, once (validation, the

@@ -1,5 +1,5 @@
 // Softmax attention, the GPT's mixer: each head weighs the values of the keys its query may see by
-// P_ij = softmax_j(s·q_i·k_j), s = 1/√HS by default (--attn-scale). The math and the kernels are in ops/attention.h;
+// P_ij = softmax_j(s·q_i·k_j), s = 1/√HS by default (--attn-scale). The math and the kernels are in ops/softmax_attention.h;
 // this file plugs them into the attention family (qkv_attention.h) and keeps the decoder's KV cache.
 #include <algorithm>
 #include <memory>
@@ -21,7 +21,7 @@ class SoftmaxAttention final : public QKVAttention {
            "with which query i averages the values; every row sums to 1.";
   }
 
-  // stat holds lse_i, the log-normaliser of each row: the backward rebuilds P from it (ops/attention.h).
+  // stat holds lse_i, the log-normaliser of each row: the backward rebuilds P from it (ops/softmax_attention.h).
   void heads_forward(float* O, float* lse, const float* qkv, const AttentionMask& mask, int B, int T) const override {
     attention_forward(O, lse, qkv, mask, scale_, B, T, C, NH);
   }
@@ -63,7 +63,7 @@ class SoftmaxAttention final : public QKVAttention {
 }  // namespace
 
 const MixerKind& softmax_attention_kind() {
-  static const MixerKind kind = {"softmax", "softmax attention, the GPT's: P = softmax(q·k/√d_k) (ops/attention.h)",
+  static const MixerKind kind = {"softmax", "softmax attention, the GPT's: P = softmax(q·k/√d_k) (ops/softmax_attention.h)",
                                  [](const ModelConfig& c) -> std::unique_ptr<Mixer> {
                                    return std::make_unique<SoftmaxAttention>(c);
                                  }};
