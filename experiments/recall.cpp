@@ -293,6 +293,7 @@ int main(int argc, char** argv) {
       check.n_layer = n_layer;
       check.n_head = n_head;
       check.n_embd = f["width"].as<int>();
+      check.vocab_size = vocab;
       for (const ModelVariant& m : models) {
         const bool matched = std::any_of(m.settings.begin(), m.settings.end(),
                                          [](const auto& kv) { return kv.second == "match"; });

@@ -126,7 +126,9 @@ ModelVariant parse_model_variant(const std::string& text) {
 
 ModelConfig with_variant(ModelConfig config, const ModelVariant& variant) {
   config.mixer = variant.mixer;
-  for (const auto& [key, text] : variant.settings) {
+  for (const std::pair<std::string, std::string>& setting : variant.settings) {
+    const std::string& key = setting.first;  // not a structured binding: C++17 lambdas cannot capture one
+    const std::string& text = setting.second;
     const Setting<ModelConfig>* row = nullptr;
     for (const Setting<ModelConfig>& s : model_settings())
       if (s.key && key == s.key) row = &s;
