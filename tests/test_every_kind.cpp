@@ -135,7 +135,9 @@ TEST_P(EveryKind, FastModelMatchesTextbook) {
 // The textbook's backward (the kind's, wired into the block's) against central differences of the whole textbook
 // model: the pieces are wired together right, and no gradient is all zero.
 TEST_P(EveryKind, TextbookMatchesFiniteDifferences) {
-  const int B = 1, T = 5, V = 5;
+  const int B = 1;
+  const int T = 5;
+  const int V = 5;
   ModelConfig hybrid = kind_config(kind() + ",softmax", 2, 4, T, V);
   for (const ModelConfig& c : {config(1, 1, 3, T, V), hybrid}) {
     SCOPED_TRACE(c.mixer);
@@ -158,7 +160,10 @@ TEST_P(EveryKind, BatchSplitReplicasGiveTheWholeBatchsGradient) {
   const ModelConfig c = config(1, 2, 16, 9, 11);
   const int B = 5;
   const int T = c.block_size;
-  std::vector<int> x, y, x0, y0;
+  std::vector<int> x;
+  std::vector<int> y;
+  std::vector<int> x0;  // another batch, run first: each step starts from zero
+  std::vector<int> y0;
   uneven_batch(B, T, c.vocab_size, 7, x, y);
   uneven_batch(B, T, c.vocab_size, 8, x0, y0);
   Threads one(1);
@@ -418,7 +423,9 @@ TEST_P(EveryKind, TrainResumeSampleAndScore) {
   const std::string text_file = dir / "held_out.txt";
   progutil::write_file(corpus, progutil::generated_text(4000));
   progutil::write_file(text_file, "The cat sat on");
-  auto run = [&](const std::string& command) { return progutil::run_command(command, dir.path()); };
+  auto run = [&](const std::string& command) {
+    return progutil::run_command(command, dir.path());
+  };
   auto train = [&](const std::string& out, const std::string& extra) {
     return run("./train " + std::string(progutil::tiny_flags()) + " --data " + progutil::quote(corpus) + " --out " +
                progutil::quote(out) + " " + extra);
