@@ -279,7 +279,8 @@ TEST(DeltaNetOp, RecurrenceBackwardMatchesFiniteDifferences) {
 // With two threads, at sizes where worth_threads splits the recurrence's (batch, head) pairs and the row loops:
 // two heads, and one head, where the two threads run the same head of different sequences at once (each pair's
 // scratch must be its own). The two-thread results against the one-thread ones (the same arithmetic per (batch,
-// head) pair, so within float rounding of the products' split), and against the textbook: the forward, and finite
+// head) pair, so within float rounding of the products' split: measured up to 1.2e-6 of the scale in the
+// sanitized -O1 build, hence 1e-5), and against the textbook: the forward, and finite
 // differences at 12 spread-out entries of each gradient.
 TEST(DeltaNetOp, TwoThreadsMatchOneThreadAndTextbook) {
   const int saved = default_threads();
@@ -295,11 +296,11 @@ TEST(DeltaNetOp, TwoThreadsMatchOneThreadAndTextbook) {
     std::vector<float> du(f.u.size(), NAN);
     f.backward(du.data());
     set_threads(saved);
-    EXPECT_TRUE(close_to_reference(f.out, to_double(one.out.data(), one.out.size()), 1e-6, "2 threads' out vs 1's"));
-    EXPECT_TRUE(close_to_reference(du, to_double(du1.data(), du1.size()), 1e-6, "2 threads' du vs 1's"));
+    EXPECT_TRUE(close_to_reference(f.out, to_double(one.out.data(), one.out.size()), 1e-5, "2 threads' out vs 1's"));
+    EXPECT_TRUE(close_to_reference(du, to_double(du1.data(), du1.size()), 1e-5, "2 threads' du vs 1's"));
     for (size_t i = 0; i < f.L.tensors.size(); i++)
       EXPECT_TRUE(close_to_reference(f.L.tensors[i].grad, to_double(one.L.tensors[i].grad.data(), one.L.tensors[i].grad.size()),
-                                     1e-6, "2 threads' d" + f.L.tensors[i].name + " vs 1's"));
+                                     1e-5, "2 threads' d" + f.L.tensors[i].name + " vs 1's"));
     EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
     auto loss = [&] { return dot(f.ref_out(), f.R); };
     expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));

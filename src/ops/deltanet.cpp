@@ -319,18 +319,21 @@ void deltanet_forward(float* out, const DeltaNetActivations& a, const float* u, 
 namespace {
 
 // Step 3's backward for one of q, k, in place over (R, C): dx holds ∂L/∂x on entry (x the normalised, scaled
-// output), ∂L/∂x̃ (x̃ the convolution's output) on exit. With x̂ = x/scale the unit vector, n the clamped norm:
+// output), ∂L/∂x̃ (x̃ the convolution's output) on exit. With x̂ = silu(x̃)/n the unit vector, n the clamped norm:
 //   ∂L/∂silu(x̃) = (dx̂ − x̂(x̂·dx̂))/n  (dx̂/n where n is the clamp),  dx̂ = scale·dx;  then × silu′(x̃).
-void silu_l2_backward(float* dx, const float* x, const float* norm, const float* xc, float scale, int R, int H, int N) {
+// x̂ is recomputed from x̃ rather than read back as x/scale: with one channel per head (N = 1) it is then exactly ±1
+// (√(s²) rounds to |s|), so the gradient through the norm is exactly 0, as it is in exact arithmetic, instead of
+// float noise divided by a possibly small n.
+void silu_l2_backward(float* dx, const float* norm, const float* xc, float scale, int R, int H, int N) {
   parallel_for(R, (size_t)R * H * N * 8, [&](size_t row) {
     for (int h = 0; h < H; h++) {
       const size_t o = row * H * N + (size_t)h * N;
       const float nrm = norm[row * H + h];
       const bool clamped = nrm <= kDeltaNetL2Eps;
       float dot = 0.0f;  // x̂·dx̂
-      for (int j = 0; j < N; j++) dot += (x[o + j] / scale) * (dx[o + j] * scale);
+      for (int j = 0; j < N; j++) dot += (silu(xc[o + j]) / nrm) * (dx[o + j] * scale);
       for (int j = 0; j < N; j++) {
-        const float xhat = x[o + j] / scale;
+        const float xhat = silu(xc[o + j]) / nrm;
         const float dxhat = dx[o + j] * scale;
         const float ds = (dxhat - (clamped ? 0.0f : xhat * dot)) / nrm;
         dx[o + j] = ds * silu_grad(xc[o + j]);
@@ -422,8 +425,8 @@ void deltanet_backward(float* du, const DeltaNetGrads& g, const float* dout, con
     }
   // v = silu(ṽ): dṽ = dv ⊙ silu′(ṽ), in place; q and k through their normalisation and silu, in place.
   for (size_t i = 0; i < RC; i++) s.dv[i] *= silu_grad(a.vc[i]);
-  silu_l2_backward(s.dq, a.q, a.qn, a.qc, 1.0f / std::sqrt((float)N), R, H, N);
-  silu_l2_backward(s.dk, a.k, a.kn, a.kc, 1.0f, R, H, N);
+  silu_l2_backward(s.dq, a.qn, a.qc, 1.0f / std::sqrt((float)N), R, H, N);
+  silu_l2_backward(s.dk, a.kn, a.kc, 1.0f, R, H, N);
   // The six products of u: du = Σ their input gradients, the first written, the others added.
   linear_backward(du, g.Wg, nullptr, s.dgl, u, w.Wg, R, C, C);
   auto add_dx = [&](size_t n) {
