@@ -100,7 +100,7 @@ static int train_main(int argc, char** argv) {
                        "training");
   add_flags(options, train_settings(), preset("tiny"));
   try {
-    RenamedArgs args(argc, argv, mixer_renamed_flags());  // --attention still works, saying it is now --mixer
+    RenamedArgs args(argc, argv, model_renamed_flags());  // --attention still works, saying it is now --mixer
     const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, args.argc(), args.argv());
     if (!parsed) return 0;  // --help
     const cxxopts::ParseResult& flags = *parsed;

@@ -132,7 +132,7 @@ static TrainConfig recipe() {
 static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts::ParseResult& f,
                               const std::string& name) {
   ModelConfig c = cfg.model;
-  c.n_layer = n_layer, c.vocab_size = f["vocab"].as<int>(), c.attn_only = !f["mlp"].as<bool>();
+  c.n_layer = n_layer, c.vocab_size = f["vocab"].as<int>(), c.no_mlp = !f["mlp"].as<bool>();
   GPT model(c);
   model.init_weights(cfg.seed);
   // ./train's step (train/loop.h) with AdamW, down to a tenth of the peak rate at the end.

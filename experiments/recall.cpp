@@ -155,11 +155,11 @@ ModelConfig model_config(const ModelVariant& m, const ModelConfig& base, size_t 
 // The settings it shares with ./train come through ./train's table (flags, help, ranges); the defaults are the
 // experiment's recipe.
 static std::vector<Setting<TrainConfig>> shared_settings() {
-  return select_settings(train_settings(), {"n_layer", "n_head", "attn_only", "steps", "batch", "lr", "seed", "threads"});
+  return select_settings(train_settings(), {"n_layer", "n_head", "no_mlp", "steps", "batch", "lr", "seed", "threads"});
 }
 static TrainConfig recipe() {
   TrainConfig r;
-  r.model.n_layer = 2, r.model.n_head = 1, r.model.attn_only = false;  // every width must divide by n_head
+  r.model.n_layer = 2, r.model.n_head = 1, r.model.no_mlp = false;  // every width must divide by n_head
   r.steps = 2000, r.batch = 64, r.adamw.lr = 3e-3f, r.seed = 1, r.threads = 0;
   return r;
 }
@@ -173,7 +173,7 @@ Result run(const ModelVariant& m, const Task& task, int width, const TrainConfig
   base.n_embd = width;
   base.block_size = task.length();
   base.vocab_size = task.model_vocab();
-  base.attn_only = cfg.model.attn_only;
+  base.no_mlp = cfg.model.no_mlp;
   const size_t target = match.mixer.empty() ? 0 : validated_mixers(with_variant(base, match))[0]->state_floats({});
   const ModelConfig c = model_config(m, base, target);
   const std::string& mixer = c.mixer;
@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
                   "Recall accuracy on 256 held-out sequences (%d queries each): %d layers, %d head(s)%s, "
                   "%d keys and %d values%s, %d steps of batch %d, lr %g. Chance is %.1f%%; knowing only the "
                   "sequence's N values gives 1/N.\n\n",
-                  queries, n_layer, n_head, cfg.model.attn_only ? " without MLPs" : "", vocab / 2, vocab / 2,
+                  queries, n_layer, n_head, cfg.model.no_mlp ? " without MLPs" : "", vocab / 2, vocab / 2,
                   bound ? " (each pair one token)" : " (each pair two tokens)", cfg.steps,
                   cfg.batch, cfg.adamw.lr, 200.0 / vocab);
     const std::string md = std::string(head) + "Pairs sweep, width " + std::to_string(f["width"].as<int>()) +

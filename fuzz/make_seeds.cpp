@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       // The first byte chooses the parser in fuzz/entries.h's spec_entry: 5 = the saved training settings.
       write_bytes(dir + "/train_config_tiny", "\x05" + to_json(preset("tiny")));
       TrainConfig mlm = preset("small");
-      mlm.objective = "mlm", mlm.mask = "bidirectional", mlm.model.attn_only = true, mlm.model.attn_scale = "inv";
+      mlm.objective = "mlm", mlm.mask = "bidirectional", mlm.model.no_mlp = true, mlm.model.attn_scale = "inv";
       write_bytes(dir + "/train_config_small_mlm", "\x05" + to_json(mlm));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "make_seeds: %s\n", e.what());

@@ -127,7 +127,7 @@ TEST_P(EveryKind, FastModelMatchesTextbook) {
   SCOPED_TRACE("one layer, one head of 5");
   expect_matches_textbook(config(1, 1, 5, 9, 7), 9);
   ModelConfig no_mlp = config(2, 2, 4, 9, 7);
-  no_mlp.attn_only = true;
+  no_mlp.no_mlp = true;
   SCOPED_TRACE("no MLP");
   expect_matches_textbook(no_mlp, 9);
 }

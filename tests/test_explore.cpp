@@ -217,7 +217,8 @@ TEST(ExploreApi, AttentionIsTheTextbookPatternAndInspectsJson) {
   ASSERT_EQ(status, 200) << j.dump();
   const std::vector<int> ids = f.ids(kText);
   const int T = (int)ids.size(), NH = 2;
-  EXPECT_EQ(j["attention"], json({"softmax", "linear"}));
+  EXPECT_EQ(j["mixers"][0]["kind"], "softmax");
+  EXPECT_EQ(j["mixers"][1]["kind"], "linear");
   EXPECT_EQ(j["masks"], json({"causal", "window:5"}));
   ReferenceGPT<double> ref = reference_of(*f.model, ids);
   for (int l = 0; l < 2; l++)

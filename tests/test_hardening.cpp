@@ -413,9 +413,18 @@ TEST(HardeningCheckpoint, SigkillAtRandomMomentsNeverLeavesAMixedFile) {
   ASSERT_GT(file_size, 2u << 20) << "the file must be big enough for kills to land mid-write";
 
   std::mt19937 rng(20261129);
-  // At least 60 kills, and on until 5 of them have landed mid-write, at most 600: how many land mid-write depends on
-  // the build and the machine (1 of 60 once under the sanitizers, make test-asan).
+  // Two ways to choose the moment. A blind kill lands anywhere in the writer's loop: serialising and checksumming in
+  // memory, or between open and rename; how often it is the latter depends on the build and the machine (0 of 600
+  // once under the sanitizers on a fast disk, when the blind moments were 0-40 ms: the writer was still in memory).
+  // So every other kill waits until the writer's temporary file appears and then strikes within a millisecond or
+  // two: such a kill lands mid-write or just after the rename, both of which must leave one whole version.
   const int min_kills = 60, max_kills = 600;
+  const auto one_write = [&] {
+    const auto t0 = Clock::now();
+    writer.write(path, 1);
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+  }();
+  const int blind_span_us = (int)std::max<long long>(2000, 3 * one_write);  // the first three writes or so
   int kills = 0;
   int mid_write = 0;  // kills that left the writer's temporary file behind: it was between open and rename
   std::vector<pid_t> killed;
@@ -431,18 +440,26 @@ TEST(HardeningCheckpoint, SigkillAtRandomMomentsNeverLeavesAMixedFile) {
       }
     }
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 40000)(rng)));
+    const std::string temporary = path + ".tmp." + std::to_string(pid);
+    if (k % 2 == 0) {
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::uniform_int_distribution<int>(0, blind_span_us)(rng)));
+    } else {
+      const auto give_up = Clock::now() + std::chrono::seconds(10);
+      while (!progutil::file_exists(temporary) && Clock::now() < give_up) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 2000)(rng)));
+    }
     ASSERT_EQ(0, kill(pid, SIGKILL));
     int status = 0;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the writer failed by itself: " << status;
     killed.push_back(pid);
-    if (progutil::file_exists(path + ".tmp." + std::to_string(pid))) mid_write++;
+    if (progutil::file_exists(temporary)) mid_write++;
     ASSERT_TRUE(is_one_whole_version(path)) << "after kill " << k;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("  %d SIGKILLs of a writer of %zu-byte checkpoints in %.1f s, %d of them mid-write\n", kills, file_size,
-              seconds, mid_write);
+  std::printf("  %d SIGKILLs of a writer of %zu-byte checkpoints (one write %lld us) in %.1f s, %d of them mid-write\n",
+              kills, file_size, (long long)one_write, seconds, mid_write);
   RecordProperty("kills", kills);
   RecordProperty("mid_write_kills", mid_write);
   EXPECT_GE(mid_write, 5) << "too few kills landed mid-write to test anything";

@@ -200,7 +200,7 @@ TEST(Layout, TheSharedFilesNameNoMixerKind) {
 // built from names and stems given here (the registry's own are checked above).
 TEST(Layout, TheMixerKindScanMatchesTheKindsSpellings) {
   const std::regex kind = kind_pattern({"softmax", "linear", "mamba"}, {"softmax_attention", "linear_attention", "mamba"});
-  for (const char* line : {"== \"linear\"", "D.attention[l] === 'mamba'", "#include \"ops/linear_attention.h\"",
+  for (const char* line : {"== \"linear\"", "MIXERS[l] === 'mamba'", "#include \"ops/linear_attention.h\"",
                            "a linear attention layer", "class LinearAttention", "c.find(\"mamba\")", "Mamba's state",
                            "#include \"model/mixers/qkv_attention.h\"", "softmax attention's P"})
     EXPECT_TRUE(std::regex_search(std::string(line), kind)) << line;

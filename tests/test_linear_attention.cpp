@@ -342,10 +342,10 @@ TEST(LinearAttentionLab, InspectDumpLabelsLinearLayers) {
   auto model = small_model("linear,softmax,linear", tok);
   const std::vector<int> ids = tok.encode(U"abc def", "test");
   const AttentionDump dump = dump_attention(*model, ids, tok);
-  ASSERT_EQ(dump.attention, (std::vector<std::string>{"linear", "softmax", "linear"}));
+  ASSERT_EQ(dump.mixers, (std::vector<std::string>{"linear", "softmax", "linear"}));
   const int T = (int)ids.size(), NH = 2;
   for (size_t k = 0; k < (size_t)NH * T * T; k++) ASSERT_EQ(dump.attn[k], model->mixing_weights(0)[k]);
-  EXPECT_NE(attention_json(dump).find("\"attention\":[\"linear\",\"softmax\",\"linear\"]"), std::string::npos);
+  EXPECT_NE(attention_json(dump).find("\"mixers\":[\"linear\",\"softmax\",\"linear\"]"), std::string::npos);
 }
 
 // A key or query far negative makes φ exactly 0 in float (e^-200 underflows), so the sum φ(q)·z is exactly 0 and only

@@ -227,17 +227,17 @@ TEST(FastModel, MatchesReferenceAtInitialisation) {
 }
 
 // Every option of the fast model against the textbook (src/textbook/reference.h), under every kind of mask:
-// the attention scale (sqrt, inv, none, a number), attention-only blocks, head gates (ξ ≠ 1, one ξ = 0), and
+// the attention scale (sqrt, inv, none, a number), blocks without MLPs, head gates (ξ ≠ 1, one ξ = 0), and
 // linear attention (every layer, or a softmax/linear hybrid).
 TEST(FastModel, MatchesReferenceUnderEveryOption) {
   struct Option {
     const char* name;
     const char* attn_scale;
-    bool attn_only, gates;
+    bool no_mlp, gates;
     const char* mixer = "softmax";
   };
   const Option options[] = {{"scale inv", "inv", false, false},     {"scale none", "none", false, false},
-                            {"scale 0.7", "0.7", false, false},     {"attention-only", "sqrt", true, false},
+                            {"scale 0.7", "0.7", false, false},     {"no MLP", "sqrt", true, false},
                             {"head gates", "sqrt", false, true},    {"all three", "inv", true, true},
                             {"linear", "sqrt", false, false, "linear"},
                             {"hybrid, gated, inv", "inv", false, true, "softmax,linear"}};
@@ -245,7 +245,7 @@ TEST(FastModel, MatchesReferenceUnderEveryOption) {
     for (const char* masks : {"causal", "bidirectional", "prefix:3", "window:2", "causal,window:3"}) {
       SCOPED_TRACE(std::string(o.name) + ", masks " + masks);
       ModelConfig c = tiny_config();
-      c.attn_scale = o.attn_scale, c.attn_only = o.attn_only, c.mixer = o.mixer;
+      c.attn_scale = o.attn_scale, c.no_mlp = o.no_mlp, c.mixer = o.mixer;
       GPT fast(c, masks_from(masks, 2));
       set_arena(fast.params_memory(), testutil::random_params(c, 21));
       if (o.gates) {
@@ -262,7 +262,7 @@ TEST(ReferenceModel, BackwardMatchesFiniteDifferencesUnderEveryOption) {
   for (int option = 0; option < 3; option++) {
     ModelConfig c = tiny_config();
     c.attn_scale = option == 0 ? "inv" : option == 1 ? "none" : "sqrt";
-    c.attn_only = option == 1;
+    c.no_mlp = option == 1;
     const Batch batch = random_batch(2, 5, c.vocab_size, 30 + option);
     ReferenceGPT<double> ref(c, masks_from(option == 2 ? "prefix:2,window:2" : "causal", 2));
     ref.params = testutil::random_params(c, 31);
@@ -273,7 +273,7 @@ TEST(ReferenceModel, BackwardMatchesFiniteDifferencesUnderEveryOption) {
     auto loss = [&] { return ref.forward(batch.inputs, batch.targets, 2, 5); };
     const std::vector<double> numeric = finite_differences(loss, ref.params.data(), ref.params.size(), 1e-6);
     for (const TensorSpec& t : ref.table) {
-      if (c.attn_only && (t.name.find("mlp") != std::string::npos || t.name.find("ln_2") != std::string::npos))
+      if (c.no_mlp && (t.name.find("mlp") != std::string::npos || t.name.find("ln_2") != std::string::npos))
         continue;  // unused without the MLP: both gradients are 0
       std::vector<double> a(grads.begin() + t.offset, grads.begin() + t.offset + t.numel);
       std::vector<double> n(numeric.begin() + t.offset, numeric.begin() + t.offset + t.numel);

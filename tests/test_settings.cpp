@@ -98,7 +98,7 @@ TEST(SettingsTable, KeysAndFlagsAreUnique) {
 TEST(SettingsTable, StoredSettingsRoundTripThroughTheCheckpointJson) {
   TrainConfig c;
   c.data = "d.txt", c.out = "o", c.model.n_layer = 3, c.model.n_head = 2, c.model.n_embd = 24;
-  c.model.block_size = 17, c.model.attn_only = true, c.model.attn_scale = "inv", c.objective = "mlm";
+  c.model.block_size = 17, c.model.no_mlp = true, c.model.attn_scale = "inv", c.objective = "mlm";
   c.mask = "window:3", c.mlm_rate = 0.25f, c.allow_leak = true, c.batch = 5, c.steps = 77;
   c.adamw = {2e-3f, 3e-4f, 7, 0.8f, 0.95f, 1e-7f, 0.05f, 0.5f};
   c.optimizer = "muon", c.muon = {0.03f, 0.9f};
@@ -332,7 +332,7 @@ TEST(Settings, RenamedFlagsAreRewrittenToTheirNewNames) {
                                     "--attention-x", "--out", "--attention"};
   std::vector<char*> argv;
   for (std::string& a : given) argv.push_back(&a[0]);
-  RenamedArgs args((int)argv.size(), argv.data(), mixer_renamed_flags());
+  RenamedArgs args((int)argv.size(), argv.data(), model_renamed_flags());
   std::vector<std::string> out(args.argv(), args.argv() + args.argc());
   EXPECT_EQ(out, (std::vector<std::string>{"--attention", "--mixer", "mamba", "--layer-mixer=softmax,mamba",
                                            "--attention-x", "--out", "--mixer"}));
@@ -369,8 +369,9 @@ TEST(RenamedKey, ACheckpointWithTheOldKeyLoadsSamplesAndResumesWithTheSameNumber
   Checkpoint ckpt = load_checkpoint(fixture);
   EXPECT_EQ(ckpt.model->config.mixer, "linear,mamba");
   EXPECT_STREQ(ckpt.model->mixer(1).kind(), "mamba");
-  ASSERT_EQ(ckpt.notes.size(), 1u);
-  EXPECT_CONTAINS(ckpt.notes[0], fixture + ": metadata key 'attention' is now 'mixer'");
+  ASSERT_EQ(ckpt.notes.size(), 2u);  // and the no_mlp setting's, renamed since (it was attn_only)
+  EXPECT_CONTAINS(ckpt.notes[0], fixture + ": metadata key 'attn_only' is now 'no_mlp'");
+  EXPECT_CONTAINS(ckpt.notes[1], fixture + ": metadata key 'attention' is now 'mixer'");
   EXPECT_TRUE(std::find(ckpt.defaulted_settings.begin(), ckpt.defaulted_settings.end(), "mixer") ==
               ckpt.defaulted_settings.end());
   progutil::TempDir dir;

@@ -91,15 +91,16 @@ TEST(TamperHeader, EveryCheckpointRecordsTheChecksumOfItsHeaderBytes) {
 
 // A format-2 file, written by ./train at commit 72e9c05 (tests/fixtures/ckpt_72e9c05_format2.safetensors, 19 KB:
 // 3 steps on tests/fixtures/corpus_5b9387c.txt, --n-layer 1 --n-head 2 --n-embd 8 --block 8 --batch 2 --threads 1):
-// its header checksum (of the canonical text) is verified, and an edit of its header is refused. Its only note is
-// the renamed key's (the mixer was still "attention" then).
+// its header checksum (of the canonical text) is verified, and an edit of its header is refused. Its only notes are
+// the renamed keys' (the mixer was still "attention" then, and no_mlp "attn_only").
 TEST(TamperHeader, Format2FilesStillLoadVerified) {
   const std::string fixture = "tests/fixtures/ckpt_72e9c05_format2.safetensors";
   const std::string good = read_file(fixture);
   ASSERT_EQ(header_of(good)["__metadata__"]["format_version"], "2");
   const Checkpoint ckpt = load_checkpoint(fixture);
-  ASSERT_EQ(ckpt.notes.size(), 1u);
-  EXPECT_CONTAINS(ckpt.notes[0], "metadata key 'attention' is now 'mixer'");
+  ASSERT_EQ(ckpt.notes.size(), 2u);
+  EXPECT_CONTAINS(ckpt.notes[0], "metadata key 'attn_only' is now 'no_mlp'");
+  EXPECT_CONTAINS(ckpt.notes[1], "metadata key 'attention' is now 'mixer'");
   EXPECT_TRUE(ckpt.resumable);
   EXPECT_EQ(ckpt.resume.step, 3);
   EXPECT_EQ(ckpt.model->config.n_embd, 8);
@@ -337,9 +338,10 @@ TEST(TamperHeader, ARowNewerThanTheFileTakesItsAbsentValue) {
 TEST(TamperHeader, Format1FilesStillLoadWithANote) {
   // The committed fixture from commit 5b9387c, and a format-1 file with a key newer programs do not write.
   Checkpoint old = load_checkpoint("tests/fixtures/ckpt_5b9387c.safetensors");
-  ASSERT_EQ(old.notes.size(), 1u);
+  ASSERT_EQ(old.notes.size(), 2u);
   EXPECT_CONTAINS(old.notes[0], "format-1");
   EXPECT_CONTAINS(old.notes[0], "cannot be verified");
+  EXPECT_CONTAINS(old.notes[1], "metadata key 'attn_only' is now 'no_mlp'");
   TempDir dir;
   const std::string path = dir / "c.safetensors";
   const std::string good = write_resumable(path);

@@ -105,9 +105,6 @@ static json mixer_notes(const GPT& model) {
 json model_summary(ExploredModel& m) {
   const ModelConfig& c = m.model().config;
   m.model().set_masks(m.loaded_masks);
-  // The mixer kind of every layer, as the lab names it.
-  json kinds = json::array();
-  for (int l = 0; l < c.n_layer; l++) kinds.push_back(m.model().mixer(l).kind());
   std::vector<std::string> masks;
   for (const AttentionMask& mask : m.loaded_masks) masks.push_back(mask.to_string());
   std::string notes;
@@ -120,8 +117,7 @@ json model_summary(ExploredModel& m) {
           {"objective", to_string(m.ckpt.objective)},
           {"masked_lm", m.mask_token >= 0},
           {"masks", masks},
-          {"attention", kinds},
-          {"mixers", mixer_notes(m.model())},
+          {"mixers", mixer_notes(m.model())},  // each layer's kind and what its weights are (the page's info line)
           {"step", m.ckpt.resumable ? json(m.ckpt.resume.step) : json(nullptr)},
           {"chars", texts_of(first_ids(m.ckpt.tokenizer.num_chars()), m.ckpt.tokenizer)},
           {"specials", m.ckpt.tokenizer.specials()},
@@ -274,7 +270,7 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     return col;
   };
   json rows = json::array(), mask_rows = json::array(), cols = json::array(), mask_cols = json::array();
-  json map = json::array(), spellings = json::array(), kinds = json::array();
+  json map = json::array(), spellings = json::array();
   for (int l = 0; l < L; l++) {
     json heads = json::array(), to = json::array();
     for (int h = 0; h < NH; h++) heads.push_back(row_of(l, h, position)), to.push_back(column_of(l, h, position));
@@ -282,10 +278,10 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     cols.push_back(to);
     mask_rows.push_back(mask_row(l, position));
     mask_cols.push_back(mask_column(l, position));
-    spellings.push_back(masks[l].to_string()), kinds.push_back(model.mixer(l).kind());
+    spellings.push_back(masks[l].to_string());
   }
   json j = {{"chars", texts_of(ids, m.ckpt.tokenizer)}, {"T", T}, {"n_layer", L}, {"n_head", NH}, {"position", position},
-            {"masks", spellings}, {"attention", kinds}, {"mixers", mixer_notes(model)}, {"rows", rows},
+            {"masks", spellings}, {"mixers", mixer_notes(model)}, {"rows", rows},
             {"mask_rows", mask_rows}, {"cols", cols}, {"mask_cols", mask_cols}, {"layer", layer}, {"head", head}};
   // In one pass over each head's map: its largest |weight| (the page scales a head whose weights are not
   // probabilities, signed and unnormalised, by it, as ./inspect attention's page does; a masked weight is 0, so

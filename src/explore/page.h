@@ -604,7 +604,7 @@ async function openCheckpoint(name) {
   const M = S.model;
   $('info').textContent = M.n_layer + ' layers \u00d7 ' + M.n_head + ' heads, ' + M.n_embd + ' wide, block ' +
       M.block_size + ', ' + M.objective + ', masks ' + Array.from(new Set(M.masks)).join('/') + ', ' +
-      Array.from(new Set(M.attention)).join('/') + ' attention' + (M.step !== null ? ', step ' + M.step : '') +
+      'mixers ' + Array.from(new Set(M.mixers.map(m => m.kind))).join('/') + (M.step !== null ? ', step ' + M.step : '') +
       ', ' + M.chars.length + ' characters';
   $('genbox').hidden = M.masked_lm;
   $('fillbox').hidden = !M.masked_lm;

@@ -19,7 +19,7 @@ AttentionDump dump_attention(GPT& model, const std::vector<int>& ids, const Toke
   for (int id : ids) d.tokens.push_back(tokenizer.decode_one(id));
   for (int l = 0; l < L; l++) {
     const MixerLab& lab = model.mixer(l).lab();
-    d.attention.push_back(model.mixer(l).kind());
+    d.mixers.push_back(model.mixer(l).kind());
     d.probabilities.push_back(lab.weights_are_probabilities());
     d.implied.push_back(lab.weights_are_implied());
     d.descriptions.push_back(lab.weights_description());
@@ -70,7 +70,7 @@ static nlohmann::json to_json(const AttentionDump& d) {
   }
   return {{"tokens", d.tokens}, {"n_layer", d.n_layer}, {"n_head", NH}, {"T", T},
           {"masks", masks},    {"mask", mask},         {"attn", attn},   {"scores", scores},
-          {"attention", d.attention.empty() ? std::vector<std::string>(d.n_layer, ModelConfig{}.mixer) : d.attention},
+          {"mixers", d.mixers.empty() ? std::vector<std::string>(d.n_layer, ModelConfig{}.mixer) : d.mixers},
           {"probabilities", d.probabilities.empty() ? std::vector<bool>(d.n_layer, true) : d.probabilities},
           {"implied", d.implied.empty() ? std::vector<bool>(d.n_layer, false) : d.implied},
           {"descriptions", d.descriptions.empty() ? std::vector<std::string>(d.n_layer, "") : d.descriptions}};
@@ -82,6 +82,7 @@ std::string attention_json(const AttentionDump& d) { return to_json(d).dump(); }
 static const char* kScript = R"JS(
 window.onerror = function (msg) { document.body.setAttribute('data-status', 'error: ' + msg); };
 const D = JSON.parse(document.getElementById('data').textContent);
+const MIXERS = D.mixers || D.attention;  // "attention" in JSON written before the key said it holds mixer kinds
 const T = D.T, show = t => t === ' ' ? '\u2423' : t === '\n' ? '\u21b5' : t === '\t' ? '\u21e5' : t;
 const tip = document.getElementById('tip');
 function color(p) {  // white → dark blue
@@ -145,7 +146,7 @@ function scoreText(l, h) {
 }
 function select(l, h) {
   document.querySelectorAll('.head').forEach(e => e.classList.toggle('sel', +e.dataset.l === l && +e.dataset.h === h));
-  document.getElementById('dtitle').textContent = 'Layer ' + l + ', head ' + h + ' (mask ' + D.masks[l] + ', ' + D.attention[l] + ')  ' + scoreText(l, h);
+  document.getElementById('dtitle').textContent = 'Layer ' + l + ', head ' + h + ' (mask ' + D.masks[l] + ', ' + MIXERS[l] + ')  ' + scoreText(l, h);
   const big = document.getElementById('big'), cell = Math.max(4, Math.floor(520 / T));
   const fresh = big.cloneNode(false);  // a new canvas: the old one's listeners go with it
   big.replaceWith(fresh);
@@ -193,7 +194,7 @@ const grid = document.getElementById('grid'), small = Math.max(2, Math.min(6, Ma
 for (let l = 0; l < D.n_layer; l++) {
   const tr = document.createElement('tr');
   const th = document.createElement('th');
-  th.textContent = 'layer ' + l + (D.implied[l] ? ' (' + D.attention[l] + ')' : '');
+  th.textContent = 'layer ' + l + (D.implied[l] ? ' (' + MIXERS[l] + ')' : '');
   tr.appendChild(th);
   for (let h = 0; h < D.n_head; h++) {
     const td = document.createElement('td'), c = document.createElement('canvas'), cap = document.createElement('div');

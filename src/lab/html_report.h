@@ -5,7 +5,7 @@
 // the matrix its math implies (e.g. φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j), or a recurrence's signed hidden
 // attention), with the kind's own paragraph on the page saying what it is.
 //   JSON  {"tokens": [T strings], "n_layer", "n_head", "T", "attn": [l][h][query][key],
-//          "mask": [l][query][key] (1 = allowed), "masks": [l] spellings, "attention": [l] the mixer kinds,
+//          "mask": [l][query][key] (1 = allowed), "masks": [l] spellings, "mixers": [l] the mixer kinds,
 //          "probabilities": [l] whether each row is a distribution (else signed, coloured blue/red),
 //          "implied": [l] whether the weights are implied rather than computed, "descriptions": [l] each layer's
 //          mixer's paragraph, "scores": [per head]}
@@ -28,7 +28,7 @@ struct AttentionDump {
   std::vector<AttentionMask> masks;
   // Per layer, what its mixer says (model/mixer_lab.h): its kind, whether its rows are probability distributions,
   // whether they are implied, and its paragraph. Empty: every layer the default mixer's answers.
-  std::vector<std::string> attention;
+  std::vector<std::string> mixers;
   std::vector<bool> probabilities, implied;
   std::vector<std::string> descriptions;
   std::vector<HeadScores> scores;  // per head, layer-major; may be empty

@@ -1,6 +1,6 @@
 // One transformer block, pre-LN as in GPT-2, its forward right above its backward:
 //   residual2 = x + mixer(ln_1(x))                                     mixer: the layer's kind (mixer.h)
-//   residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))    (attention-only blocks: residual3 = residual2)
+//   residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))    (--no-mlp blocks: residual3 = residual2)
 // The forward is written once for both of the model's forwards:
 //   GPT::forward (model.cpp)            all N = B·T rows at once; products through sgemm (linear_forward)
 //   Decoder::step_cached (decoder.cpp)  the new position and, while the context fills, its shadow (N = 1 or 2);
@@ -48,12 +48,12 @@ struct BatchedProducts {
 // through the MLP (all by default); the rest of residual3 is left unwritten: the decoder's shadow needs only the
 // last layer's mixer state.
 template <typename Products, typename Mix>
-void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, bool attn_only, int N, int C,
+void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, bool no_mlp, int N, int C,
                    Mix&& mix, int mlp_rows = -1) {
   // residual2 = x + mixer(ln_1(x))
   layernorm_forward(a.ln, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b, N, C);
   mix(a.ln, x, a.residual2);
-  if (attn_only) {  // no MLP: the block's output is the mixer's residual
+  if (no_mlp) {  // no MLP: the block's output is the mixer's residual
     std::copy(a.residual2, a.residual2 + (size_t)N * C, a.residual3);
     return;
   }
@@ -71,10 +71,10 @@ void block_forward(const BlockBuffers& a, const float* x, const BlockParams& p, 
 // mix_back(dout, u, du) is the mixer's backward: du = ∂L/∂u written, its tensors' gradients added.
 template <typename MixBack>
 void block_backward(float* d_residual, BlockParams& g, const BlockBuffers& a, const float* x, const BlockParams& p,
-                    bool attn_only, int N, int C, float* d_ln, float* d_mlp, MixBack&& mix_back) {
+                    bool no_mlp, int N, int C, float* d_ln, float* d_mlp, MixBack&& mix_back) {
   const size_t NC = (size_t)N * C;
   // residual3 = residual2 + mlp_proj(gelu(mlp_fc(ln_2(residual2))))
-  if (!attn_only) {
+  if (!no_mlp) {
     gelu_recompute(a.fc_gelu, a.gelu_slope, a.fc, 4 * NC);  // gelu(fc) recomputed, not kept; and its slope
     linear_backward(d_mlp, g.mlp_proj_w, g.mlp_proj_b, d_residual, a.fc_gelu, p.mlp_proj_w, N, 4 * C, C);
     gelu_backward_from_slope(d_mlp, a.gelu_slope, d_mlp, 4 * NC);  // in place: ∂/∂gelu(fc) → ∂/∂fc

@@ -29,7 +29,8 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
     {"n_embd",     "n-embd",     "embedding width (divisible by --n-head)",          FIELD(n_embd),     between(1, 65536, false, false),   S::Run},
     {"block_size", "block",      "context length (block_size)",                      FIELD(block_size), between(1, 65536, false, false),   S::Run},
     {"vocab_size", nullptr,      "characters and special tokens (from the corpus)",  FIELD(vocab_size), between(1, 1 << 21, false, false), S::Run},
-    {"attn_only",  "attn-only",  "blocks without MLPs (attention-only transformer)",  FIELD(attn_only),  any_value(),                      S::Run},
+    {"no_mlp",     "no-mlp",     "blocks without their MLP (a mixer-only model)",     FIELD(no_mlp),     any_value(),                      S::Run,
+     /*absent=*/nullptr, /*old_key=*/"attn_only"},  // its name until recurrent mixers made "attention-only" wrong
     {"attn_scale", "attn-scale", "multiply q·k by: sqrt (1/√d_k), inv (1/d_k), none (1) or a number",
                                                                                      FIELD(attn_scale), any_value(),                      S::Run},
     {"mixer",      "mixer",      mixer_help.c_str(),                                 FIELD(mixer),      any_value(),                      S::Run,
@@ -46,6 +47,12 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
 }
 
 #undef FIELD
+
+const std::vector<RenamedFlag>& model_renamed_flags() {
+  static const std::vector<RenamedFlag> renamed = {
+      {"attention", "mixer"}, {"layer-attention", "layer-mixer"}, {"attn-only", "no-mlp"}};
+  return renamed;
+}
 
 // A kind's settings are stored only by a model with a layer of that kind: a new kind changes no other model's
 // metadata.
@@ -90,7 +97,7 @@ float attention_scale(const ModelConfig& c) {
 }
 
 std::string describe(const ModelConfig& c) {
-  std::string text = std::to_string(c.n_layer) + (c.attn_only ? " attention-only" : "") + " layers, " +
+  std::string text = std::to_string(c.n_layer) + (c.no_mlp ? " MLP-free" : "") + " layers, " +
                      std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, block " +
                      std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size);
   if (c.mixer == ModelConfig{}.mixer) return text;  // the GPT's own mixer: nothing to add

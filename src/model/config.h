@@ -1,7 +1,7 @@
 // The shape of a model (nanoGPT's GPTConfig), its table of settings, and the checks that make a bad one fail early
 // with a clear message.
 //
-// The settings are of two kinds. The shared ones (sizes, attn_only, attn_scale, the mixer of every layer) are the
+// The settings are of two kinds. The shared ones (sizes, no_mlp, attn_scale, the mixer of every layer) are the
 // fields of ModelConfig below, with their rows in model_settings() (config.cpp). A mixer kind's own settings (e.g.
 // a state-space layer's state size) are a small struct the kind declares in its own files, with its rows in its own
 // MixerKind (model/mixers/registry.h): ModelConfig carries them in `mixer_settings`, one struct per kind, created
@@ -20,6 +20,7 @@
 #include <typeindex>
 #include <vector>
 
+#include "base/renamed_flags.h"
 #include "base/settings.h"
 
 // The settings structs of the mixer kinds, one per kind, each holding its own defaults: get<S>() reads (and on a
@@ -49,7 +50,7 @@ struct ModelConfig {
   int n_embd = 128;
   int block_size = 64;  // the longest context: every sequence has T ≤ block_size
   int vocab_size = 0;   // set from the tokenizer
-  bool attn_only = false;           // blocks without their MLP (for the induction-head experiment)
+  bool no_mlp = false;              // blocks without their MLP (e.g. the induction-head experiment)
   std::string attn_scale = "sqrt";  // multiplies q·k: sqrt = 1/√HS, inv = 1/HS, none = 1, or a number
   // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/kinds.h lists them).
   // Only softmax layers have q·k logits, so attn_scale applies to those alone.
@@ -67,6 +68,10 @@ struct ModelConfig {
 // rows, then each mixer kind's rows in the order of model/mixers/kinds.h.
 const std::vector<Setting<ModelConfig>>& model_settings();
 
+// The model's flags that were renamed, still taken under their old spelling with a note (base/renamed_flags.h):
+// --attention → --mixer, --layer-attention → --layer-mixer, --attn-only → --no-mlp.
+const std::vector<RenamedFlag>& model_renamed_flags();
+
 // Whether a model of `config` stores the setting `key` (base/settings.h): a mixer kind's settings only when a layer
 // is of that kind, every other always.
 bool setting_stored(const char* key, const ModelConfig& config);
@@ -75,7 +80,7 @@ bool setting_stored(const char* key, const ModelConfig& config);
 // table's ranges, then the checks that involve two settings or parse a value.
 void validate(const ModelConfig& config);
 
-// "4 layers, 4 heads, 128 wide, block 64, vocab 65" ("4 attention-only layers, …" with attn_only), then the mixers
+// "4 layers, 4 heads, 128 wide, block 64, vocab 65" ("4 MLP-free layers, …" with no_mlp), then the mixers
 // when they are not softmax, each kind saying what its own settings are.
 std::string describe(const ModelConfig& config);
 

@@ -93,7 +93,7 @@ const float* Decoder::step_cached(int token, int pos) {
     const float* gates = model_.gated() ? &model_.head_gates()[(size_t)l * NH] : nullptr;
     const Mixer& mixer = model_.mixer(l);
     const size_t at = state_at_[l];
-    block_forward<DecoderProducts>(buffers, x_.data(), p.h[l], c.attn_only, N, C,
+    block_forward<DecoderProducts>(buffers, x_.data(), p.h[l], c.no_mlp, N, C,
                                    [&](const float* u, const float* x, float* out) {
                                      if (N == 1) {
                                        mixer.step(out, u, x, p.h[l].mixer, model_.masks()[l], gates,

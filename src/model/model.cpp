@@ -26,7 +26,7 @@ static size_t layout_activations(Activations& a, const ModelConfig& c, const std
   const size_t BT = (size_t)B * T;
   const size_t C = c.n_embd;
   const size_t V = c.vocab_size;
-  const size_t mlp = c.attn_only ? 0 : BT * 4 * C;  // the MLP's buffers (none without MLPs)
+  const size_t mlp = c.no_mlp ? 0 : BT * 4 * C;  // the MLP's buffers (none without MLPs)
   ArenaCarver arena{base};
   auto take = [&](float*& slot, size_t n) {
     slot = arena.take(n);
@@ -225,7 +225,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
   const float* residual = a.encoded;
   for (int l = 0; l < config.n_layer; l++) {
     const MixerPass mix = mixer_pass(l);
-    block_forward<BatchedProducts>(buffers(l), residual, params_.h[l], config.attn_only, BT, C,
+    block_forward<BatchedProducts>(buffers(l), residual, params_.h[l], config.no_mlp, BT, C,
                                    [&](const float* u, const float* x, float* out) {
                                      mixers_[l]->forward(out, u, x, mix);
                                    });
@@ -265,7 +265,7 @@ void GPT::backward() {
     const MixerPass mix = mixer_pass(l);
     float* dgates = head_gates_.empty() ? nullptr : &head_gate_grads_[(size_t)l * config.n_head];
     block_backward(a.d_residual, grads_.h[l], buffers(l), l == 0 ? a.encoded : a.layers[l - 1].residual3,
-                   params_.h[l], config.attn_only, BT, C, a.d_ln, a.d_mlp,
+                   params_.h[l], config.no_mlp, BT, C, a.d_ln, a.d_mlp,
                    [&](const float* dout, const float* u, float* du) {
                      mixers_[l]->backward(du, grads_.h[l].mixer, dgates, dout, u, mix);
                    });

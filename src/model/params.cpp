@@ -47,7 +47,7 @@ std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c, const std::vector
     block(l, "ln_1.weight",        {C},         Init::Ones,          false, &BlockParams::ln_1_w);
     block(l, "ln_1.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_1_b);
     mixer(l, mixers[l]->tensors());
-    if (c.attn_only) continue;
+    if (c.no_mlp) continue;
     block(l, "ln_2.weight",        {C},         Init::Ones,          false, &BlockParams::ln_2_w);
     block(l, "ln_2.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_2_b);
     block(l, "mlp.c_fc.weight",    {C, 4 * C},  Init::Normal,        true,  &BlockParams::mlp_fc_w);

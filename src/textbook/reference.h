@@ -393,7 +393,7 @@ inline const bool ref_softmax_registered = register_ref_mixer({
 
 // ---- One block, pre-LN, its forward right above its backward (the fast one: src/model/block.h):
 //   res2 = x + mixer(ln_1(x))                              the layer's textbook mixer (textbook/mixer.h)
-//   res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))       (attention-only blocks: res3 = res2)
+//   res3 = res2 + mlp_proj(gelu(mlp_fc(ln_2(res2))))       (--no-mlp blocks: res3 = res2)
 // w(name) is the block's tensor "h.{l}.name", gates its NH head gates ξ or null, N = B·T rows.
 template <typename F>
 struct RefBlock {  // what the forward keeps for the backward, zero-initialised for N rows and P = B·NH·T·T
@@ -414,7 +414,7 @@ struct RefBlock {  // what the forward keeps for the backward, zero-initialised 
 };
 struct RefBlockShape {
   AttentionMask mask;
-  bool attn_only;
+  bool no_mlp;
   int B;
   int T;
   int C;
@@ -429,7 +429,7 @@ void ref_block_forward(RefBlock<F>& a, const F* x, W w, const F* gates, const Re
   ref_layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, w("ln_1.weight"), w("ln_1.bias"), N, C);
   mixer.forward(a.res2.data(), a.probs.data(), a.ln1.data(), w, RefMixerPass{s.mask, gates, s.B, s.T, C, s.NH});
   for (int i = 0; i < N * C; i++) a.res2[i] += x[i];
-  if (s.attn_only) {  // no MLP: res3 = res2
+  if (s.no_mlp) {  // no MLP: res3 = res2
     a.res3 = a.res2;
     return;
   }
@@ -454,7 +454,7 @@ void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* 
   std::vector<F> d_fc_gelu(N * 4 * C, F(0));
   std::vector<F> d_fc(N * 4 * C, F(0));
   std::vector<F> d_ln2(N * C, F(0));
-  if (!s.attn_only) {
+  if (!s.no_mlp) {
     ref_linear_backward(d_fc_gelu.data(), g("mlp.c_proj.weight"), g("mlp.c_proj.bias"), dx.data(), a.fc_gelu.data(),
                         w("mlp.c_proj.weight"), N, 4 * C, C);
     ref_gelu_backward(d_fc.data(), a.fc.data(), d_fc_gelu.data(), (size_t)N * 4 * C);
@@ -473,8 +473,8 @@ void ref_block_backward(std::vector<F>& dx, G g, const RefBlock<F>& a, const F* 
 }
 
 // ---- The whole model: the embedding, the blocks above, the final LayerNorm, the LM head tied to wte and the mean
-// cross-entropy. Every option of the fast model: the attention scale (config.attn_scale), attention-only blocks
-// (config.attn_only), head gates ξ (head_gates, L × NH, empty = off; their gradient goes to gate_grads) and one
+// cross-entropy. Every option of the fast model: the attention scale (config.attn_scale), blocks without MLPs
+// (config.no_mlp), head gates ξ (head_gates, L × NH, empty = off; their gradient goes to gate_grads) and one
 // mask per layer.
 template <typename F>
 struct ReferenceGPT {
@@ -517,7 +517,7 @@ struct ReferenceGPT {
   const F* p(const std::string& name) const { return params.data() + offset(name); }
   const F* p(int l, const std::string& name) const { return p("h." + std::to_string(l) + "." + name); }
   const std::vector<F>& block_input(int l) const { return l == 0 ? encoded : layers[l - 1].res3; }
-  RefBlockShape shape(int l) const { return {masks[l], config.attn_only, B, T, config.n_embd, config.n_head}; }
+  RefBlockShape shape(int l) const { return {masks[l], config.no_mlp, B, T, config.n_embd, config.n_head}; }
   const F* gates(int l) const { return head_gates.empty() ? nullptr : &head_gates[l * config.n_head]; }
 
   // inputs, targets (B·T); targets may be empty (logits only) and may hold kNoTarget. Returns the mean loss.

@@ -26,11 +26,6 @@ std::string mixer_kind_names() {
   return names;
 }
 
-const std::vector<RenamedFlag>& mixer_renamed_flags() {
-  static const std::vector<RenamedFlag> renamed = {{"attention", "mixer"}, {"layer-attention", "layer-mixer"}};
-  return renamed;
-}
-
 static const MixerKind& find_kind(const std::string& name, const std::string& text) {
   for (const MixerKind* k : mixer_kinds())
     if (name == k->name) return *k;

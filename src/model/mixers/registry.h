@@ -1,5 +1,5 @@
 // The mixer kinds a model may use, by the name --mixer, --layer-mixer and the checkpoint's "mixer" key spell them
-// (the flags were --attention and --layer-attention, which still work: mixer_renamed_flags; the key was
+// (the flags were --attention and --layer-attention, which still work: model_renamed_flags in model/config.h; the key was
 // "attention", which files written then still hold: the row's old_key, base/settings.h). A kind is its own
 // files, one stem across the folders (model/mixers/<kind>.cpp; the op it plugs in, ops/<kind>.{h,cpp}; its
 // double-precision textbook, textbook/<kind>.h: softmax_attention, linear_attention, mamba, rwkv; the GPT's own
@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "base/renamed_flags.h"
 #include "base/settings.h"
 #include "model/config.h"
 #include "model/mixer.h"
@@ -28,8 +27,6 @@ struct MixerKind {
 };
 const std::vector<const MixerKind*>& mixer_kinds();  // in the order of kinds.h
 std::string mixer_kind_names();  // "softmax, linear, …" for messages
-// --attention → --mixer, --layer-attention → --layer-mixer (base/renamed_flags.h).
-const std::vector<RenamedFlag>& mixer_renamed_flags();
 
 // The kind of every layer from config.mixer ("softmax", or "softmax,linear,…" one per layer). Throws naming the
 // unknown kind and the accepted ones, or the count when the list does not match n_layer.
