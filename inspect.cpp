@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/program_flags.h"
 #include "base/read_file.h"
@@ -85,12 +87,47 @@ static std::runtime_error not_finite(const cxxopts::ParseResult& flags) {
                             "its weights are too large or broken");
 }
 
+// Every score that applies to its head's layer is a finite number (head_scores.h: the others are n/a by design).
+// The text heads annotates and prune validates on: --data when given; else the corpus the checkpoint was trained
+// on (its settings name it) when that file is still there; else data/stories.txt, which the pronoun tables describe.
+static std::string text_path(const Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
+  if (flags.count("data")) return flags["data"].as<std::string>();
+  if (ckpt.resumable) {
+    const nlohmann::json settings = nlohmann::json::parse(ckpt.resume.train_config, nullptr, /*allow_exceptions=*/false);
+    if (settings.is_object() && settings.contains("data") && settings["data"].is_string()) {
+      const std::string corpus = settings["data"].get<std::string>();
+      if (file_exists(corpus)) return corpus;
+    }
+  }
+  return flags["data"].as<std::string>();
+}
+
+// Why a default text (not named by --data) was of no use, and which flag to give.
+static std::string unreadable_default(const std::string& path, const std::exception& e) {
+  return "the default text " + path + " cannot be used (" + e.what() +
+         "); give --data with a text it can, e.g. its training corpus";
+}
+
+// The text encoded for the model; for a default text the model cannot read, nothing, and a note saying so.
+static std::optional<std::vector<int>> encode_text(const Checkpoint& ckpt, const std::u32string& text,
+                                                   const std::string& path, const cxxopts::ParseResult& flags) {
+  try {
+    return ckpt.tokenizer.encode(text, path);
+  } catch (const std::exception& e) {
+    if (flags.count("data")) throw;
+    std::fprintf(stderr, "inspect: no pronoun scores: %s\n", escape_for_message(unreadable_default(path, e)).c_str());
+    return std::nullopt;
+  }
+}
+
 static void check_finite(const std::vector<HeadScores>& scores, const cxxopts::ParseResult& flags) {
   for (const HeadScores& s : scores) {
-    for (const Mean* m : {&s.previous_token, &s.duplicate_token, &s.induction, &s.sink, &s.distance, &s.entropy,
-                          &s.entropy_norm, &s.confidence, &s.pronoun, &s.pronoun_baseline})
+    for (const Mean* m : {&s.previous_token, &s.duplicate_token, &s.induction, &s.sink, &s.pronoun, &s.pronoun_baseline})
       if (!std::isfinite(m->value())) throw not_finite(flags);
-    if (!std::isfinite(s.ov_copying)) throw not_finite(flags);
+    if (s.probabilities)
+      for (const Mean* m : {&s.distance, &s.entropy, &s.entropy_norm, &s.confidence})
+        if (!std::isfinite(m->value())) throw not_finite(flags);
+    if (s.has_ov && !std::isfinite(s.ov_copying)) throw not_finite(flags);
   }
 }
 
@@ -108,7 +145,7 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   const int resamples = flags["resamples"].as<int>();
   std::string accuracy;
   std::string notes_path = flags["antecedents"].as<std::string>();
-  const std::string data = flags["data"].as<std::string>();
+  const std::string data = text_path(ckpt, flags);
   if (file_exists(notes_path) && file_exists(data)) {
     std::u32string text = read_text_file(data);
     std::vector<PronounNote> notes = read_pronoun_notes(notes_path), good;
@@ -121,8 +158,8 @@ static int heads(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
     if (good.size() < notes.size() / 2)
       std::fprintf(stderr, "inspect: %s does not describe %s (%zu of %zu notes match); no pronoun scores\n",
                    escape_for_message(notes_path).c_str(), escape_for_message(data).c_str(), good.size(), notes.size());
-    else {
-      std::vector<int> tokens = ckpt.tokenizer.encode(text, data);
+    else if (const std::optional<std::vector<int>> encoded = encode_text(ckpt, text, data, flags)) {
+      const std::vector<int>& tokens = *encoded;
       const int used = score_pronouns(model, tokens, good, scores, flags["pronouns"].as<int>());
       std::printf("pronoun → antecedent: %d pronouns of %s (baseline: mean mass on another name in the window)\n",
                   used, escape_for_message(data).c_str());
@@ -165,7 +202,14 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   const int batches = flags["batches"].as<int>(), batch = flags["batch"].as<int>();
   check_forward_fits_in_memory(model.config, batch, T, 8.0L * batches * batch * T,
                                "--batch " + std::to_string(batch) + " (with --batches " + std::to_string(batches) + ")");
-  Corpus corpus = load_corpus(flags["data"].as<std::string>(), ckpt.tokenizer);
+  const std::string data = text_path(ckpt, flags);
+  Corpus corpus;
+  try {
+    corpus = load_corpus(data, ckpt.tokenizer);
+  } catch (const std::exception& e) {
+    if (flags.count("data")) throw;
+    throw std::runtime_error(unreadable_default(data, e));
+  }
   EvalBatches val = make_eval_batches(corpus.val, batches, batch, T, 1234);
   const std::string out = flags["out"].as<std::string>();
   ::mkdir(out.c_str(), 0777);
@@ -178,19 +222,27 @@ static int prune(Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   const double base = gated_loss(model, val);
   std::vector<double> I = head_importance(model, val, true), raw = head_importance(model, val, false);
   std::vector<double> dL = ablation_increase(model, val);
+  const std::vector<int> gated = gated_heads(model);  // the others' scores are NaN: they cannot be removed
   bool finite = std::isfinite(base);
   for (const std::vector<double>* v : {&I, &raw, &dL})
-    for (double x : *v) finite = finite && std::isfinite(x);
+    for (int i : gated) finite = finite && std::isfinite((*v)[i]);
   if (!finite) throw not_finite(flags);
   std::printf("validation loss %.4f on %d batches of %d × %d\n\nhead   importance (raw |dL/dξ|)  loss increase alone\n",
               base, val.n, val.B, val.T);
   std::string heads_csv = "layer,head,importance,raw_importance,loss_increase\n";
   char line[256];
   for (size_t i = 0; i < I.size(); i++) {
+    if (std::isnan(I[i])) {
+      std::printf("%-6s n/a: layer %zu's mixer (%s) has no head gates\n", head_name((int)i, NH).c_str(), i / NH,
+                  model.mixer((int)(i / NH)).kind());
+      heads_csv += std::to_string(i / NH) + "," + std::to_string(i % NH) + ",,,\n";
+      continue;
+    }
     std::printf("%-6s %.3f      (%.4f)           %+.4f\n", head_name((int)i, NH).c_str(), I[i], raw[i], dL[i]);
     std::snprintf(line, sizeof line, "%zu,%zu,%.6g,%.6g,%.6g\n", i / NH, i % NH, I[i], raw[i], dL[i]);
     heads_csv += line;
   }
+  if (gated.empty()) std::printf("\nno layer of this model has head gates: no head can be removed\n");
   write_text(out + "/head_importance.csv", heads_csv);
 
   const double step = flags["step"].as<double>();
@@ -281,7 +333,8 @@ int main(int argc, char** argv) {
     ("out", "attention: HTML file; prune: output directory", cxxopts::value<std::string>())
     ("json", "attention: also write the data as JSON here", cxxopts::value<std::string>())
     ("csv", "heads: also write the table as CSV here", cxxopts::value<std::string>())
-    ("data", "heads: the corpus the annotations describe; prune: the validation text",
+    ("data", "heads: the corpus the annotations describe; prune: the validation text (default: the model's "
+     "training corpus when it is there, else data/stories.txt)",
      cxxopts::value<std::string>()->default_value("data/stories.txt"))
     ("antecedents", "heads: data/make_stories.cpp's pronoun table for --data",
      cxxopts::value<std::string>()->default_value("build/pronouns.tsv"))

@@ -282,17 +282,26 @@ TEST_P(EveryKind, EachMaskRunsAndMatchesTheTextbookOrIsRefusedSayingWhy) {
   }
 }
 
-TEST_P(EveryKind, HeadGatesWorkOrAreRefusedNamingTheKind) {
+// Gates can be turned on over any model (a layer without head gates ignores its ξ); removing a head of a kind
+// without them is refused, naming the head and the kind.
+TEST_P(EveryKind, HeadGatesWorkOrRefuseToRemoveAHeadNamingTheKind) {
   GPT model(config(1, 2, 8, 8, 7));
+  EXPECT_NO_THROW(model.enable_head_gates());
   if (model.mixer(0).has_head_gates()) {
-    EXPECT_NO_THROW(model.enable_head_gates());
+    EXPECT_NO_THROW(model.set_head_gate(1, 0.0f));
+    EXPECT_NO_THROW(model.set_head_gates({0.0f, 1.0f}));
     return;
   }
-  try {
-    model.enable_head_gates();
-    ADD_FAILURE() << "head gates on a layer that has none";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(kind()), std::string::npos) << e.what();
+  EXPECT_NO_THROW(model.set_head_gates({1.0f, 1.0f}));
+  for (int attempt = 0; attempt < 2; attempt++) {
+    try {
+      if (attempt == 0) model.set_head_gate(1, 0.0f);
+      else model.set_head_gates({1.0f, 0.0f});
+      ADD_FAILURE() << "a head removed from a layer that has no head gates";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(kind()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("L0H1"), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -454,6 +463,61 @@ TEST_P(EveryKind, TrainResumeSampleAndScore) {
     ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(([0-9.]+) nats/char)"))) << r.out;
     EXPECT_NEAR(std::stod(m[1]), textbook_nats(ckpt, text_file), 1e-4);
   }
+}
+
+// ./inspect heads and prune on a softmax,<kind> checkpoint, with no flag but --ckpt and sizes: both answer, every
+// score that applies to the kind is a number, and one that does not is n/a saying why (a recurrence has no OV circuit,
+// no head gates, and weights that are not a distribution), never "the model is broken". With no --data, the text is
+// the run's own corpus; when that is gone, prune says which flag to give.
+TEST_P(EveryKind, InspectHeadsAndPruneAnswerAndSayWhatDoesNotApply) {
+  ASSERT_TRUE(progutil::file_exists("./inspect")) << "run the tests from the repository root after `make programs`";
+  progutil::TempDir dir;
+  const std::string corpus = dir / "corpus.txt";
+  progutil::write_file(corpus, progutil::generated_text(4000));
+  const std::string root = std::filesystem::current_path().string() + "/";
+  auto run = [&](const std::string& command) {  // in the folder: the relative paths below are the folder's
+    return progutil::run_command("cd " + progutil::quote(dir.path()) + " && " + root + command, dir.path());
+  };
+  progutil::RunResult r = run("train " + std::string(progutil::tiny_flags()) + " --n-layer 2 --layer-mixer softmax," +
+                              kind() + " --steps 2 --data " + progutil::quote(corpus) + " --out run");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  const Checkpoint ckpt = load_checkpoint(dir / "run/ckpt.safetensors");
+  const MixerLab& lab = ckpt.model->mixer(1).lab();
+  const bool has_ov = lab.qkv_weights(ckpt.model->params().h[1].mixer).qkv != nullptr;
+  const bool distribution = lab.weights_are_probabilities();
+  const bool gates = ckpt.model->mixer(1).has_head_gates();
+
+  r = run("inspect heads --threads 1 --resamples 0 --sequences 4 --ckpt run --csv heads.csv");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_EQ(r.out.find("n/a") != std::string::npos, !has_ov || !distribution) << r.out;
+  const std::vector<std::vector<std::string>> heads = progutil::read_csv(dir / "heads.csv");
+  ASSERT_EQ(heads.size(), 5u);  // the header and 2 layers × 2 heads
+  ASSERT_EQ(heads[0][7], "entropy");
+  ASSERT_EQ(heads[0][10], "ov_copying");
+  for (size_t row = 1; row < heads.size(); row++) {
+    const bool kinds_layer = heads[row][0] == "1";
+    EXPECT_FALSE(heads[row][2].empty()) << "prev_token, row " << row;
+    EXPECT_EQ(heads[row][7].empty(), kinds_layer && !distribution) << "entropy, row " << row;
+    EXPECT_EQ(heads[row][10].empty(), kinds_layer && !has_ov) << "ov_copying, row " << row;
+  }
+
+  r = run("inspect prune --threads 1 --batches 1 --batch 2 --seeds 1 --ckpt run --out prune");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  const std::string no_gates = "n/a: layer 1's mixer (" + kind() + ") has no head gates";
+  EXPECT_EQ(r.out.find(no_gates) != std::string::npos, !gates) << r.out;
+  const std::vector<std::vector<std::string>> importance = progutil::read_csv(dir / "prune/head_importance.csv");
+  ASSERT_EQ(importance.size(), 5u);
+  for (size_t row = 1; row < importance.size(); row++)
+    EXPECT_EQ(importance[row][2].empty(), importance[row][0] == "1" && !gates) << "importance, row " << row;
+  const std::vector<std::vector<std::string>> curve = progutil::read_csv(dir / "prune/prune.csv");
+  ASSERT_GE(curve.size(), 3u);  // the header, importance's and random's first rows at least
+  for (size_t row = 1; row < curve.size() && !gates; row++)
+    EXPECT_EQ(curve[row].back().find("L1H"), std::string::npos) << "a head without gates was pruned: " << curve[row].back();
+
+  std::filesystem::remove(corpus);
+  r = run("inspect prune --threads 1 --batches 1 --batch 2 --seeds 0 --ckpt run --out prune2");
+  EXPECT_TRUE(r.exited && r.exit_code == 1) << r.describe();
+  EXPECT_NE(r.err.find("give --data"), std::string::npos) << r.err;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

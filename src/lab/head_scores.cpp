@@ -129,8 +129,16 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
         score_pattern(scores[(size_t)l * NH + h], probs + ((size_t)b * NH + h) * T * T, &x[(size_t)b * T], T,
                       model.masks()[l]);
   }
-  for (int l = 0; l < L; l++)
-    for (int h = 0; h < NH; h++) scores[(size_t)l * NH + h].ov_copying = ov_copying_score(model, l, h);
+  for (int l = 0; l < L; l++) {
+    const MixerLab& lab = model.mixer(l).lab();
+    const bool has_ov = lab.qkv_weights(model.params().h[l].mixer).qkv != nullptr;
+    for (int h = 0; h < NH; h++) {
+      HeadScores& s = scores[(size_t)l * NH + h];
+      s.has_ov = has_ov;
+      s.probabilities = lab.weights_are_probabilities();
+      s.ov_copying = has_ov ? ov_copying_score(model, l, h) : std::nan("");
+    }
+  }
   return scores;
 }
 
@@ -230,11 +238,21 @@ static const char* kColumns[] = {"layer", "head",     "prev_token", "duplicate",
                                  "distance", "entropy", "entropy_norm", "confidence", "ov_copying",
                                  "pronoun", "pronoun_baseline"};
 
+// The row's values in kColumns' order from prev_token on; NaN where a score does not apply to the head's layer.
 static std::vector<double> row_values(const HeadScores& s) {
-  return {s.previous_token.value(), s.duplicate_token.value(), s.induction.value(), s.sink.value(),
-          s.distance.value(), s.entropy.value(), s.entropy_norm.value(), s.confidence.value(), s.ov_copying,
-          s.pronoun.count ? s.pronoun.value() : std::nan(""),
-          s.pronoun_baseline.count ? s.pronoun_baseline.value() : std::nan("")};
+  const double na = std::nan("");
+  const auto if_distribution = [&](const Mean& m) { return s.probabilities ? m.value() : na; };
+  return {s.previous_token.value(),
+          s.duplicate_token.value(),
+          s.induction.value(),
+          s.sink.value(),
+          if_distribution(s.distance),
+          if_distribution(s.entropy),
+          if_distribution(s.entropy_norm),
+          if_distribution(s.confidence),
+          s.has_ov ? s.ov_copying : na,
+          s.pronoun.count ? s.pronoun.value() : na,
+          s.pronoun_baseline.count ? s.pronoun_baseline.value() : na};
 }
 
 std::string heads_csv(const std::vector<HeadScores>& scores, int NH) {
@@ -253,16 +271,33 @@ std::string heads_csv(const std::vector<HeadScores>& scores, int NH) {
   return out;
 }
 
+// One cell of the table: v in `format`, or "n/a" as wide as the number would be where the score does not apply.
+static std::string cell(double v, const char* format, int width) {
+  char text[32];
+  if (std::isnan(v)) std::snprintf(text, sizeof text, "%-*s", width, "n/a");
+  else std::snprintf(text, sizeof text, format, v);
+  return text;
+}
+
 std::string heads_table(const std::vector<HeadScores>& scores, int NH) {
   std::string out = "head   prev   dup    induct sink   dist   entropy (norm) conf   ov_copy pronoun (base)\n";
-  char line[256];
+  bool no_ov = false, not_distribution = false;
   for (size_t i = 0; i < scores.size(); i++) {
-    std::vector<double> v = row_values(scores[i]);
-    std::snprintf(line, sizeof line, "L%zuH%-3zu %.3f  %.3f  %.3f  %.3f  %5.2f  %.3f  (%.2f) %.3f  %+.3f  ", i / NH,
-                  i % NH, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
-    out += line;
+    const std::vector<double> v = row_values(scores[i]);
+    char name[48];
+    std::snprintf(name, sizeof name, "L%zuH%-3zu ", i / NH, i % NH);
+    out += name;
+    out += cell(v[0], "%.3f", 5) + "  " + cell(v[1], "%.3f", 5) + "  " + cell(v[2], "%.3f", 5) + "  ";
+    out += cell(v[3], "%.3f", 5) + "  " + cell(v[4], "%5.2f", 5) + "  " + cell(v[5], "%.3f", 5) + "  ";
+    out += "(" + cell(v[6], "%.2f", 4) + ") " + cell(v[7], "%.3f", 5) + "  " + cell(v[8], "%+.3f", 6) + "  ";
     if (std::isnan(v[9])) out += "  -\n";
-    else std::snprintf(line, sizeof line, "%.3f (%.3f)\n", v[9], v[10]), out += line;
+    else out += cell(v[9], "%.3f", 5) + " (" + cell(v[10], "%.3f", 5) + ")\n";
+    no_ov = no_ov || !scores[i].has_ov;
+    not_distribution = not_distribution || !scores[i].probabilities;
   }
+  if (no_ov) out += "n/a ov_copy: the layer's mixer has no values and output projection per head (no OV circuit)\n";
+  if (not_distribution)
+    out += "n/a dist, entropy, conf: the layer's weights are signed and unnormalised (a recurrence's implied "
+           "weights), not a distribution\n";
   return out;
 }

@@ -39,6 +39,11 @@ struct HeadScores {
   Mean previous_token, duplicate_token, induction, sink, distance, entropy, entropy_norm, confidence;
   Mean pronoun, pronoun_baseline;  // antecedent mass of a pronoun's query, and the mass on another name
   double ov_copying = 0;
+  // What applies to the head's layer (score_heads fills these from its mixer); a score that does not is NaN in
+  // row values and the CSV, and "n/a" in the table, never a broken model.
+  bool has_ov = true;         // ov_copying needs values and an output projection per head (an OV circuit)
+  bool probabilities = true;  // distance, entropy and confidence need weights that are a distribution; a
+                              // recurrence's implied weights are signed and unnormalised
 };
 
 // Adds one pattern P (T × T, row-major) with its tokens to `s` (tokens may be null: pattern scores that need

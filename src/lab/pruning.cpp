@@ -31,10 +31,25 @@ double gated_loss(GPT& model, const EvalBatches& e) {
   return total / e.n;
 }
 
+std::vector<int> gated_heads(const GPT& model) {
+  std::vector<int> heads;
+  for (int l = 0; l < model.config.n_layer; l++)
+    if (model.mixer(l).has_head_gates())
+      for (int h = 0; h < model.config.n_head; h++) heads.push_back(l * model.config.n_head + h);
+  return heads;
+}
+
+// NaN at every head that cannot be removed, 0 at the others.
+static std::vector<double> zero_at_gated_heads(const GPT& model) {
+  std::vector<double> v((size_t)model.config.n_layer * model.config.n_head, std::nan(""));
+  for (int i : gated_heads(model)) v[i] = 0.0;
+  return v;
+}
+
 std::vector<double> head_importance(GPT& model, const EvalBatches& e, bool normalise) {
   if (model.head_gates().empty()) model.enable_head_gates();
   const int L = model.config.n_layer, NH = model.config.n_head;
-  std::vector<double> I((size_t)L * NH, 0.0);
+  std::vector<double> I = zero_at_gated_heads(model);
   for (int k = 0; k < e.n; k++) {
     model.zero_grad();
     model.forward(&e.x[(size_t)k * e.B * e.T], &e.y[(size_t)k * e.B * e.T], e.B, e.T);
@@ -44,6 +59,7 @@ std::vector<double> head_importance(GPT& model, const EvalBatches& e, bool norma
   model.zero_grad();
   if (normalise)
     for (int l = 0; l < L; l++) {
+      if (!model.mixer(l).has_head_gates()) continue;
       double norm = 0;
       for (int h = 0; h < NH; h++) norm += I[(size_t)l * NH + h] * I[(size_t)l * NH + h];
       norm = std::sqrt(norm);
@@ -56,8 +72,8 @@ std::vector<double> head_importance(GPT& model, const EvalBatches& e, bool norma
 std::vector<double> ablation_increase(GPT& model, const EvalBatches& e) {
   if (model.head_gates().empty()) model.enable_head_gates();
   const double base = gated_loss(model, e);
-  std::vector<double> delta(model.head_gates().size());
-  for (size_t i = 0; i < delta.size(); i++) {
+  std::vector<double> delta = zero_at_gated_heads(model);
+  for (int i : gated_heads(model)) {
     const float saved = model.head_gates()[i];
     model.set_head_gate(i, 0);
     delta[i] = gated_loss(model, e) - base;
@@ -73,13 +89,13 @@ std::string head_name(int index, int n_head) {
 std::vector<PruneStep> prune_curve(GPT& model, const EvalBatches& e, int64_t seed, double step_fraction,
                                    double max_fraction, bool normalise) {
   model.enable_head_gates();
-  const int total = (int)model.head_gates().size();
+  const std::vector<int> heads = gated_heads(model);
+  const int total = (int)heads.size();
   const int per_round = std::max(1, (int)std::ceil(step_fraction * total - 1e-9));
   const int limit = std::min(total - 1, (int)std::floor(max_fraction * total + 1e-9));
-  std::vector<int> order;  // the random order, when seed ≥ 0
+  std::vector<int> order = heads;  // the random order, when seed ≥ 0
   if (seed >= 0) {
     Rng rng((uint64_t)seed);
-    for (int i = 0; i < total; i++) order.push_back(i);
     for (int i = total - 1; i > 0; i--) std::swap(order[i], order[rng.below(i + 1)]);
   }
   std::vector<PruneStep> curve{{0, 0.0, gated_loss(model, e), ""}};
@@ -93,7 +109,7 @@ std::vector<PruneStep> prune_curve(GPT& model, const EvalBatches& e, int64_t see
     } else {
       std::vector<double> I = head_importance(model, e, normalise);
       std::vector<int> alive;
-      for (int i = 0; i < total; i++)
+      for (int i : heads)
         if (model.head_gates()[i] != 0) alive.push_back(i);
       std::stable_sort(alive.begin(), alive.end(), [&](int a, int b) { return I[a] < I[b]; });
       chosen.assign(alive.begin(), alive.begin() + now);

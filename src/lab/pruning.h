@@ -20,6 +20,10 @@ EvalBatches make_eval_batches(const std::vector<int>& tokens, int n, int B, int 
 
 // Mean loss over the batches with the model's current head gates.
 double gated_loss(GPT& model, const EvalBatches& batches);
+// The heads that can be removed (layer-major indices): those of the layers whose mixer has head gates
+// (Mixer::has_head_gates; a recurrence's heads share a norm before the projection and have none). Every score below
+// is NaN for the other heads, and pruning never picks them.
+std::vector<int> gated_heads(const GPT& model);
 // I_h (L·NH, layer-major), per-layer normalised when `normalise`. Turns the gates on if they are off.
 std::vector<double> head_importance(GPT& model, const EvalBatches& batches, bool normalise = true);
 // ΔL_h for every head, each removed alone from the current gates (which are restored).
@@ -27,7 +31,7 @@ std::vector<double> ablation_increase(GPT& model, const EvalBatches& batches);
 
 struct PruneStep {
   int removed = 0;        // heads removed so far
-  double fraction = 0;    // removed / all heads
+  double fraction = 0;    // removed / the heads that can be removed (gated_heads)
   double loss = 0;        // validation loss with them removed
   std::string heads;      // those removed, "L0H1 L2H3 …"
 };

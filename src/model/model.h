@@ -112,7 +112,8 @@ class GPT {
   void set_masks(std::vector<AttentionMask> masks);  // throws unless there is one per layer
   void set_prefix_length(int N);                      // N of every prefix mask
 
-  // ---- head gates ξ (L × NH, index layer·NH + head; head_gate.h): off (empty) until enabled.
+  // ---- head gates ξ (L × NH, index layer·NH + head; head_gate.h): off (empty) until enabled. A layer whose mixer
+  // has none (Mixer::has_head_gates) ignores its ξ, which stay 1: setting one to another value throws, naming it.
   void enable_head_gates();  // every ξ = 1, their gradients 0; backward() then accumulates ∂L/∂ξ
   void set_head_gates(const std::vector<float>& gates);  // turns them on; throws unless there are L × NH
   void set_head_gate(int index, float value);            // one ξ (gates on); throws on a bad index

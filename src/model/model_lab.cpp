@@ -13,11 +13,18 @@ float* GPT::parameter(const std::string& name) {
   throw std::runtime_error("the model has no tensor '" + name + "'");
 }
 
+// A layer whose mixer has no head gates (mixer.h: has_head_gates) ignores its ξ; they stay 1, and so that no caller
+// believes it removed such a head, setting one to anything else is refused, naming the head and the kind.
+static void check_gate(const GPT& model, size_t index, float value) {
+  const int layer = (int)(index / model.config.n_head);
+  const Mixer& mixer = model.mixer(layer);
+  if (value == 1.0f || mixer.has_head_gates()) return;
+  throw std::runtime_error("head L" + std::to_string(layer) + "H" + std::to_string(index % model.config.n_head) +
+                           " cannot be gated or removed: layer " + std::to_string(layer) + "'s mixer (" +
+                           mixer.kind() + ") has no head gates");
+}
+
 void GPT::enable_head_gates() {
-  for (int l = 0; l < config.n_layer; l++)
-    if (!mixers_[l]->has_head_gates())
-      throw std::runtime_error(std::string("layer ") + std::to_string(l) + "'s mixer (" + mixers_[l]->kind() +
-                               ") has no head gates");
   head_gates_.assign((size_t)config.n_layer * config.n_head, 1.0f);
   head_gate_grads_.assign(head_gates_.size(), 0.0f);
   capacity_B_ = capacity_T_ = B_ = T_ = 0;  // the next forward lays out the arena again, sized for the gates
@@ -28,6 +35,7 @@ void GPT::set_head_gates(const std::vector<float>& gates) {
   if (gates.size() != n)
     throw std::runtime_error("expected " + std::to_string(n) + " head gates (n_layer × n_head), got " +
                              std::to_string(gates.size()));
+  for (size_t i = 0; i < n; i++) check_gate(*this, i, gates[i]);
   if (!gated()) enable_head_gates();
   head_gates_ = gates;
 }
@@ -37,6 +45,7 @@ void GPT::set_head_gate(int index, float value) {
   if (index < 0 || (size_t)index >= head_gates_.size())
     throw std::runtime_error("head gate " + std::to_string(index) + " does not exist (the model has " +
                              std::to_string(head_gates_.size()) + ")");
+  check_gate(*this, index, value);
   head_gates_[index] = value;
 }
 
