@@ -179,6 +179,42 @@ TEST(Hardening3Files, PruneOutOnADanglingLinkSaysWhatItIs) {
 // ---------------------------------------------------------------------------------------------------------------
 // Readers
 
+// A cell that is not a whole number in its range is refused naming the file, the line, the column and what was
+// expected (they gave std::stol's "stol", or a basic_string::compare message later, for a negative offset).
+TEST(Hardening3Readers, TableCellsThatAreNotWholeNumbersAreNamedByLineAndColumn) {
+  TempDir dir;
+  const std::string notes = "pronoun_offset\tpronoun_length\tpronoun\tantecedent_offset\tantecedent_length\tantecedent\n";
+  const std::string names = "offset\tlength\tname\tpronoun\n";
+  struct Case {
+    std::string file, text, where;  // "<line>: column <n> (<header>)"
+  };
+  const std::vector<Case> cases = {
+      {"a.tsv", notes + "10\t3\tshe\t2\t4\tMira\nx\t3\tshe\t2\t4\tMira\n", "3: column 1 (pronoun_offset)"},
+      {"b.tsv", notes + "10\t3\tshe\t-5\t4\tMira\n", "2: column 4 (antecedent_offset)"},
+      {"c.tsv", notes + "10\t3x\tshe\t2\t4\tMira\n", "2: column 2 (pronoun_length)"},
+      {"d.tsv", notes + "10\t3\tshe\t2\t99999999999999999999999\tMira\n", "2: column 5 (antecedent_length)"},
+      {"e_names.tsv", names + "4\t-1\tMira\tshe\n", "2: column 2 (length)"},
+      {"f_names.tsv", names + " 4\t3\tMira\tshe\n", "2: column 1 (offset)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    write_file(dir / c.file, c.text);
+    try {
+      if (c.file.find("names") != std::string::npos) read_name_mentions(dir / c.file);
+      else read_pronoun_notes(dir / c.file);
+      ADD_FAILURE() << "read it";
+    } catch (const std::runtime_error& e) {
+      EXPECT_CONTAINS(e.what(), dir / c.file + ":" + c.where);
+      EXPECT_CONTAINS(e.what(), "expected a whole number");
+    }
+  }
+  write_file(dir / "good.tsv", notes + "10\t3\tshe\t2\t4\tMira\n");
+  const std::vector<PronounNote> read = read_pronoun_notes(dir / "good.tsv");
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0].antecedent_offset, 2);
+  EXPECT_EQ(read[0].antecedent, "Mira");
+}
+
 TEST(Hardening3Readers, TablesAndHeadListsAreReadOnlyFromRegularFiles) {
   TempDir dir;
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);

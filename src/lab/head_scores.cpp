@@ -1,6 +1,9 @@
 #include "lab/head_scores.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -163,10 +166,30 @@ void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
   }
 }
 
+long tsv_whole_number(const std::vector<std::string>& cells, size_t column, const char* name, long lowest) {
+  const std::string& text = cells.at(column);
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(begin, &end, 10);
+  const bool digits_only = !text.empty() && (std::isdigit((unsigned char)text[0]) || text[0] == '-');
+  if (!digits_only || end != begin + text.size() || errno == ERANGE || value < lowest)
+    throw std::runtime_error("column " + std::to_string(column + 1) + " (" + name + "): expected a whole number ≥ " +
+                             std::to_string(lowest) + ", got '" + text + "'");
+  return value;
+}
+
 std::vector<PronounNote> read_pronoun_notes(const std::string& path) {
   std::vector<PronounNote> notes;
   for_each_tsv_row(path, "pronoun table", 6, [&](const std::vector<std::string>& c) {
-    notes.push_back({std::stol(c[0]), std::stol(c[1]), std::stol(c[3]), std::stol(c[4]), c[2], c[5]});
+    PronounNote n;
+    n.pronoun_offset = tsv_whole_number(c, 0, "pronoun_offset", 0);
+    n.pronoun_length = tsv_whole_number(c, 1, "pronoun_length", 1);
+    n.pronoun = c[2];
+    n.antecedent_offset = tsv_whole_number(c, 3, "antecedent_offset", 0);
+    n.antecedent_length = tsv_whole_number(c, 4, "antecedent_length", 1);
+    n.antecedent = c[5];
+    notes.push_back(n);
   });
   return notes;
 }

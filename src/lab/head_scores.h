@@ -76,6 +76,9 @@ std::vector<PronounNote> read_pronoun_notes(const std::string& path);
 // (also those row throws) name the file and line. `what` names the table when the file cannot be opened.
 void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
                       const std::function<void(const std::vector<std::string>&)>& row);
+// The whole number ≥ lowest in cells[column] (0-based; `name` is the column's header); throws naming the column
+// (1-based, as an editor counts), what was expected and what is there.
+long tsv_whole_number(const std::vector<std::string>& cells, size_t column, const char* name, long lowest);
 
 // For each note whose antecedent lies within block_size − 1 characters before the pronoun's last character, runs
 // the window that ends at that character and adds, per head, the query row's mass on the antecedent's characters

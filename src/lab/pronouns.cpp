@@ -17,9 +17,7 @@
 std::vector<NameMention> read_name_mentions(const std::string& path) {
   std::vector<NameMention> out;
   for_each_tsv_row(path, "name-mention table", 4, [&](const std::vector<std::string>& c) {
-    NameMention m{std::stol(c[0]), std::stol(c[1]), c[2], c[3]};
-    if (m.offset < 0 || m.length <= 0) throw std::runtime_error("negative offset or empty name");
-    out.push_back(m);
+    out.push_back({tsv_whole_number(c, 0, "offset", 0), tsv_whole_number(c, 1, "length", 1), c[2], c[3]});
   });
   std::sort(out.begin(), out.end(), [](const NameMention& a, const NameMention& b) { return a.offset < b.offset; });
   return out;
