@@ -746,6 +746,12 @@ TEST(Hardening3Guard, TheBestAsideIsThisRunsAcrossAStopAResumeAndAnOverwrite) {
   EXPECT_CONTAINS(r.err, "training diverged at step ");  // not always at the same step: the ceiling is 1% above
                                                           // max(start, ln V), and the resumed run starts elsewhere
   EXPECT_CONTAINS(r.err, parts + "/best.safetensors holds the best checkpoint (step " + std::to_string(best_step) + ")");
+  // Resumed again, saving only at the end (--ckpt-every 0): refused before this invocation saved anything, and the
+  // message still names the best checkpoint it took over (it named only ckpt.safetensors, as "the last good").
+  r = run_in(dir, "./train --threads 1 --resume " + quote(parts) + " --ckpt-every 0");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "nothing was saved; " + parts + "/best.safetensors holds the best checkpoint (step " +
+                             std::to_string(best_step) + ")");
   const Checkpoint a = load_checkpoint(parts + "/best.safetensors"), b = load_checkpoint(whole + "/best.safetensors");
   EXPECT_EQ(a.resume.step, best_step);
   EXPECT_TRUE(a.resume.step == b.resume.step && a.resume.batch_rng == b.resume.batch_rng &&

@@ -377,9 +377,11 @@ std::string TrainingRun::last_good() const {
   if (saved_any_)
     return best + "; " + ckpt_file_ + " holds the " + (best.empty() ? "last good checkpoint" : "last one saved") +
            " (step " + std::to_string(state_.step) + ")";
-  if (!resumed_) return "";
-  if (holds_start()) return "; " + ckpt_file_ + " holds the last good checkpoint (step " + std::to_string(first_step_) + ")";
-  return "; the checkpoint this run resumed from (step " + std::to_string(first_step_) + ") is unchanged";
+  if (!resumed_) return best;
+  if (holds_start())
+    return best + "; " + ckpt_file_ + " holds the " + (best.empty() ? "last good checkpoint" : "one resumed from") +
+           " (step " + std::to_string(first_step_) + ")";
+  return best + "; the checkpoint this run resumed from (step " + std::to_string(first_step_) + ") is unchanged";
 }
 
 bool TrainingRun::holds_start() const {
