@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -500,12 +501,20 @@ TEST(ExploreApi, CheckpointsAreListedAndReReadWhenTheyChangeOnDisk) {
   ReferenceGPT<double> ref = reference_of(*f.model, ids);
   EXPECT_NE(after["bits_per_char"].get<double>(), before);
   EXPECT_NEAR(after["bits"][1].get<double>(), surprisal_bits(&ref.logits[0], f.tok.size(), ids[1]), 1e-4);
-  // Half-written (a copy in progress): refused, naming the file, and read again once whole.
+  // Half-written (a copy in progress, changed moments ago): refused, naming the file, and read again once whole.
   const std::string whole = progutil::read_file(f.ckpt());
   progutil::write_file(f.ckpt(), whole.substr(0, whole.size() / 2));
   auto [s3, refused] = server.post("/api/score", {{"text", text}});
   EXPECT_EQ(s3, 409);
   EXPECT_CONTAINS(refused["error"].get<std::string>(), "ckpt.safetensors cannot be read now");
+  EXPECT_CONTAINS(refused["error"].get<std::string>(), "try again");
+  // The same bytes, unchanged for an hour: no checkpoint, whatever the wait. 422 says what is wrong, not "try again".
+  const struct timeval an_hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimes(f.ckpt().c_str(), an_hour_ago), 0);
+  auto [s3b, invalid] = server.post("/api/score", {{"text", text}});
+  EXPECT_EQ(s3b, 422);
+  EXPECT_CONTAINS(invalid["error"].get<std::string>(), "ckpt.safetensors cannot be loaded: ");
+  EXPECT_EQ(invalid["error"].get<std::string>().find("try again"), std::string::npos) << invalid.dump();
   progutil::write_file(f.ckpt(), whole);
   auto [s4, again] = server.post("/api/score", {{"text", text}});
   EXPECT_EQ(s4, 200);

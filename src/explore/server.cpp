@@ -15,6 +15,7 @@
 #include <deque>
 #include <httplib.h>
 #include <map>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -28,17 +29,25 @@ namespace {
 
 constexpr size_t kMaxBody = 64 * 1024;  // bytes of a request body
 constexpr size_t kKeptModels = 3;       // checkpoints kept loaded at once
+constexpr size_t kKeptFailures = 64;    // files remembered as not loadable (until they change)
 constexpr size_t kMaxConnections = 256; // connections answered at once (a thread each); more wait for one to close
 constexpr int kMaxScoredChars = 65536;  // characters /api/score reads (a 64 KiB body holds no more)
 constexpr int kReadTimeoutSeconds = 5;  // a connection silent this long is closed (between requests, or mid-request)
 
-// A checkpoint name the folder does not list (404), and a listed file that cannot be read now (409).
+// A checkpoint name the folder does not list (404), a listed file that cannot be read now because it is being
+// written (409: try again), and one that is not a checkpoint the explorer can load however often it is asked (422:
+// what is wrong with it, no advice to try again).
 struct NotFound : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 struct Unreadable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+struct Invalid : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A file that failed to load and changed this recently (its modification time) may be a copy still being written.
+constexpr long long kWritingNs = 2000000000LL;
 // A listed file too large to load (HTTP 500: trying again will not help).
 struct TooLarge : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -125,15 +134,26 @@ class Shelf {
       return it->second.model;
     }
     if (it != kept_.end()) kept_.erase(it);  // changed on disk: never serve the old weights under its name
-    // A file replaced while we read it is read again once; one that keeps changing is refused for now.
+    // A file replaced while we read it is read again once; one that keeps changing is refused for now. One that
+    // fails to load is being written if it changed meanwhile or moments before, and invalid if it did not.
     for (int attempt = 0; attempt < 2; attempt++) {
       std::shared_ptr<ExploredModel> model;
+      std::string invalid;
       {
         Unlocked outside(lock);
-        model = load(name, path, before);
+        try {
+          model = load(name, path, before);
+        } catch (const Invalid& e) {
+          invalid = e.what();
+        }
       }
       FileStamp after;
       if (!stamp_of(path, after)) throw NotFound(escape_for_message(name) + " is gone from the served folder");
+      if (!invalid.empty() && after == before && !changed_lately(after))
+        throw Invalid(invalid);
+      if (!invalid.empty() && after == before)
+        throw Unreadable(escape_for_message(name) + " cannot be read now: it changed moments ago and may be being "
+                         "written; try again (" + invalid + ")");
       if (after == before) {
         evict_to(kKeptModels - 1);
         Kept& k = kept_[name];
@@ -157,10 +177,22 @@ class Shelf {
       if (lock) lock->lock();
     }
   };
-  // Loads one listed file; what cannot be loaded says why. A file that does not open (no permission) or is larger
-  // than this machine's memory would not be loaded by trying again; one that fails the loader's checks may be a
-  // copy still being written.
+  static bool changed_lately(const FileStamp& stamp) {
+    const long long now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count();
+    return now - stamp.mtime_ns < kWritingNs;
+  }
+  // Loads one listed file; what cannot be loaded says why (Invalid: get() tells a file being written from one that
+  // is not a checkpoint). A file that does not open (no permission) or is larger than this machine's memory would
+  // not be loaded by trying again. One file is loaded at a time, however many requests ask: each load may take
+  // gigabytes while it parses (a legal but huge header), and the models already on the shelf are served meanwhile.
+  // A file that failed is not parsed again until it changes: the requests that queued for it get its message.
   static std::unique_ptr<ExploredModel> load(const std::string& name, const std::string& path, const FileStamp& stamp) {
+    static std::mutex one_loader;
+    static std::map<std::string, std::pair<FileStamp, std::string>> failed;  // by path; guarded by one_loader
+    std::lock_guard<std::mutex> alone(one_loader);
+    const auto known = failed.find(path);
+    if (known != failed.end() && known->second.first == stamp) throw Invalid(known->second.second);
     const std::string shown = escape_for_message(name);
     if (FILE* f = std::fopen(path.c_str(), "rb")) std::fclose(f);
     else throw Unreadable(shown + " cannot be opened: " + std::strerror(errno));
@@ -175,7 +207,10 @@ class Shelf {
     } catch (const std::bad_alloc&) {
       throw TooLarge(shown + " (" + size + ") does not fit in the memory left to load it");
     } catch (const std::exception& e) {
-      throw Unreadable(shown + " cannot be read now (it may be being written; try again): " + e.what());
+      const std::string why = shown + " cannot be loaded: " + e.what();
+      if (failed.size() >= kKeptFailures) failed.clear();
+      failed[path] = {stamp, why};
+      throw Invalid(why);
     }
   }
 
@@ -372,6 +407,8 @@ struct ExploreServer::Impl {
       send_error(res, 404, e.what());
     } catch (const Unreadable& e) {
       send_error(res, 409, e.what());
+    } catch (const Invalid& e) {
+      send_error(res, 422, e.what());
     } catch (const std::exception& e) {
       send_error(res, 500, e.what());
     }
@@ -561,6 +598,8 @@ void ExploreServer::Impl::generate(const Params& p, httplib::Response& res) {
     return send_error(res, 404, e.what());
   } catch (const Unreadable& e) {
     return send_error(res, 409, e.what());
+  } catch (const Invalid& e) {
+    return send_error(res, 422, e.what());
   } catch (const std::exception& e) {
     return send_error(res, 500, e.what());
   }
