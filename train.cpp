@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <new>
 #include <cxxopts.hpp>
 
 #include "base/program_flags.h"
@@ -119,6 +120,10 @@ static int train_main(int argc, char** argv) {
     if (print_settings(flags, config)) return 0;
     run_training(config, nullptr, hooks());
     return 0;
+  } catch (const std::bad_alloc&) {  // past the up-front estimate (base/memory.h): another process took the memory
+    std::fprintf(stderr, "train: error: out of memory (an allocation failed after the estimate said the run fits: "
+                 "something else is using the memory); reduce --batch, --block, --n-embd or --n-layer\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: error: %s\n", escape_for_message(e.what(), /*keep_newlines=*/true).c_str());
     return 1;

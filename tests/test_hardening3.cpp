@@ -554,32 +554,64 @@ TEST(Hardening3Counts, BatchSplitsReplicasCountInTheMemoryEstimate) {
 }
 
 TEST(Hardening3Counts, ATrainingRunCountsBatchSplitsReplicasBeforeAllocatingThem) {
-  // The wiring of the estimate above into ./train: a shape whose one model's activations fit in this
-  // machine's memory and 64 replicas' do not. Under a 8 GB address-space limit, so that a run which went on
-  // anyway fails to allocate instead of filling the machine.
+  // The wiring of the estimate above into ./train: a shape whose one model fits under a memory limit with half again
+  // to spare and whose 64 replicas do not. The limit is an address-space limit (1.5 × the one model's estimate,
+  // below this machine's memory), so that a run which went on anyway fails to allocate instead of filling the machine.
   if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
   const uint64_t memory = physical_memory_bytes();
   if (memory == 0) GTEST_SKIP() << "the system does not report its memory";
   ModelConfig c;
   c.n_layer = 1, c.n_head = 1, c.vocab_size = 35;  // the generated text's 35 characters
   int T = 0, E = 0;
+  double alone = 0;
   for (int e = 8; e <= 1024 && T == 0; e *= 2)
     for (int t = 1024; t <= 65536 && T == 0; t *= 2) {
       c.n_embd = e, c.block_size = t;
-      if (estimate_training_bytes(c, 64) < 0.9 * memory && estimate_training_bytes(c, 64, 64) > 1.1 * memory)
+      alone = (double)estimate_training_bytes(c, 64);
+      if (alone > 1e9 && 1.5 * alone < 0.8 * memory && (double)estimate_training_bytes(c, 64, 64) > 1.8 * alone)
         T = t, E = e;
     }
-  ASSERT_GT(T, 0) << "no shape puts 64 replicas (and not one model) past " << memory << " bytes";
+  ASSERT_GT(T, 0) << "no shape puts 64 replicas (and not one model) past 1.5 × one model, below " << memory;
   TempDir dir;
   write_file(dir / "long.txt", progutil::generated_text(size_t(12) * T));
-  const RunResult r = run_in(dir, "ulimit -v 8000000 && OMP_WAIT_POLICY=passive timeout 120 ./train --n-layer 1 "
+  const std::string cap_kib = std::to_string((long long)(1.5 * alone / 1024));
+  const RunResult r = run_in(dir, "ulimit -v " + cap_kib + " && OMP_WAIT_POLICY=passive timeout 120 ./train --n-layer 1 "
                                   "--n-head 1 --n-embd " + std::to_string(E) + " --block " + std::to_string(T) +
                                   " --batch 64 --eval-iters 1 "
                                   "--threads 64 --threads-split batch --steps 1 --data " + quote(dir / "long.txt") +
                                   " --out " + quote(dir / "a"));
   EXPECT_EQ(r.exit_code, 1) << r.describe();
-  EXPECT_CONTAINS(r.err, "to train with batch 64 split between 64 threads, more than this machine's");
+  EXPECT_CONTAINS(r.err, "to train with batch 64 split between 64 threads, more than the ");
+  EXPECT_CONTAINS(r.err, "address-space limit");
   EXPECT_CONTAINS(r.err, "(or --threads-split ops)");
+  EXPECT_FALSE(fs::exists(dir / "a"));
+}
+
+// A model smaller than the machine's memory but larger than the process's address-space limit is refused before
+// training, naming the limit and what to lower (it ended in a bare "train: error: std::bad_alloc").
+TEST(Hardening3Counts, AModelLargerThanTheAddressSpaceLimitIsRefusedNamingTheLimit) {
+  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  const uint64_t memory = physical_memory_bytes();
+  const double cap = 3e9;  // ulimit -v 3000000 (KiB)
+  if (memory == 0 || memory < 2 * cap) GTEST_SKIP() << "the machine's memory is not well above the cap";
+  ModelConfig c;
+  c.n_layer = 2, c.n_head = 4, c.vocab_size = 35;
+  int T = 0;
+  c.n_embd = 256;
+  for (int t = 256; t <= 65536 && T == 0; t *= 2) {
+    c.block_size = t;
+    const double need = (double)estimate_training_bytes(c, 16);
+    if (need > 1.3 * cap && need < 0.7 * memory) T = t;
+  }
+  ASSERT_GT(T, 0) << "no block puts the model between the cap and the machine's memory";
+  TempDir dir;
+  write_file(dir / "long.txt", progutil::generated_text(size_t(12) * T));
+  const RunResult r = run_in(dir, "ulimit -v 3000000 && OMP_WAIT_POLICY=passive timeout 120 ./train --n-layer 2 "
+                                  "--n-head 4 --n-embd 256 --block " + std::to_string(T) + " --batch 16 --eval-iters 1 "
+                                  "--threads 1 --steps 1 --data " + quote(dir / "long.txt") + " --out " + quote(dir / "a"));
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "address-space limit of 3072000000 (ulimit -v); reduce --batch, --block, --n-embd or --n-layer");
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "a"));
 }
 

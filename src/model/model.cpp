@@ -1,7 +1,5 @@
 #include "model/model.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +7,7 @@
 #include <string>
 
 #include "base/arena.h"
+#include "base/memory.h"
 #include "base/rng.h"
 #include "base/threads.h"
 #include "model/block.h"
@@ -88,10 +87,6 @@ size_t estimate_training_bytes(const ModelConfig& config, int B, int replicas) {
   return bytes >= (long double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
 }
 
-static long double memory_bytes() {
-  return (long double)sysconf(_SC_PHYS_PAGES) * (long double)sysconf(_SC_PAGESIZE);
-}
-
 static std::string whole(long double bytes) {
   char text[64];
   std::snprintf(text, sizeof text, "%.0Lf", bytes);
@@ -105,13 +100,12 @@ void check_fits_in_memory(const ModelConfig& config, int B, int replicas) {
 void check_fits_in_memory(const ModelConfig& config, const std::vector<std::unique_ptr<Mixer>>& mixers, int B,
                           int replicas) {
   const long double need = training_bytes(config, mixers, B, replicas);
-  const long double have = memory_bytes();
-  if (have > 0 && need > have)
+  const MemoryLimit have = usable_memory();
+  if (have.bytes > 0 && need > have.bytes)
     throw std::runtime_error("this model needs about " + whole(need) + " bytes to train with batch " +
                              std::to_string(B) +
                              (replicas > 1 ? " split between " + std::to_string(replicas) + " threads" : "") +
-                             ", more than this machine's " + whole(have) +
-                             " bytes of memory; reduce --batch, --block, --n-embd or --n-layer" +
+                             ", more than " + have.what + "; reduce --batch, --block, --n-embd or --n-layer" +
                              (replicas > 1 ? " (or --threads-split ops)" : ""));
 }
 
@@ -120,11 +114,10 @@ void check_forward_fits_in_memory(const ModelConfig& config, long B, int T, long
   const long double params = total_floats(gpt_tensor_table(config));
   const long double need =
       sizeof(float) * (2 * params + (long double)B * activation_floats(config, 1, T)) + extra_bytes;
-  const long double have = memory_bytes();
-  if (have > 0 && need > have)
+  const MemoryLimit have = usable_memory();
+  if (have.bytes > 0 && need > have.bytes)
     throw std::runtime_error(what + ": " + std::to_string(B) + " sequences of " + std::to_string(T) +
-                             " tokens in one forward need about " + whole(need) + " bytes, more than this machine's " +
-                             whole(have) + " bytes of memory");
+                             " tokens in one forward need about " + whole(need) + " bytes, more than " + have.what);
 }
 
 GPT::GPT(const ModelConfig& cfg, std::vector<AttentionMask> layer_masks, std::vector<std::unique_ptr<Mixer>> mixers)
