@@ -220,32 +220,10 @@ std::vector<F> ref_deltanet_implied_attention(const F* u, const DeltaNetTensors<
 template <typename F>
 void ref_deltanet_backward(F* du, const DeltaNetTensors<F*>& g, const F* dout, const F* u,
                            const DeltaNetTensors<const F*>& w, const DeltaNetDims& d, int B, int T) {
-  const F h = F(1e-6);
-  const size_t n_out = (size_t)B * T * d.C;
-  std::vector<F> x(u, u + n_out);
-  std::vector<F> out(n_out);
-  DeltaNetTensors<const F*> at = w;  // the point the differences are taken at: copies of the tensors, perturbed in turn
-  auto loss = [&] {
-    ref_deltanet_forward(out.data(), x.data(), at, d, B, T);
-    F s = 0;
-    for (size_t i = 0; i < n_out; i++) s += dout[i] * out[i];
-    return s;
-  };
-  auto differentiate = [&](F* v, size_t n, F* grad, bool add) {
-    const std::vector<F> fd = ref_finite_differences(loss, v, n, h);
-    for (size_t i = 0; i < n; i++) grad[i] = (add ? grad[i] : F(0)) + fd[i];
-  };
-  differentiate(x.data(), x.size(), du, false);
-  const std::vector<TensorSlot<DeltaNetTensors, const F*>> wslots = deltanet_tensor_slots<const F*>(d);
-  const std::vector<TensorSlot<DeltaNetTensors, F*>> gslots = deltanet_tensor_slots<F*>(d);
-  for (size_t i = 0; i < wslots.size(); i++) {
-    size_t n = 1;
-    for (int64_t e : wslots[i].decl.shape) n *= (size_t)e;
-    std::vector<F> copy(w.*wslots[i].member, w.*wslots[i].member + n);
-    at.*wslots[i].member = copy.data();
-    differentiate(copy.data(), n, g.*gslots[i].member, true);
-    at.*wslots[i].member = w.*wslots[i].member;
-  }
+  ref_backward_by_differences(du, g, dout, u, w, deltanet_tensor_slots<const F*>(d), deltanet_tensor_slots<F*>(d),
+                              (size_t)B * T * d.C, [&](F* out, const F* x, const DeltaNetTensors<const F*>& at) {
+                                ref_deltanet_forward(out, x, at, d, B, T);
+                              });
 }
 
 // A layer's tensors "deltanet.*" through w(name) (parameters or gradients).

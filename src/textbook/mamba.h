@@ -161,53 +161,16 @@ void ref_mamba_hidden_attention(F* M, const F* u, const MambaTensors<const F*>& 
   ref_mamba_M(M, xbc.data(), dt.data(), w, d, B, T);
 }
 
-// The layer's backward by central differences of ref_mamba_forward: du = ∂⟨dout, out⟩/∂u written, every tensor's
-// gradient added to (the convention of src/ops/README.md). The textbook has no analytic backward of its own (the
-// fast one, a reverse scan, is what the tests hold to this), so the reference model (reference.h) differentiates
-// a Mamba layer this way. Two forwards per input and parameter value, h = 1e-6: double and tiny shapes only
-// (rounding ~1e-10 and truncation ~1e-12 of the loss's scale).
+// The layer's backward by central differences of ref_mamba_forward (textbook/finite_differences.h): the textbook
+// has no analytic backward of its own (the fast one, a reverse scan, is what the tests hold to this), so the
+// reference model (reference.h) differentiates a Mamba layer this way, over the tensors its variant has.
 template <typename F>
 void ref_mamba_backward(F* du, const MambaTensors<F*>& g, const F* dout, const F* u, const MambaTensors<const F*>& w,
                         const MambaDims& d, int B, int T) {
-  const F h = F(1e-6);
-  const int C = d.C;
-  std::vector<F> x(u, u + B * T * C), out(B * T * C);
-  MambaTensors<const F*> at = w;  // the point the differences are taken at: copies of the tensors, perturbed in turn
-  auto loss = [&] {
-    ref_mamba_forward(out.data(), x.data(), at, d, B, T);
-    F s = 0;
-    for (int i = 0; i < B * T * C; i++) s += dout[i] * out[i];
-    return s;
-  };
-  auto differentiate = [&](F* v, size_t n, F* grad, bool add) {
-    const std::vector<F> d = ref_finite_differences(loss, v, n, h);
-    for (size_t i = 0; i < n; i++) grad[i] = (add ? grad[i] : F(0)) + d[i];
-  };
-  differentiate(x.data(), x.size(), du, false);
-  using W = MambaTensors<const F*>;
-  using G = MambaTensors<F*>;
-  const int X = d.conv_channels();
-  const struct {
-    const F* W::*weight;
-    F* G::*grad;
-    size_t n;
-  } tensors[] = {{&W::in_proj_w, &G::in_proj_w, (size_t)C * d.in_cols()},
-                 {&W::conv_w, &G::conv_w, (size_t)X * d.K},
-                 {&W::conv_b, &G::conv_b, (size_t)X},
-                 {&W::dt_bias, &G::dt_bias, (size_t)d.H},
-                 {&W::A_log, &G::A_log, (size_t)d.H},
-                 {&W::D, &G::D, (size_t)d.H},
-                 {&W::norm_w, &G::norm_w, (size_t)d.E},
-                 {&W::out_proj_w, &G::out_proj_w, (size_t)d.E * C},
-                 {&W::B_const, &G::B_const, (size_t)d.N},
-                 {&W::C_const, &G::C_const, (size_t)d.N}};
-  for (const auto& t : tensors) {
-    if (!(w.*t.weight)) continue;  // a tensor this variant does not have
-    std::vector<F> copy(w.*t.weight, w.*t.weight + t.n);
-    at.*t.weight = copy.data();
-    differentiate(copy.data(), t.n, g.*t.grad, true);
-    at.*t.weight = w.*t.weight;
-  }
+  ref_backward_by_differences(du, g, dout, u, w, mamba_tensor_slots<const F*>(d), mamba_tensor_slots<F*>(d),
+                              (size_t)B * T * d.C, [&](F* out, const F* x, const MambaTensors<const F*>& at) {
+                                ref_mamba_forward(out, x, at, d, B, T);
+                              });
 }
 
 // A mamba layer's tensors "mamba.*" through w(name) (parameters or gradients); those its variant lacks stay null.
