@@ -87,13 +87,13 @@ static std::runtime_error not_finite(const cxxopts::ParseResult& flags) {
                             "its weights are too large or broken");
 }
 
-// Every score that applies to its head's layer is a finite number (head_scores.h: the others are n/a by design).
 // The text heads annotates and prune validates on: --data when given; else the corpus the checkpoint was trained
 // on (its settings name it) when that file is still there; else data/stories.txt, which the pronoun tables describe.
 static std::string text_path(const Checkpoint& ckpt, const cxxopts::ParseResult& flags) {
   if (flags.count("data")) return flags["data"].as<std::string>();
   if (ckpt.resumable) {
-    const nlohmann::json settings = nlohmann::json::parse(ckpt.resume.train_config, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json settings =
+        nlohmann::json::parse(ckpt.resume.train_config, nullptr, /*allow_exceptions=*/false);
     if (settings.is_object() && settings.contains("data") && settings["data"].is_string()) {
       const std::string corpus = settings["data"].get<std::string>();
       if (file_exists(corpus)) return corpus;
@@ -120,9 +120,11 @@ static std::optional<std::vector<int>> encode_text(const Checkpoint& ckpt, const
   }
 }
 
+// Every score that applies to its head's layer is a finite number (head_scores.h: the others are n/a by design).
 static void check_finite(const std::vector<HeadScores>& scores, const cxxopts::ParseResult& flags) {
   for (const HeadScores& s : scores) {
-    for (const Mean* m : {&s.previous_token, &s.duplicate_token, &s.induction, &s.sink, &s.pronoun, &s.pronoun_baseline})
+    for (const Mean* m :
+         {&s.previous_token, &s.duplicate_token, &s.induction, &s.sink, &s.pronoun, &s.pronoun_baseline})
       if (!std::isfinite(m->value())) throw not_finite(flags);
     if (s.probabilities)
       for (const Mean* m : {&s.distance, &s.entropy, &s.entropy_norm, &s.confidence})

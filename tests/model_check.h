@@ -27,14 +27,15 @@ namespace testutil {
 constexpr double kFastTol = 3e-5;
 // The gradients' relative tolerance: a gradient goes through every layer's backward as well as its forward, in float
 // and in an order of sums the build chooses. Measured: 3.05e-5 (rwkv's wpe.weight, the sanitized -O1 build of
-// make test-asan, Intel Xeon, OpenBLAS's SkylakeX kernels); a wrong formula is off by O(1).
+// make test-asan on an Intel Xeon, with OpenBLAS's own choice of kernels there: Prescott, for a CPU it does not
+// know); a wrong formula is off by O(1).
 constexpr double kFastGradTol = 1e-4;
 // The float model's gradients are measured against max(their tensor's largest magnitude, this fraction of the
 // model's largest gradient): float rounds each term of a long sum, so a tensor whose gradients are small because
 // their terms cancel (mamba's dt_bias, rwkv's w0) carries the rounding of the larger terms. Measured on an Intel
-// Xeon (OpenBLAS's SkylakeX kernels): rwkv's w0 off by 4.8e-7 of the largest gradient, mamba's dt_bias by 6.8e-5 of
-// its own. A wrong formula is still caught in any tensor whose gradients reach 1e-3 of the largest (its error there
-// is O(1) of its own scale, against 5e-6 of the largest allowed).
+// Xeon with OpenBLAS's Prescott kernels (its own choice there): rwkv's w0 off by 4.8e-7 of the largest gradient,
+// mamba's dt_bias by 6.8e-5 of its own. A wrong formula is still caught in any tensor whose gradients reach 1e-3 of
+// the largest (its error there is O(1) of its own scale, against 5e-6 of the largest allowed).
 constexpr double kFloatGradientFloor = 5e-2;
 
 // Writes into the model's arena in place (GPT's views point into it; it must never be reassigned).
@@ -62,9 +63,10 @@ inline void expect_reference_matches_finite_differences(const ModelConfig& c, co
 }
 
 // `gradient_floor` > kFloatGradientFloor measures each gradient against max(its own largest magnitude,
-// gradient_floor × the largest gradient of the model): for a reference that differentiates a layer by central differences (an rwkv layer,
-// h = 1e-6), whose error, ~1e-9 of the loss's scale, is the same for every tensor, so that a tensor whose own
-// gradients are 1e-4 meets it at 1e-5 relative, while a wrong formula is O(1) of its own scale.
+// gradient_floor × the largest gradient of the model): for a reference that differentiates a layer by central
+// differences (an rwkv layer, h = 1e-6), whose error, ~1e-9 of the loss's scale, is the same for every tensor, so
+// that a tensor whose own gradients are 1e-4 meets it at 1e-5 relative, while a wrong formula is O(1) of its own
+// scale.
 inline void expect_fast_matches_reference(const ModelConfig& c, const std::vector<AttentionMask>& masks,
                                           const std::vector<int>& x, const std::vector<int>& y, int B, int T,
                                           uint32_t seed = 202, double gradient_floor = 0) {

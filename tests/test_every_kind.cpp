@@ -478,8 +478,9 @@ TEST_P(EveryKind, InspectHeadsAndPruneAnswerAndSayWhatDoesNotApply) {
   auto run = [&](const std::string& command) {  // in the folder: the relative paths below are the folder's
     return progutil::run_command("cd " + progutil::quote(dir.path()) + " && " + root + command, dir.path());
   };
-  progutil::RunResult r = run("train " + std::string(progutil::tiny_flags()) + " --n-layer 2 --layer-mixer softmax," +
-                              kind() + " --steps 2 --data " + progutil::quote(corpus) + " --out run");
+  const std::string hybrid = ModelConfig{}.mixer + "," + kind();  // the GPT's own mixer, then the kind
+  progutil::RunResult r = run("train " + std::string(progutil::tiny_flags()) + " --n-layer 2 --layer-mixer " + hybrid +
+                              " --steps 2 --data " + progutil::quote(corpus) + " --out run");
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
   const Checkpoint ckpt = load_checkpoint(dir / "run/ckpt.safetensors");
   const MixerLab& lab = ckpt.model->mixer(1).lab();

@@ -44,7 +44,8 @@ MemoryLimit usable_memory() {
   consider(physical, "this machine's " + std::to_string(physical) + " bytes of memory");
   struct rlimit rl;
   if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-    const uint64_t cap = uint64_t(rl.rlim_cur), used = mapped_bytes();
+    const uint64_t cap = uint64_t(rl.rlim_cur);
+    const uint64_t used = mapped_bytes();
     const uint64_t left = cap > used ? cap - used : 1;
     consider(left, "the " + std::to_string(left) + " bytes left under this process's address-space limit of " +
                        std::to_string(cap) + " (ulimit -v)");

@@ -270,7 +270,8 @@ json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int positi
     return col;
   };
   json rows = json::array(), mask_rows = json::array(), cols = json::array(), mask_cols = json::array();
-  json map = json::array(), spellings = json::array();
+  json map = json::array();
+  json spellings = json::array();
   for (int l = 0; l < L; l++) {
     json heads = json::array(), to = json::array();
     for (int h = 0; h < NH; h++) heads.push_back(row_of(l, h, position)), to.push_back(column_of(l, h, position));

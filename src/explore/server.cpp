@@ -149,11 +149,11 @@ class Shelf {
       }
       FileStamp after;
       if (!stamp_of(path, after)) throw NotFound(escape_for_message(name) + " is gone from the served folder");
-      if (!invalid.empty() && after == before && !changed_lately(after))
-        throw Invalid(invalid);
-      if (!invalid.empty() && after == before)
+      if (!invalid.empty() && after == before) {
+        if (!changed_lately(after)) throw Invalid(invalid);
         throw Unreadable(escape_for_message(name) + " cannot be read now: it changed moments ago and may be being "
                          "written; try again (" + invalid + ")");
+      }
       if (after == before) {
         evict_to(kKeptModels - 1);
         Kept& k = kept_[name];

@@ -139,7 +139,7 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
       HeadScores& s = scores[(size_t)l * NH + h];
       s.has_ov = has_ov;
       s.probabilities = lab.weights_are_probabilities();
-      s.ov_copying = has_ov ? ov_copying_score(model, l, h) : std::nan("");
+      s.ov_copying = ov_copying_score(model, l, h);  // NaN without an OV circuit
     }
   }
   return scores;
@@ -172,8 +172,9 @@ long tsv_whole_number(const std::vector<std::string>& cells, size_t column, cons
   char* end = nullptr;
   errno = 0;
   const long value = std::strtol(begin, &end, 10);
-  const bool digits_only = !text.empty() && (std::isdigit((unsigned char)text[0]) || text[0] == '-');
-  if (!digits_only || end != begin + text.size() || errno == ERANGE || value < lowest)
+  // strtol would skip leading blanks and take a '+': the cell must start as the number does.
+  const bool starts_as_number = !text.empty() && (std::isdigit((unsigned char)text[0]) || text[0] == '-');
+  if (!starts_as_number || end != begin + text.size() || errno == ERANGE || value < lowest)
     throw std::runtime_error("column " + std::to_string(column + 1) + " (" + name + "): expected a whole number ≥ " +
                              std::to_string(lowest) + ", got '" + text + "'");
   return value;
@@ -304,7 +305,8 @@ static std::string cell(double v, const char* format, int width) {
 
 std::string heads_table(const std::vector<HeadScores>& scores, int NH) {
   std::string out = "head   prev   dup    induct sink   dist   entropy (norm) conf   ov_copy pronoun (base)\n";
-  bool no_ov = false, not_distribution = false;
+  bool no_ov = false;             // some row's ov_copy is n/a
+  bool not_distribution = false;  // some row's dist, entropy and conf are n/a
   for (size_t i = 0; i < scores.size(); i++) {
     const std::vector<double> v = row_values(scores[i]);
     char name[48];
