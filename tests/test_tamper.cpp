@@ -109,6 +109,16 @@ TEST(TamperHeader, Format2FilesStillLoadVerified) {
   header["__metadata__"]["step"] = "4";
   write_file(dir / "c.safetensors", with_header(good, header));
   EXPECT_CONTAINS(load_error(dir / "c.safetensors"), "the header (settings, step, tensor table) does not match");
+  // The canonical text does not depend on the order of the header's keys: the metadata written after the tensors
+  // (plaingpt writes it first; the reader then reads the header a second time) still verifies.
+  ojson reordered = header_of(good);
+  const ojson metadata = reordered["__metadata__"];
+  reordered.erase("__metadata__");
+  reordered["__metadata__"] = metadata;
+  ASSERT_NE(reordered.begin().key(), "__metadata__");
+  write_file(dir / "reordered.safetensors", with_header(good, reordered));
+  EXPECT_EQ(load_error(dir / "reordered.safetensors"), "");
+  EXPECT_EQ(load_checkpoint(dir / "reordered.safetensors").notes.size(), 2u);
 }
 
 // The edits the attacker made (issue 23, item 1): each loaded silently before the header had a checksum.

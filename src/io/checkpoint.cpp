@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "model/mixers/registry.h"
+#include "model/params.h"
 #include "data/utf8.h"
 
 #include <sys/stat.h>
@@ -138,8 +139,37 @@ void check_keys_strictly(const std::string& path, const std::map<std::string, st
 }
 }  // namespace
 
+// The most tensors a checkpoint of this program holds: the deepest model n_layer's row allows, of the kind whose
+// layer has the most tensors, with AdamW's m and v beside each. A header that lists more is refused as soon as the
+// parse meets one more (a legal header of 1.6 million empty entries, 96 MB, is no checkpoint of this program).
+static size_t max_checkpoint_tensors() {
+  static const size_t most = [] {
+    const auto& rows = model_settings();
+    const auto n_layer = std::find_if(rows.begin(), rows.end(), [](const auto& row) {
+      return row.key == std::string("n_layer");
+    });
+    size_t model_tensors = 0;
+    size_t layer_tensors = 0;
+    for (const MixerKind* kind : mixer_kinds()) {
+      ModelConfig one_layer;
+      one_layer.n_layer = 1;
+      one_layer.mixer = kind->name;
+      std::vector<std::unique_ptr<Mixer>> mixer;
+      mixer.push_back(kind->make(one_layer));  // not make_layer_mixers: no model is being built
+      const std::vector<TensorSpec> table = gpt_tensor_table(one_layer, mixer);
+      const size_t in_layer = size_t(std::count_if(table.begin(), table.end(), [](const TensorSpec& t) {
+        return t.layer == 0;
+      }));
+      layer_tensors = std::max(layer_tensors, in_layer);
+      model_tensors = std::max(model_tensors, table.size() - in_layer);
+    }
+    return 3 * (model_tensors + size_t(n_layer->range.hi) * layer_tensors);
+  }();
+  return most;
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsContents file = read_safetensors(path);
+  SafetensorsContents file = read_safetensors(path, max_checkpoint_tensors());
   MetadataReader meta{path, file.metadata};
   if (meta.text("format") != kCheckpointFormat)
     throw std::runtime_error(path + ": not a plaingpt checkpoint (format '" + escape_for_message(meta.text("format")) + "')");

@@ -8,6 +8,7 @@
 #include "base/read_file.h"
 #include "io/atomic_file.h"
 #include "io/crc32c.h"
+#include "io/json_emptying.h"
 #include "data/utf8.h"
 
 #include <algorithm>
@@ -21,7 +22,6 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
-#include <sys/mman.h>
 
 using json = nlohmann::json;
 
@@ -140,12 +140,18 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 // nlohmann's json keeps an object's keys in a std::map, sorted by their bytes (for UTF-8, code point order, as
 // Python's sort_keys), and dump() writes no whitespace, escapes only '"', '\\' and control characters (as \n or
 // \u00XX, lower-case hex, as Python) and leaves other characters as UTF-8: the canonical form by construction.
-static std::string canonical_dump(json header) {
-  if (header.is_object() && header.contains("__metadata__") && header["__metadata__"].is_object()) {
-    header["__metadata__"].erase(kDataChecksumKey);
-    header["__metadata__"].erase(kCanonicalHeaderChecksumKey);
-    header["__metadata__"].erase(kHeaderChecksumKey);
+static std::string canonical_metadata_dump(json metadata) {
+  if (metadata.is_object()) {
+    metadata.erase(kDataChecksumKey);
+    metadata.erase(kCanonicalHeaderChecksumKey);
+    metadata.erase(kHeaderChecksumKey);
   }
+  return metadata.dump();
+}
+
+static std::string canonical_dump(json header) {
+  if (header.is_object() && header.contains("__metadata__"))
+    header["__metadata__"] = json::parse(canonical_metadata_dump(header["__metadata__"]));
   return header.dump();
 }
 
@@ -174,120 +180,6 @@ struct TensorEntry {
   std::vector<int64_t> shape;
   uint64_t begin, end;
 };
-
-// The checks nlohmann's DOM parser does not make, as a SAX pass over the header before it is parsed into a tree.
-// A real header nests three deep: {"name": {"shape": [...]}}. Refusing deeper nesting keeps a hostile "[[[[[[..."
-// from building a tree that costs far more memory than the file's size. A key given twice in one object is
-// refused: JSON parsers keep the last (nlohmann, Python) or the first, so a second "__metadata__" or
-// "data_offsets" would make the file mean different things to different readers.
-//
-// Why a SAX pass and not json::parse's callback: nlohmann's callback parser, at every end of an object, scans the
-// enclosing object for values the callback discarded, so a header of n tensors took O(n²) time (a 1024-layer
-// checkpoint of 36,876 tensors: 85 s). Here every event does O(log k) work for an object of k keys; the tree is
-// then built by the parser without a callback, which is linear too.
-class HeaderChecker : public json::json_sax_t {
- public:
-  explicit HeaderChecker(const std::string& source) : source_(source) {}
-  size_t events() const { return events_; }
-
-  bool null() override { return value(); }
-  bool boolean(bool) override { return value(); }
-  bool number_integer(number_integer_t) override { return value(); }
-  bool number_unsigned(number_unsigned_t) override { return value(); }
-  bool number_float(number_float_t, const string_t&) override { return value(); }
-  bool string(string_t&) override { return value(); }
-  bool binary(binary_t&) override { return value(); }
-  bool start_object(std::size_t) override {
-    open();
-    keys_.emplace_back();
-    return true;
-  }
-  bool key(string_t& key) override {
-    events_++;
-    if (!keys_.empty() && !keys_.back().insert(key).second)
-      fail(source_, "header JSON gives the key '" + escape_for_message(key) +
-                        "' twice in one object; the file is damaged or was edited");
-    return true;
-  }
-  bool end_object() override {
-    events_++;
-    if (!keys_.empty()) keys_.pop_back();
-    depth_--;
-    return true;
-  }
-  bool start_array(std::size_t) override {
-    open();
-    return true;
-  }
-  bool end_array() override {
-    events_++;
-    depth_--;
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& error) override {
-    // Also reached for invalid UTF-8.
-    fail(source_, "header is not valid JSON (near byte " + std::to_string(position) + " of the header, file offset " +
-                      std::to_string(length_prefix_bytes + position) + "): " + escape_for_message(error.what()));
-  }
-
- private:
-  bool value() {
-    events_++;
-    return true;
-  }
-  void open() {
-    events_++;
-    if (depth_ >= 3) fail(source_, "header JSON is nested deeper than a safetensors header can be");
-    depth_++;
-  }
-  const std::string& source_;
-  int depth_ = 0;
-  size_t events_ = 0;
-  std::vector<std::set<std::string>> keys_;  // the keys seen so far in each object being parsed
-};
-
-// The tree of a header costs about this much per SAX event: measured 46 bytes with nlohmann 3.11 on x86-64 for a
-// header of empty tensor entries (14 events each), 11 times the header's size, and more at the parse's peak; twice
-// that is the estimate. A legal but huge header (1.6 million empty entries in 96 MB took 1.5 GB) is refused before
-// the tree is built when its estimate cannot be allocated: under a memory limit (ulimit -v, a container), a
-// std::bad_alloc inside the parse ended the program, because the library's destructors allocate while unwinding.
-// A real checkpoint's header is small beside it: 1,024 layers, 36,876 tensors, about 50 MB.
-constexpr uint64_t kTreeBytesPerEvent = 96;
-
-static void check_tree_fits(size_t events, size_t header_size, const std::string& source) {
-  const uint64_t need = uint64_t(events) * kTreeBytesPerEvent + header_size;
-  const std::string what = "header holds " + std::to_string(events) + " JSON values, which need about " +
-                           std::to_string(need) + " bytes to read";
-  const uint64_t memory = physical_memory_bytes();
-  if (memory > 0 && need > memory)
-    fail(source, what + ", more than this machine's " + std::to_string(memory) + " bytes of memory");
-  // Address space asked for and given back at once, never touched: whether the process may have that much now (an
-  // address-space limit says no here, not in the middle of the parse). mmap, not malloc: a compiler may drop a
-  // malloc whose memory is never used.
-  void* probe = ::mmap(nullptr, size_t(need), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (probe == MAP_FAILED) fail(source, what + ", and there is not enough memory (a memory limit?)");
-  ::munmap(probe, size_t(need));
-}
-
-static json parse_header_json(const uint8_t* header, size_t size, const std::string& source, size_t* events) {
-  // JSON text never holds a raw NUL, but nlohmann's parser stops at one as at the end of its input: a flipped
-  // bit in the padding (a space, 0x20, becoming 0x00) would hide whatever follows it.
-  if (const void* nul = std::memchr(header, 0, size))
-    fail(source, "header holds a NUL byte at file offset " +
-                     std::to_string(length_prefix_bytes + size_t(static_cast<const uint8_t*>(nul) - header)) +
-                     ": the file is damaged");
-  HeaderChecker checker(source);
-  try {
-    json::sax_parse(header, header + size, &checker);
-    if (events) *events = checker.events();
-    check_tree_fits(checker.events(), size, source);
-    return json::parse(header, header + size);  // checked: no callback, so no per-object scan
-  } catch (const json::exception& error) {
-    fail(source, "header is not valid JSON: " + escape_for_message(error.what()));
-  } catch (const std::bad_alloc&) {  // the checker's key set, or the tree despite the estimate
-    fail(source, "header of " + std::to_string(size) + " bytes: there is not enough memory to read it");
-  }
-}
 
 static std::map<std::string, std::string> parse_metadata(const json& metadata, const std::string& source) {
   if (!metadata.is_object())
@@ -400,11 +292,10 @@ static const char* kHeaderMismatch = ") does not match the checksum recorded whe
 
 // Format 2's header checksum: the header's canonical text (the settings, the step, the tensor table with every
 // offset) must be what was written. Returns whether it was checked.
-static bool verify_canonical_header_checksum(const std::map<std::string, std::string>& metadata, const json& header,
-                                             const std::string& source) {
+static bool verify_canonical_header_checksum(const std::map<std::string, std::string>& metadata,
+                                             const std::string& canonical, const std::string& source) {
   uint32_t stored = 0;
   if (!stored_checksum(metadata, kCanonicalHeaderChecksumKey, source, &stored)) return false;
-  const std::string canonical = canonical_dump(header);
   const uint32_t computed = crc32c(canonical.data(), canonical.size());
   if (stored != computed)
     fail(source, std::string("the header (settings, step, tensor table") + kHeaderMismatch + crc32c_hex(stored) +
@@ -450,6 +341,245 @@ static bool verify_header_checksum(const uint8_t* bytes, size_t size, uint64_t h
   return true;
 }
 
+// The header, read as a stream of JSON events (nlohmann's SAX interface) without ever building its whole tree.
+// Each top-level value (one tensor's entry, or "__metadata__") is built as a small JSON value of its own, checked,
+// kept as a TensorEntry (or as the metadata) and dropped; so reading a header costs a small multiple of its size
+// (a TensorEntry for each tensor, at most one entry's tree at a time). A whole tree cost 16 times the header's size
+// (a legal header of 1.6 million empty entries, 96 MB, took 1.5 GB), and under a memory limit the parse ended in
+// std::bad_alloc, thrown again by the JSON library's destructors while unwinding: std::terminate.
+//
+// On the way, the checks nlohmann's parser does not make. A real header nests three deep:
+// {"name": {"shape": [...]}}; deeper nesting is refused. A key given twice in one object is refused: JSON parsers
+// keep the last (nlohmann, Python) or the first, so a second "__metadata__" or "data_offsets" would make the file
+// mean different things to different readers. Each top-level value holds a bounded number of JSON values (a tensor
+// entry kMaxEntryValues, the metadata kMaxMetadataValues), and the caller may bound the number of tensors.
+//
+// Why events and not json::parse's callback: nlohmann's callback parser, at every end of an object, scans the
+// enclosing object for values the callback discarded, so a header of n tensors took O(n²) time (a 1024-layer
+// checkpoint of 36,876 tensors: 85 s). Here every event does O(1) work, or O(log k) in an object of k keys.
+class HeaderReader : public json::json_sax_t {
+ public:
+  // A tensor's entry is 14 values plus one per dimension (key, object, 3 keys, dtype, shape and data_offsets).
+  static constexpr size_t kMaxEntryValues = 64;
+  // Two per key (the key, its string): plaingpt writes about 40 keys, other tools a handful.
+  static constexpr size_t kMaxMetadataValues = 2 * 4096;
+
+  // keep_canonical: keep every entry's canonical text from the start (format 2's checksum of a header whose
+  // metadata comes after some tensors; plaingpt writes it first, so a first pass only learns that).
+  HeaderReader(const std::string& source, uint64_t data_section_size, size_t max_tensors, bool keep_canonical)
+      : source_(source), data_section_size_(data_section_size), max_tensors_(max_tensors),
+        canonical_wanted_(keep_canonical) {}
+  ~HeaderReader() override {
+    empty_without_allocating(building_);
+    empty_without_allocating(metadata_);
+  }
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  bool binary(binary_t&) override { return value(nullptr); }  // CBOR and the like only; JSON text has none
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& key) override;
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& error) override {
+    // Also reached for invalid UTF-8.
+    fail(source_, "header is not valid JSON (near byte " + std::to_string(position) + " of the header, file offset " +
+                      std::to_string(length_prefix_bytes + position) + "): " + escape_for_message(error.what()));
+  }
+
+  // After the parse: the header's parts, each checked on its own. Throws for what is wrong with the whole.
+  void finish(SafetensorsContents& contents, std::vector<TensorEntry>& entries);
+  size_t events() const { return events_; }
+  // The metadata asks for format 2's checksum, but tensors came before it whose canonical text was not kept.
+  bool read_again_for_canonical() const { return read_again_for_canonical_; }
+
+ private:
+  bool value(json v);
+  bool open(json container);
+  bool close();
+  json& add(json v);  // into the innermost open container of the value being built
+  void count_value();
+  void take(json top_value);  // a whole top-level value: the metadata, or a tensor's entry
+  std::string canonical_text() const;
+
+  const std::string& source_;
+  const uint64_t data_section_size_;
+  const size_t max_tensors_;  // 0: as many as the header holds
+  size_t events_ = 0;
+  int depth_ = 0;                     // containers open
+  const char* top_type_ = "empty";    // the header's own JSON type, once it began
+  bool top_is_object_ = false;
+  std::string name_;                  // the top-level key whose value is being read
+  size_t names_ = 0;                  // top-level keys so far, "__metadata__" aside
+  size_t values_in_top_ = 0;          // JSON values in the top-level value being read
+  json building_;                     // that value, while it is a container
+  std::vector<json*> open_;           // its containers still open, innermost last
+  std::string pending_key_;           // the key of the next value in the innermost open object
+  std::vector<std::set<std::string>> keys_;  // the keys seen so far in each object below the top being read
+  bool metadata_seen_ = false;
+  json metadata_;
+  std::vector<TensorEntry> entries_;
+  // Format 2's checksum is of the canonical text of the whole header: kept, as each entry's own canonical text,
+  // once the metadata shows the file carries that checksum.
+  bool canonical_wanted_;
+  bool read_again_for_canonical_ = false;
+  size_t tensors_read_ = 0;
+  std::vector<std::pair<std::string, std::string>> canonical_parts_;
+  // A tensor entry found wrong is reported after format 2's checksum, which says "damaged" first when it fails.
+  std::string entry_error_;
+};
+
+bool HeaderReader::key(string_t& key) {
+  events_++;
+  if (depth_ == 1) {
+    const bool metadata = key == "__metadata__";
+    if (metadata && metadata_seen_)
+      fail(source_, "header JSON gives the key '__metadata__' twice in one object; the file is damaged or was edited");
+    if (!metadata && max_tensors_ > 0 && ++names_ > max_tensors_)
+      fail(source_, "header lists more than " + std::to_string(max_tensors_) + " tensors, more than the largest "
+                        "model this program builds has: the file is not one of its checkpoints, or it is damaged");
+    name_ = key;
+    values_in_top_ = 0;
+    return true;
+  }
+  if (!top_is_object_) return true;
+  count_value();
+  if (!keys_.empty() && !keys_.back().insert(key).second)
+    fail(source_, "header JSON gives the key '" + escape_for_message(key) +
+                      "' twice in one object; the file is damaged or was edited");
+  pending_key_ = key;
+  return true;
+}
+
+void HeaderReader::count_value() {
+  const bool metadata = name_ == "__metadata__";
+  const size_t limit = metadata ? kMaxMetadataValues : kMaxEntryValues;
+  if (++values_in_top_ <= limit) return;
+  if (metadata) fail(source_, "__metadata__ holds more than " + std::to_string(limit) + " JSON values");
+  fail(source_, "tensor '" + escape_for_message(name_) + "': entry holds more than " + std::to_string(limit) +
+                    " JSON values (a tensor entry holds dtype, shape and data_offsets only)");
+}
+
+json& HeaderReader::add(json v) {
+  json& container = *open_.back();
+  if (container.is_array()) {
+    container.push_back(std::move(v));
+    return container.back();
+  }
+  json& slot = container[pending_key_];
+  slot = std::move(v);
+  return slot;
+}
+
+bool HeaderReader::value(json v) {
+  events_++;
+  if (depth_ == 0) {
+    top_type_ = v.type_name();
+    return true;
+  }
+  if (!top_is_object_) return true;  // refused in finish; nothing is kept
+  if (depth_ == 1) {
+    count_value();
+    take(std::move(v));
+    return true;
+  }
+  count_value();
+  add(std::move(v));
+  return true;
+}
+
+bool HeaderReader::open(json container) {
+  events_++;
+  if (depth_ >= 3) fail(source_, "header JSON is nested deeper than a safetensors header can be");
+  depth_++;
+  const bool object = container.is_object();
+  if (depth_ == 1) {
+    top_type_ = container.type_name();
+    top_is_object_ = object;
+    return true;
+  }
+  if (!top_is_object_) return true;
+  count_value();
+  if (object) keys_.emplace_back();
+  if (depth_ == 2) {
+    building_ = std::move(container);
+    open_.assign(1, &building_);
+    return true;
+  }
+  open_.push_back(&add(std::move(container)));
+  return true;
+}
+
+bool HeaderReader::close() {
+  events_++;
+  depth_--;
+  if (depth_ == 0 || !top_is_object_) return true;
+  count_value();
+  if (open_.back()->is_object()) keys_.pop_back();
+  open_.pop_back();
+  if (open_.empty()) take(std::move(building_));
+  return true;
+}
+
+void HeaderReader::take(json top_value) {
+  const EmptiedAtExit emptied{top_value};
+  if (name_ == "__metadata__") {
+    metadata_seen_ = true;
+    metadata_ = std::move(top_value);
+    const bool carries = metadata_.is_object() && metadata_.contains(kCanonicalHeaderChecksumKey);
+    read_again_for_canonical_ = carries && !canonical_wanted_ && tensors_read_ > 0;
+    canonical_wanted_ = canonical_wanted_ || carries;
+    return;
+  }
+  tensors_read_++;
+  if (canonical_wanted_) canonical_parts_.emplace_back(name_, top_value.dump());
+  if (!entry_error_.empty()) return;  // the file is refused anyway: nothing more is kept
+  try {
+    entries_.push_back(parse_tensor_entry(name_, top_value, data_section_size_, source_));
+  } catch (const std::runtime_error& error) {
+    if (metadata_seen_ && !canonical_wanted_) throw;
+    entry_error_ = error.what();
+  }
+}
+
+// nlohmann's json keeps an object's keys in a std::map, sorted by their bytes (for UTF-8, code point order, as
+// Python's sort_keys), and dump() writes no whitespace, escapes only '"', '\\' and control characters (as \n or
+// \u00XX, lower-case hex, as Python) and leaves other characters as UTF-8: each part's text is canonical by
+// construction, and the parts are put in the same byte order here.
+std::string HeaderReader::canonical_text() const {
+  std::vector<std::pair<std::string, std::string>> parts = canonical_parts_;
+  if (metadata_seen_) parts.emplace_back("__metadata__", canonical_metadata_dump(metadata_));
+  std::sort(parts.begin(), parts.end());
+  std::string text = "{";
+  for (const auto& [name, part] : parts) {
+    if (text.size() > 1) text += ",";
+    text += json(name).dump() + ":" + part;
+  }
+  return text + "}";
+}
+
+void HeaderReader::finish(SafetensorsContents& contents, std::vector<TensorEntry>& entries) {
+  if (!top_is_object_) fail(source_, std::string("header is a JSON ") + top_type_ + ", expected an object");
+  // Two entries of one name: found by sorting, so the names need no set of their own while the header is read.
+  std::sort(entries_.begin(), entries_.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  for (size_t i = 1; i < entries_.size(); i++)
+    if (entries_[i].name == entries_[i - 1].name)
+      fail(source_, "header JSON gives the key '" + escape_for_message(entries_[i].name) +
+                        "' twice in one object; the file is damaged or was edited");
+  if (metadata_seen_) contents.metadata = parse_metadata(metadata_, source_);
+  // Format 2's, of the canonical text, before the tensor table is judged: a damaged header is reported as that.
+  if (contents.metadata.count(kCanonicalHeaderChecksumKey))
+    contents.canonical_header_verified = verify_canonical_header_checksum(contents.metadata, canonical_text(), source_);
+  if (!entry_error_.empty()) throw std::runtime_error(entry_error_);
+  entries = std::move(entries_);
+}
+
 // The header length in the first 8 bytes, checked against the limit and the file's size before anything else is
 // read or parsed.
 static uint64_t checked_header_length(const uint8_t* bytes, uint64_t size, const std::string& source) {
@@ -471,12 +601,15 @@ static uint64_t checked_header_length(const uint8_t* bytes, uint64_t size, const
   return header_size;
 }
 
+static void copy_tensors(const std::vector<TensorEntry>& entries, const uint8_t* data_section,
+                         SafetensorsContents& contents);
+
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source) {
   return parse_safetensors(bytes, size, source, nullptr);
 }
 
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source,
-                                      size_t* header_events) {
+                                      size_t* header_events, size_t max_tensors) {
   const uint64_t header_size = checked_header_length(bytes, size, source);
   const uint64_t bytes_after_prefix = size - length_prefix_bytes;
 
@@ -484,22 +617,47 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
   const uint8_t* data_section = bytes + length_prefix_bytes + header_size;
   const uint64_t data_section_size = bytes_after_prefix - header_size;
 
-  const json header = parse_header_json(bytes + length_prefix_bytes, size_t(header_size), source, header_events);
-  if (!header.is_object()) fail(source, "header is a JSON " + std::string(header.type_name()) + ", expected an object");
+  // JSON text never holds a raw NUL, but nlohmann's parser stops at one as at the end of its input: a flipped
+  // bit in the padding (a space, 0x20, becoming 0x00) would hide whatever follows it.
+  const uint8_t* header = bytes + length_prefix_bytes;
+  if (const void* nul = std::memchr(header, 0, size_t(header_size)))
+    fail(source, "header holds a NUL byte at file offset " +
+                     std::to_string(length_prefix_bytes + size_t(static_cast<const uint8_t*>(nul) - header)) +
+                     ": the file is damaged");
   SafetensorsContents contents;
-  if (header.contains("__metadata__")) contents.metadata = parse_metadata(header.at("__metadata__"), source);
   contents.header_verified = header_verified;
-  // Format 2's, of the canonical text, before the tensor table is read: a damaged header is reported as that.
-  contents.canonical_header_verified = verify_canonical_header_checksum(contents.metadata, header, source);
   std::vector<TensorEntry> entries;
-  for (const auto& [name, entry] : header.items())
-    if (name != "__metadata__") entries.push_back(parse_tensor_entry(name, entry, data_section_size, source));
+  HeaderReader reader(source, data_section_size, max_tensors, false);
+  HeaderReader again(source, data_section_size, max_tensors, true);
+  try {
+    json::sax_parse(header, header + header_size, &reader);
+    if (reader.read_again_for_canonical())
+      json::sax_parse(header, header + header_size, &again);
+    (reader.read_again_for_canonical() ? again : reader).finish(contents, entries);
+  } catch (const json::exception& error) {
+    fail(source, "header is not valid JSON: " + escape_for_message(error.what()));
+  } catch (const std::bad_alloc&) {
+    fail(source, "header of " + std::to_string(header_size) + " bytes: there is not enough memory to read it");
+  }
+  if (header_events) *header_events = reader.events();
   check_no_overlap(entries, source);
   contents.data_verified = verify_data_checksum(contents.metadata, data_section, data_section_size, source);
   contents.metadata.erase(kDataChecksumKey);  // verified; what the caller wrote is what it reads back
   contents.metadata.erase(kHeaderChecksumKey);
   contents.metadata.erase(kCanonicalHeaderChecksumKey);
   // Only now allocate: without overlaps, the tensors together need at most the data section's size.
+  try {
+    copy_tensors(entries, data_section, contents);
+  } catch (const std::bad_alloc&) {
+    fail(source, std::to_string(entries.size()) + " tensors of " + std::to_string(data_section_size) + " bytes in all: "
+                 "there is not enough memory to read them");
+  }
+  return contents;
+}
+
+// The tensors' bytes from the data section into contents.tensors (little-endian floats to the host's).
+static void copy_tensors(const std::vector<TensorEntry>& entries, const uint8_t* data_section,
+                         SafetensorsContents& contents) {
   for (const TensorEntry& entry : entries) {
     LoadedTensor& tensor = contents.tensors[entry.name];
     tensor.shape = entry.shape;
@@ -510,13 +668,12 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     std::memcpy(tensor.data.data(), data_section + entry.begin, byte_count);
     convert_floats_between_little_endian_and_host(reinterpret_cast<uint8_t*>(tensor.data.data()), byte_count);
   }
-  return contents;
 }
 
-SafetensorsContents read_safetensors(const std::string& path) {
+SafetensorsContents read_safetensors(const std::string& path, size_t max_tensors) {
   // The header length first: a large file that is no checkpoint is refused before it is read (a 3 GB file took 28 s).
   const std::string bytes = read_regular_file(path, length_prefix_bytes, [&path](const std::string& prefix, uint64_t size) {
     checked_header_length(reinterpret_cast<const uint8_t*>(prefix.data()), size, path);
   });
-  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
+  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path, nullptr, max_tensors);
 }

@@ -74,13 +74,17 @@ struct SafetensorsContents {
 // Parses a whole safetensors file held in memory; `source` (usually the file name) prefixes error messages.
 // Never reads out of bounds and never allocates more than the input justifies: every problem throws
 // std::runtime_error naming the source and, where it applies, the tensor and the byte offset.
-// The header is parsed in time linear in its size (a 1024-layer checkpoint's 36,876 tensors in well under a second);
-// `header_events`, when given, receives the number of JSON events (values, keys, ends of objects and arrays) the
-// checking pass visited, which is at most the header's length in bytes.
+// The header is read as a stream of JSON events, never as a whole tree: in time linear in its size (a 1024-layer
+// checkpoint's 36,876 tensors in well under a second) and in memory a small multiple of it (what each valid tensor
+// entry becomes, and one entry's tree at a time; the whole tree cost 16 times the header). `header_events`, when
+// given, receives the number of JSON events (values, keys, ends of objects and arrays) read, which is at most the
+// header's length in bytes. `max_tensors`, when not 0, refuses a header that lists more tensors, as soon as the
+// parse meets one more.
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source);
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source,
-                                      size_t* header_events);
+                                      size_t* header_events, size_t max_tensors = 0);
 
 // Reads the file at `path` (which must be a regular file; a FIFO or a device is refused, never read), then
-// parse_safetensors. The 8-byte header length is checked against the file's size before the rest is read. Throws std::runtime_error if it cannot be read.
-SafetensorsContents read_safetensors(const std::string& path);
+// parse_safetensors. The 8-byte header length is checked against the file's size before the rest is read. Throws
+// std::runtime_error if it cannot be read.
+SafetensorsContents read_safetensors(const std::string& path, size_t max_tensors = 0);
