@@ -15,6 +15,8 @@
 //     tensor of the kind refused by name when its shape is wrong;
 //   * the lab: finite head scores, weights zero above the diagonal under the causal mask, the page in the kind's
 //     own words;
+//   * the explorer's panels (model, score, refresh, mixing weights, next, generation) on a hybrid answer in finite
+//     numbers, the kind's layer described in its own words;
 //   * ./train → --resume (the same weights as a straight run, bit for bit) → ./sample → ./sample --score, the score
 //     equal to the textbook model's loss over the checkpoint's tensors read by name.
 #include <gtest/gtest.h>
@@ -38,6 +40,7 @@
 #include "model/mixer_lab.h"
 #include "model/mixers/recurrent.h"
 #include "model/model.h"
+#include "explore_running.h"
 #include "model_check.h"
 #include "program_util.h"
 #include "test_util.h"
@@ -519,6 +522,68 @@ TEST_P(EveryKind, InspectHeadsAndPruneAnswerAndSayWhatDoesNotApply) {
   r = run("inspect prune --threads 1 --batches 1 --batch 2 --seeds 0 --ckpt run --out prune2");
   EXPECT_TRUE(r.exited && r.exit_code == 1) << r.describe();
   EXPECT_NE(r.err.find("give --data"), std::string::npos) << r.err;
+}
+
+// Every number in a JSON answer is finite, and none of the arrays named in `numbers_only` (at any depth) holds a
+// null. The answers use null for what does not apply (the first character's surprisal, a score a kind has no
+// meaning for); nlohmann writes a NaN as null too, so where a number must be, a null is a NaN.
+void expect_finite_numbers(const nlohmann::json& j, const std::string& where, const std::set<std::string>& numbers_only,
+                           bool in_numbers_only = false) {
+  if (in_numbers_only) EXPECT_FALSE(j.is_null()) << where << ": null where a number must be";
+  if (j.is_number_float()) EXPECT_TRUE(std::isfinite(j.get<double>())) << where;
+  if (!j.is_structured()) return;
+  for (auto item = j.begin(); item != j.end(); ++item) {
+    const bool numbers = in_numbers_only || (j.is_object() && numbers_only.count(item.key()) > 0);
+    expect_finite_numbers(*item, where + "/" + (j.is_object() ? item.key() : std::string("[]")), numbers_only, numbers);
+  }
+}
+
+// The explorer's panels (./inspect serve: the model, the score, the refresh of score, mixing weights and next, the
+// weights alone, the next-token distribution, generation) on a hybrid whose second layer is the kind: each answers,
+// in finite numbers, and the weights panel describes the kind's layer in its own words.
+TEST_P(EveryKind, TheExplorersPanelsAnswerOnAHybrid) {
+  progutil::TempDir dir;
+  const Tokenizer tok = Tokenizer::from_text(U"abcdefghij .");
+  const std::string hybrid = ModelConfig{}.mixer + "," + kind();
+  ModelConfig c = kind_config(hybrid, 2, 16, 32, tok.size());
+  GPT model(c);
+  const std::string ckpt = dir / "ckpt.safetensors";
+  save_checkpoint(ckpt, model, tok, nullptr);
+  Running server(ckpt);
+  const std::string text = "a bad cafe. jig";
+  const std::vector<std::pair<std::string, httplib::Params>> panels = {
+      {"/api/model", {}},
+      {"/api/score", {{"text", text}}},
+      {"/api/refresh", {{"text", text}, {"position", "9"}, {"layer", "1"}, {"head", "0"}, {"map", "1"}}},
+      {"/api/attention", {{"text", text}, {"position", "9"}, {"layer", "1"}, {"head", "0"}, {"map", "1"}}},
+      {"/api/next", {{"text", text}}},
+  };
+  for (const auto& [path, params] : panels) {
+    SCOPED_TRACE(path);
+    const auto [status, answer] = server.post(path, params);
+    ASSERT_EQ(status, 200) << answer.dump();
+    expect_finite_numbers(answer, path, {"cols", "rows", "logits"});
+    // A score's first character has no surprisal and no p (nothing predicts it); every other one has both.
+    const nlohmann::json& score = answer.contains("score") ? answer["score"] : answer;
+    for (const char* per_character : {"bits", "p"})
+      for (size_t i = 1; score.contains("bits") && i < text.size(); i++)
+        EXPECT_TRUE(score[per_character][i].is_number()) << per_character << " " << i;
+    const nlohmann::json& next = answer.contains("next") ? answer["next"] : answer;
+    for (size_t i = 0; !next.contains("bits") && next.contains("p") && i < next["p"].size(); i++)
+      EXPECT_TRUE(next["p"][i].is_number()) << "next p " << i;
+    if (path == "/api/attention") {
+      ASSERT_EQ(answer["mixers"].size(), 2u) << answer.dump();
+      const std::string about = answer["mixers"][1]["about"].get<std::string>();
+      EXPECT_FALSE(about.empty());
+      if (kind() != ModelConfig{}.mixer)
+        EXPECT_NE(about, answer["mixers"][0]["about"].get<std::string>()) << "the kind's layer described as the GPT's";
+    }
+  }
+  httplib::Client client = server.client();
+  auto generated = client.Post("/api/generate", httplib::Params{{"text", text}, {"n", "20"}, {"seed", "3"}});
+  ASSERT_TRUE(generated);
+  EXPECT_EQ(generated->status, 200) << generated->body;
+  EXPECT_NE(generated->body.find("\"done\""), std::string::npos) << generated->body;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@
 #include "explore/server.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
+#include "explore_running.h"
 #include "program_util.h"
 #include "test_util.h"
 #include "textbook/reference.h"
@@ -94,39 +95,6 @@ class Raw {
  private:
   int fd_;
   bool connected_ = false;
-};
-
-// A server on 127.0.0.1 and an ephemeral port, serving until the object goes away.
-class Running {
- public:
-  explicit Running(const std::string& ckpt, ServeOptions options = {}) : server_(ckpt, options) {
-    port_ = server_.bind(0);
-    thread_ = std::thread([this] { server_.run(); });
-    httplib::Client probe("127.0.0.1", port_);
-    for (int i = 0; i < 200 && !probe.Get("/api/checkpoints"); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ~Running() {
-    server_.stop();
-    thread_.join();
-  }
-  int port() const { return port_; }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  // POST with form parameters; the status and the parsed JSON (an empty object if the body is not JSON).
-  std::pair<int, json> post(const std::string& path, const httplib::Params& params) const {
-    httplib::Client c = client();
-    auto r = c.Post(path.c_str(), params);
-    if (!r) return {-1, json::object()};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-
- private:
-  ExploreServer server_;
-  int port_ = 0;
-  std::thread thread_;
 };
 
 // A run folder with one random model saved as ckpt.safetensors.
