@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "mixer_kinds.h"
 #include "model/mixers/registry.h"
+#include "model/mixers/registry_probe.h"
 #include "program_util.h"
 #include "base/threads.h"
 #include "base/rng.h"

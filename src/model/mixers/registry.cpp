@@ -1,4 +1,5 @@
 #include "model/mixers/registry.h"
+#include "model/mixers/registry_probe.h"
 
 #include <algorithm>
 #include <atomic>

@@ -36,9 +36,6 @@ std::vector<const MixerKind*> layer_kinds(const ModelConfig& config);
 bool uses_kind(const ModelConfig& config, const MixerKind& kind);
 // One mixer per layer, made by each layer's kind.
 std::vector<std::unique_ptr<Mixer>> make_layer_mixers(const ModelConfig& config);
-// How many mixers make_layer_mixers has made in this process: a model makes one per layer, once (validation, the
-// memory estimate and the GPT share them); Training.EachMixerIsMadeOncePerLayerPerModel holds ./train to that.
-size_t mixers_made();
 // validate(config) (config.h), and the mixers it made to check them: a model builds its mixers this once
 // (defined beside validate, in config.cpp).
 std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& config);
