@@ -15,6 +15,7 @@
 //     tensor of the kind refused by name when its shape is wrong;
 //   * the lab: finite head scores, weights zero above the diagonal under the causal mask, the page in the kind's
 //     own words;
+//   * without positions (--positions none): no wpe.weight, the textbook's numbers, decoding, a round trip;
 //   * the explorer's panels (model, score, refresh, mixing weights, next, generation) on a hybrid answer in finite
 //     numbers, the kind's layer described in its own words;
 //   * ./train → --resume (the same weights as a straight run, bit for bit) → ./sample → ./sample --score, the score
@@ -196,6 +197,33 @@ TEST_P(EveryKind, BatchSplitReplicasGiveTheWholeBatchsGradient) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Decoding
+
+// A model without positions (--positions none): no wpe.weight in its table or its checkpoint, the fast model equal
+// to the textbook's (which adds no position row either), decoding equal to the full recompute, and a checkpoint
+// round trip that keeps the setting.
+TEST_P(EveryKind, WithoutPositionsMatchesTextbookDecodesAndRoundTrips) {
+  Threads one(1);
+  ModelConfig c = config(2, 2, 6, 19, 7);
+  c.positions = "none";
+  for (const TensorSpec& t : gpt_tensor_table(c)) EXPECT_NE(t.name, "wpe.weight");
+  expect_matches_textbook(c, 19);
+  ModelConfig decoding = config(2, 2, 6, 8, 11);
+  decoding.positions = "none";
+  expect_decoder_matches_full_forward(*random_model(decoding, 5), 3 * 8 + 3);
+  progutil::TempDir dir;
+  const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
+  ModelConfig saved = config(1, 2, 8, 8, tok.size());
+  saved.positions = "none";
+  GPT model(saved);
+  model.init_weights(4);
+  const std::string path = dir / "m.safetensors";
+  save_checkpoint(path, model, tok, nullptr);
+  const SafetensorsContents file = read_safetensors(path);
+  EXPECT_EQ(file.metadata.at("positions"), "none");
+  EXPECT_EQ(file.tensors.count("wpe.weight"), 0u);
+  EXPECT_EQ(load_checkpoint(path).model->config.positions, "none");
+  EXPECT_NE(describe(saved).find(", no position embedding"), std::string::npos) << describe(saved);
+}
 
 // Every pushed token's logits against a full forward of the decoder's context, through slides of the window, and
 // after a reset (model_check.h), at every test shape. Block 24: contexts that reach past a chunk of 16.
@@ -529,8 +557,12 @@ TEST_P(EveryKind, InspectHeadsAndPruneAnswerAndSayWhatDoesNotApply) {
 // meaning for); nlohmann writes a NaN as null too, so where a number must be, a null is a NaN.
 void expect_finite_numbers(const nlohmann::json& j, const std::string& where, const std::set<std::string>& numbers_only,
                            bool in_numbers_only = false) {
-  if (in_numbers_only) EXPECT_FALSE(j.is_null()) << where << ": null where a number must be";
-  if (j.is_number_float()) EXPECT_TRUE(std::isfinite(j.get<double>())) << where;
+  if (in_numbers_only) {
+    EXPECT_FALSE(j.is_null()) << where << ": null where a number must be";
+  }
+  if (j.is_number_float()) {
+    EXPECT_TRUE(std::isfinite(j.get<double>())) << where;
+  }
   if (!j.is_structured()) return;
   for (auto item = j.begin(); item != j.end(); ++item) {
     const bool numbers = in_numbers_only || (j.is_object() && numbers_only.count(item.key()) > 0);
@@ -575,8 +607,9 @@ TEST_P(EveryKind, TheExplorersPanelsAnswerOnAHybrid) {
       ASSERT_EQ(answer["mixers"].size(), 2u) << answer.dump();
       const std::string about = answer["mixers"][1]["about"].get<std::string>();
       EXPECT_FALSE(about.empty());
-      if (kind() != ModelConfig{}.mixer)
+      if (kind() != ModelConfig{}.mixer) {
         EXPECT_NE(about, answer["mixers"][0]["about"].get<std::string>()) << "the kind's layer described as the GPT's";
+      }
     }
   }
   httplib::Client client = server.client();

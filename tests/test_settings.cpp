@@ -204,6 +204,16 @@ TEST(SettingsTable, RangesAreEnforcedNamingTheFlagOrTheKey) {
   } catch (const std::runtime_error& e) {
     EXPECT_CONTAINS(std::string(e.what()), "--optimizer: unknown optimizer 'sgd' (expected adamw or muon)");
   }
+  // And the position embedding's.
+  ModelConfig sideways;
+  sideways.vocab_size = 5;
+  sideways.positions = "sideways";
+  try {
+    validate(sideways);
+    ADD_FAILURE() << "validated --positions sideways";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "positions 'sideways' (--positions) should be learned or none");
+  }
   EXPECT_NO_THROW(validate(TrainConfig{}));
 }
 
@@ -303,6 +313,7 @@ TEST(Compatibility, ACheckpointWrittenBeforeTheRedesignLoadsSamplesAndResumesWit
   EXPECT_TRUE(ckpt.resumable);
   EXPECT_EQ(ckpt.resume.step, 3);
   EXPECT_EQ(describe(ckpt.model->config), "1 layers, 2 heads, 8 wide, block 8, vocab 26");
+  EXPECT_EQ(ckpt.model->config.positions, "learned");  // written before --positions: GPT-2's learned embedding
   progutil::TempDir dir;
   auto run = [&](const std::string& command) { return progutil::run_command(command, dir.path()); };
   // What 5b9387c's ./sample printed for this file (copied from its output).

@@ -2,6 +2,7 @@
 
 #include "model/mixer_lab.h"
 #include "model/mixers/registry.h"
+#include "data/utf8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +37,8 @@ const std::vector<Setting<ModelConfig>>& model_settings() {
     {"mixer",      "mixer",      mixer_help.c_str(),                                 FIELD(mixer),      any_value(),                      S::Run,
      /*absent=*/nullptr, /*old_key=*/"attention"},  // its name until checkpoints said what it is
     {nullptr,      "layer-mixer", layer_mixer_help.c_str(),                          FIELD(mixer),      any_value(),                      S::Run},
+    {"positions",  "positions",  "position embedding: learned (wpe.weight) or none (order from the mask or the recurrence)",
+                                                                                     FIELD(positions),  any_value(),                      S::Run},
   };
   // clang-format on
   static const std::vector<Setting<ModelConfig>> with_kinds = [] {
@@ -71,6 +74,8 @@ std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& c) {
     throw std::runtime_error("n_embd (" + std::to_string(c.n_embd) + ") must be divisible by n_head (" +
                              std::to_string(c.n_head) + "): check --n-embd and --n-head");
   attention_scale(c);
+  if (c.positions != "learned" && c.positions != "none")
+    throw std::runtime_error("positions '" + escape_for_message(c.positions) + "' (--positions) should be learned or none");
   std::vector<std::unique_ptr<Mixer>> mixers;
   try {
     mixers = make_layer_mixers(c);
@@ -100,6 +105,7 @@ std::string describe(const ModelConfig& c) {
   std::string text = std::to_string(c.n_layer) + (c.no_mlp ? " MLP-free" : "") + " layers, " +
                      std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) + " wide, block " +
                      std::to_string(c.block_size) + ", vocab " + std::to_string(c.vocab_size);
+  if (c.positions == "none") text += ", no position embedding";
   if (c.mixer == ModelConfig{}.mixer) return text;  // the GPT's own mixer: nothing to add
   text += ", mixer " + c.mixer;
   // Each kind present says what its own settings are, once.

@@ -55,6 +55,9 @@ struct ModelConfig {
   // The mixer of every layer, or one per layer: "softmax,linear,linear" (model/mixers/kinds.h lists them).
   // Only softmax layers have q·k logits, so attn_scale applies to those alone.
   std::string mixer = "softmax";
+  // learned: GPT-2's position embedding wpe.weight (block_size, C), added to each token's; none: no wpe.weight at
+  // all, so order reaches the model only through the causal mask or a recurrence ("NoPE" for softmax attention).
+  std::string positions = "learned";
   MixerSettings mixer_settings;  // each kind's own settings, read only by layers of that kind
 
   int head_size() const { return n_embd / n_head; }

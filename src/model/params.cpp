@@ -42,7 +42,8 @@ std::vector<TensorSpec> gpt_tensor_table(const ModelConfig& c, const std::vector
   };
   //    name                    shape        init                 decay  view
   model("wte.weight",           {V, C},      Init::Normal,        true,  &GPTParams::wte);
-  model("wpe.weight",           {maxT, C},   Init::Normal,        true,  &GPTParams::wpe);
+  if (c.positions == "learned")
+    model("wpe.weight",         {maxT, C},   Init::Normal,        true,  &GPTParams::wpe);
   for (int l = 0; l < c.n_layer; l++) {
     block(l, "ln_1.weight",        {C},         Init::Ones,          false, &BlockParams::ln_1_w);
     block(l, "ln_1.bias",          {C},         Init::Zeros,         false, &BlockParams::ln_1_b);

@@ -31,7 +31,7 @@ struct BlockParams {
 
 struct GPTParams {
   float* wte;  // (V, C) token embedding, also the LM head (tied)
-  float* wpe;  // (maxT, C) position embedding
+  float* wpe;  // (maxT, C) position embedding; null in a model without positions (--positions none)
   std::vector<BlockParams> h;
   float* ln_f_w;  // (C)
   float* ln_f_b;  // (C)

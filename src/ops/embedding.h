@@ -1,6 +1,7 @@
 // Token + position embedding.   Shapes: B batch, T time, C channels, V vocabulary.
 //   forward   out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :]
 //   backward  dwte[tokens[b,t], :] += dout[b,t,:]     dwpe[t, :] += dout[b,t,:]
+// A model without positions (--positions none) passes wpe = dwpe = nullptr: out[b,t,:] = wte[tokens[b,t], :].
 // Gradients (src/ops/README.md): parameter gradients are added to (+=), an input gradient is written (=).
 #pragma once
 

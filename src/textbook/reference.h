@@ -29,13 +29,13 @@
 #include "textbook/heads.h"     // ref_get_head
 #include "textbook/mixer.h"     // RefMixer: the textbook's mixer seam
 
-// ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C), out (B,T,C).
+// ---- Token + position embedding. tokens (B,T), wte (V,C), wpe (maxT,C) or null (no positions), out (B,T,C).
 template <typename F>
 void ref_embedding_forward(F* out, const int* tokens, const F* wte, const F* wpe, int B, int T, int C) {
   // out[b,t,c] = wte[tokens[b,t], c] + wpe[t, c]
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
-      for (int c = 0; c < C; c++) out[(b * T + t) * C + c] = wte[tokens[b * T + t] * C + c] + wpe[t * C + c];
+      for (int c = 0; c < C; c++) out[(b * T + t) * C + c] = wte[tokens[b * T + t] * C + c] + (wpe ? wpe[t * C + c] : F(0));
 }
 
 template <typename F>
@@ -45,7 +45,7 @@ void ref_embedding_backward(F* dwte, F* dwpe, const F* dout, const int* tokens, 
     for (int t = 0; t < T; t++)
       for (int c = 0; c < C; c++) {
         dwte[tokens[b * T + t] * C + c] += dout[(b * T + t) * C + c];
-        dwpe[t * C + c] += dout[(b * T + t) * C + c];
+        if (dwpe) dwpe[t * C + c] += dout[(b * T + t) * C + c];
       }
 }
 
@@ -533,7 +533,8 @@ struct ReferenceGPT {
     if ((int)inputs.size() != N || (!targets.empty() && (int)targets.size() != N))
       throw std::runtime_error("ReferenceGPT::forward: inputs and targets must hold B·T ids");
     encoded.assign(N * C, F(0));
-    ref_embedding_forward(encoded.data(), inputs.data(), p("wte.weight"), p("wpe.weight"), B, T, C);
+    const F* wpe = config.positions == "learned" ? p("wpe.weight") : nullptr;
+    ref_embedding_forward(encoded.data(), inputs.data(), p("wte.weight"), wpe, B, T, C);
     layers.assign(config.n_layer, Layer(N, C, B * NH * T * T));
     for (int l = 0; l < config.n_layer; l++)
       ref_block_forward(layers[l], block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
@@ -578,6 +579,7 @@ struct ReferenceGPT {
           dx, [&](const std::string& n) { return g("h." + std::to_string(l) + "." + n); }, layers[l],
           block_input(l).data(), [&](const std::string& n) { return p(l, n); }, gates(l),
           head_gates.empty() ? nullptr : &gate_grads[l * NH], *mixers[l], shape(l));
-    ref_embedding_backward(g("wte.weight"), g("wpe.weight"), dx.data(), inputs.data(), B, T, C);
+    F* dwpe = config.positions == "learned" ? g("wpe.weight") : nullptr;
+    ref_embedding_backward(g("wte.weight"), dwpe, dx.data(), inputs.data(), B, T, C);
   }
 };
