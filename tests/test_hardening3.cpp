@@ -43,15 +43,17 @@
 #include "train/divergence_guard.h"
 #include "train/metrics_file.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define H3_ASAN 1
+// A sanitizer with shadow memory (ASan, make test-asan; TSan, make test-tsan): it reserves terabytes of address
+// space, so an address-space limit stops it, and it runs slower.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define H3_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define H3_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define H3_SANITIZED 1
 #endif
 #endif
-#ifndef H3_ASAN
-#define H3_ASAN 0
+#ifndef H3_SANITIZED
+#define H3_SANITIZED 0
 #endif
 
 using progutil::quote;
@@ -305,7 +307,7 @@ TEST(Hardening3Readers, AFileLargerThanTheMemoryIsRefusedByNameBeforeAllocating)
 }
 
 TEST(Hardening3Readers, TheHeaderLengthIsCheckedBeforeTheRestOfTheFileIsRead) {
-  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  if (H3_SANITIZED) GTEST_SKIP() << "a virtual memory limit and a sanitizer's shadow memory do not mix";
   // 6 GB (sparse) whose first 8 bytes are no header length, read under a 2 GB address-space limit: the old reader
   // read the whole file before looking at them, and failed to allocate (std::bad_alloc).
   TempDir dir;
@@ -494,7 +496,7 @@ TEST(Hardening3Header, ACheckpointOf1024LayersWrittenByTrainLoadsInWellUnderASec
   const Checkpoint c = load_checkpoint(dir / "deep/ckpt.safetensors");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(c.model->config.n_layer, 1024);
-  EXPECT_LT(seconds, H3_ASAN ? 10.0 : 2.0) << "85 s with the quadratic parse";
+  EXPECT_LT(seconds, H3_SANITIZED ? 10.0 : 2.0) << "85 s with the quadratic parse";
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -558,7 +560,7 @@ TEST(Hardening3Counts, ATrainingRunCountsBatchSplitsReplicasBeforeAllocatingThem
   // The wiring of the estimate above into ./train: a shape whose one model fits under a memory limit with half again
   // to spare and whose 64 replicas do not. The limit is an address-space limit (1.5 × the one model's estimate,
   // below this machine's memory), so that a run which went on anyway fails to allocate instead of filling the machine.
-  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  if (H3_SANITIZED) GTEST_SKIP() << "a virtual memory limit and a sanitizer's shadow memory do not mix";
   const uint64_t memory = physical_memory_bytes();
   if (memory == 0) GTEST_SKIP() << "the system does not report its memory";
   ModelConfig c;
@@ -591,7 +593,7 @@ TEST(Hardening3Counts, ATrainingRunCountsBatchSplitsReplicasBeforeAllocatingThem
 // A model smaller than the machine's memory but larger than the process's address-space limit is refused before
 // training, naming the limit and what to lower (it ended in a bare "train: error: std::bad_alloc").
 TEST(Hardening3Counts, AModelLargerThanTheAddressSpaceLimitIsRefusedNamingTheLimit) {
-  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  if (H3_SANITIZED) GTEST_SKIP() << "a virtual memory limit and a sanitizer's shadow memory do not mix";
   const uint64_t memory = physical_memory_bytes();
   const double cap = 3e9;  // ulimit -v 3000000 (KiB)
   if (memory == 0 || memory < 2 * cap) GTEST_SKIP() << "the machine's memory is not well above the cap";
@@ -675,7 +677,7 @@ TEST(Hardening3Files, MetricsFileItselfNeverReadsAFifo) {
 // on std::bad_alloc thrown in the parse and again in the JSON library's destructor (exit 134). Now it is refused by
 // its estimate before the tree is built, with a message and exit 1.
 TEST(Hardening3Header, AHugeLegalHeaderUnderAMemoryCapIsRefusedWithAMessage) {
-  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  if (H3_SANITIZED) GTEST_SKIP() << "a virtual memory limit and a sanitizer's shadow memory do not mix";
   TempDir dir;
   write_file(dir / "huge.safetensors", many_tensors(1600000));
   write_file(dir / "text.txt", "abc");
@@ -697,7 +699,7 @@ TEST(Hardening3Header, AHugeLegalHeaderUnderAMemoryCapIsRefusedWithAMessage) {
 // most of the memory the cap allows, some connections may be closed unanswered (measured: 0 to 14 of 32 on 2 busy
 // cores): the clients see that, and nothing else fails.
 TEST(Hardening3Header, TheExplorerUnderACapSurvives32RequestsForAHugeHeader) {
-  if (H3_ASAN) GTEST_SKIP() << "a virtual memory limit and AddressSanitizer's shadow memory do not mix";
+  if (H3_SANITIZED) GTEST_SKIP() << "a virtual memory limit and a sanitizer's shadow memory do not mix";
   TempDir dir;
   write_corpus(dir);
   const RunResult trained = run_in(dir, train_command(dir, dir / "run", "--steps 2 --eval-every 0"));

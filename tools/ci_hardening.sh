@@ -8,10 +8,11 @@
 # libraries are not among them: make runs tools/deps.sh, which installs those, as .ci/run requires):
 #   clang                       libFuzzer targets (-fsanitize=fuzzer) are clang-only
 #   libclang-rt-<N>-dev         clang's sanitizer and libFuzzer runtimes (N = clang's major version; 14 on bookworm)
-#   libomp-<N>-dev              OpenMP for clang (the sources use #pragma omp and omp.h)
+#   libomp-<N>-dev              OpenMP for clang (the sources use #pragma omp and omp.h), and libarcher.so, which
+#                               tells ThreadSanitizer about libomp's synchronization (make test-tsan)
 # Elsewhere (not root, no apt-get) it assumes they are present.
 #
-# Both stages run even if the first fails; the exit status is non-zero if either did.
+# Every stage runs even if an earlier one fails; the exit status is non-zero if any did.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +41,7 @@ step() {  # step <name> <command...>: runs it, times it, remembers a failure
   else echo "=== $name: FAILED ($((SECONDS - start)) s)"; status=1; fi
 }
 step "make test-asan" make -j"$JOBS" test-asan
+step "make test-tsan" make -j"$JOBS" test-tsan
 step "make fuzz-build" make -j"$JOBS" fuzz-build
 step "make fuzz FUZZ_SECONDS=$FUZZ_SECONDS" make fuzz FUZZ_SECONDS="$FUZZ_SECONDS"
 exit $status
