@@ -578,7 +578,12 @@ TEST(Hardening3Counts, ATrainingRunCountsBatchSplitsReplicasBeforeAllocatingThem
   TempDir dir;
   write_file(dir / "long.txt", progutil::generated_text(size_t(12) * T));
   const std::string cap_kib = std::to_string((long long)(1.5 * alone / 1024));
-  const RunResult r = run_in(dir, "ulimit -v " + cap_kib + " && OMP_WAIT_POLICY=passive timeout 120 ./train --n-layer 1 "
+  // MALLOC_ARENA_MAX=1: glibc gives each thread that allocates its own heap arena, 64 MB of address space, up to 8
+  // per core. clang's libomp threads each allocate as they start (libgomp's do not), so under clang ./train held
+  // 1 GB more before its check (1.54 GB against 0.54 GB at 64 threads, measured), and the half model set aside
+  // for what the run maps besides the model was gone: it refused even one model. One arena keeps both builds alike.
+  const RunResult r = run_in(dir, "ulimit -v " + cap_kib + " && MALLOC_ARENA_MAX=1 OMP_WAIT_POLICY=passive timeout 120 "
+                                  "./train --n-layer 1 "
                                   "--n-head 1 --n-embd " + std::to_string(E) + " --block " + std::to_string(T) +
                                   " --batch 64 --eval-iters 1 "
                                   "--threads 64 --threads-split batch --steps 1 --data " + quote(dir / "long.txt") +
