@@ -32,8 +32,8 @@ static unsigned nonfinite_among(const float* values, size_t n) {
 
 // The threads share blocks of values, and each block is one `omp simd` loop. A single `parallel for simd` loop over
 // the values, as this was, came out wrong from clang 14 at -O1 (an ∞ among the first thread's values went unseen,
-// even on one thread: Hardening3Guard.AllFiniteFindsEveryInfinityAndNaNAndNothingElse failed under make test-tsan)
-// and was left scalar at -O3; g++ and clang vectorize this form.
+// even on one thread; Hardening3Guard.AllFiniteFindsEveryInfinityAndNaNAndNothingElse failed when the whole suite
+// ran under ThreadSanitizer, which builds at -O1) and was left scalar at -O3; g++ and clang vectorize this form.
 bool all_finite(const float* values, size_t n) {
   constexpr size_t kBlock = 65536;
   const long long blocks = (long long)((n + kBlock - 1) / kBlock);
