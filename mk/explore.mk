@@ -11,6 +11,7 @@
 # Only ./inspect and the test runner use cpp-httplib (the server); the other programs do not link it.
 build/bin/inspect build/run_tests: LIBS += $(HTTPLIB_LIBS)
 build/asan/bin/inspect build/asan/run_tests: ASAN_LIBS += $(HTTPLIB_LIBS)
+build/tsan/bin/inspect build/tsan/run_tests: TSAN_LIBS += $(HTTPLIB_LIBS)
 
 EXPLORE_CKPT  ?= out/tiny
 EXPLORE_FLAGS ?=

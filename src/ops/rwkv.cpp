@@ -274,7 +274,13 @@ void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, flo
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
       const float* kept = state + ((size_t)b * H + h) * (chunks + 1) * NN;
+#ifndef PLAINGPT_PLANT_RACE
       float* slot = scratch + ((size_t)b * H + h) * kSlots * NN;  // slot[k] = S_{t0+k−1}, k = 0 … kRwkvChunk
+#else
+      // Planted for `make test-tsan-planted` only (mk/hardening.mk): every sequence of head h shares one scratch,
+      // a race this loop once had; ThreadSanitizer must report it. No other build defines PLAINGPT_PLANT_RACE.
+      float* slot = scratch + (size_t)h * kSlots * NN;
+#endif
       float* dS = slot + (size_t)(kRwkvChunk + 1) * NN;           // dS_t, less dy_t r_tᵀ until it is added
       std::fill(dS, dS + NN, 0.0f);
       for (int c = chunks - 1; c >= 0; c--) {

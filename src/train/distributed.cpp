@@ -22,7 +22,9 @@ namespace dist {
 
 namespace {
 int g_rank = 0, g_size = 1, g_local_size = 1;
+#ifdef PLAINGPT_MPI
 bool g_mpi = false;  // MPI_Init ran: this process is one of an mpirun job
+#endif
 
 // mpirun tells each process its place in the job through the environment. Returns the job's size, 1 for a
 // PMIx launcher that does not say it (srun --mpi=pmix), 0 when no launcher started us.
@@ -187,6 +189,8 @@ void check_same_parameters(Span<const float> params, int step) {
 
 // ---- agreement before the first step -------------------------------------------------------------------------
 
+// Only the MPI build compares hashes (clang warns of an unused function and variable in a build without it).
+#ifdef PLAINGPT_MPI
 namespace {
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -194,6 +198,7 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 }  // namespace
+#endif
 
 void check_agreement(const TrainConfig& config, const Corpus& corpus, int step, const std::string& batch_rng,
                      Span<const float> params) {
