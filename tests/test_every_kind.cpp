@@ -499,18 +499,25 @@ TEST_P(EveryKind, TrainResumeSampleAndScore) {
 // ./inspect heads and prune on a softmax,<kind> checkpoint, with no flag but --ckpt and sizes: both answer, every
 // score that applies to the kind is a number, and one that does not is n/a saying why (a recurrence has no OV circuit,
 // no head gates, and weights that are not a distribution), never "the model is broken". With no --data, the text is
-// the run's own corpus; when that is gone, prune says which flag to give.
+// the run's own corpus; when that is gone, prune says which flag to give. ./inspect attention answers too, and heads
+// scores pronouns against their antecedents on the kind's layer (a break refusing gateless kinds there goes red).
 TEST_P(EveryKind, InspectHeadsAndPruneAnswerAndSayWhatDoesNotApply) {
   ASSERT_TRUE(progutil::file_exists("./inspect")) << "run the tests from the repository root after `make programs`";
   progutil::TempDir dir;
-  const std::string corpus = dir / "corpus.txt";
-  progutil::write_file(corpus, progutil::generated_text(4000));
   const std::string root = std::filesystem::current_path().string() + "/";
   auto run = [&](const std::string& command) {  // in the folder: the relative paths below are the folder's
     return progutil::run_command("cd " + progutil::quote(dir.path()) + " && " + root + command, dir.path());
   };
+  // Stories with pronouns and a table of their antecedents (data/make_stories.cpp's probes), in the corpus too, so
+  // that the model can read them.
+  ASSERT_TRUE(progutil::file_exists(root + "build/make_stories")) << "make builds it before the tests";
+  progutil::RunResult r =
+      run("build/make_stories --probes 40 --seed 3 --out probes.txt --antecedents probes.tsv --mentions names.tsv");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  const std::string corpus = dir / "corpus.txt";
+  progutil::write_file(corpus, progutil::generated_text(4000) + progutil::read_file(dir / "probes.txt"));
   const std::string hybrid = ModelConfig{}.mixer + "," + kind();  // the GPT's own mixer, then the kind
-  progutil::RunResult r = run("train " + std::string(progutil::tiny_flags()) + " --n-layer 2 --layer-mixer " + hybrid +
+  r = run("train " + std::string(progutil::tiny_flags()) + " --n-layer 2 --layer-mixer " + hybrid +
                               " --steps 2 --data " + progutil::quote(corpus) + " --out run");
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
   const Checkpoint ckpt = load_checkpoint(dir / "run/ckpt.safetensors");
@@ -545,6 +552,15 @@ TEST_P(EveryKind, InspectHeadsAndPruneAnswerAndSayWhatDoesNotApply) {
   ASSERT_GE(curve.size(), 3u);  // the header, importance's and random's first rows at least
   for (size_t row = 1; row < curve.size() && !gates; row++)
     EXPECT_EQ(curve[row].back().find("L1H"), std::string::npos) << "a head without gates was pruned: " << curve[row].back();
+
+  // ./inspect attention's page and JSON, and heads' pronoun column on the stories with their antecedents: the
+  // kind's layer answers, a number or n/a.
+  r = run("inspect attention --threads 1 --ckpt run --prompt " + progutil::quote("the cat sat") + " --json a.json");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  r = run("inspect heads --threads 1 --resamples 0 --sequences 4 --ckpt run --data probes.txt --antecedents "
+          "probes.tsv --mentions names.tsv --csv pronouns.csv");
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_NE(r.out.find("pronoun → antecedent: "), std::string::npos) << r.out;
 
   std::filesystem::remove(corpus);
   r = run("inspect prune --threads 1 --batches 1 --batch 2 --seeds 0 --ckpt run --out prune2");

@@ -2,7 +2,6 @@
 
 #include "model/mixer_lab.h"
 #include "model/mixers/registry.h"
-#include "data/utf8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -75,7 +74,7 @@ std::vector<std::unique_ptr<Mixer>> validated_mixers(const ModelConfig& c) {
                              std::to_string(c.n_head) + "): check --n-embd and --n-head");
   attention_scale(c);
   if (c.positions != "learned" && c.positions != "none")
-    throw std::runtime_error("positions '" + escape_for_message(c.positions) + "' (--positions) should be learned or none");
+    throw std::runtime_error("positions '" + c.positions + "' (--positions) should be learned or none");
   std::vector<std::unique_ptr<Mixer>> mixers;
   try {
     mixers = make_layer_mixers(c);
