@@ -77,9 +77,11 @@ const float* Decoder::step_cached(int token, int pos) {
   const int N = shadow_pos >= 0 ? 2 : 1;
   // A one-token "sequence" per row whose position-0 row is wpe row `pos` (row 1: `shadow_pos`).
   const float* position = p.wpe ? p.wpe + (size_t)pos * C : nullptr;  // none: --positions none
-  const float* shadow_position = p.wpe ? p.wpe + (size_t)shadow_pos * C : nullptr;
   embedding_forward(x_.data(), &token, p.wte, position, 1, 1, C);
-  if (N == 2) embedding_forward(x_.data() + C, &token, p.wte, shadow_position, 1, 1, C);
+  if (N == 2) {
+    const float* shadow_position = p.wpe ? p.wpe + (size_t)shadow_pos * C : nullptr;  // shadow_pos < 0 without a shadow
+    embedding_forward(x_.data() + C, &token, p.wte, shadow_position, 1, 1, C);
+  }
   for (int l = 0; l < c.n_layer; l++) {
     // x_ is the block's input and, after the block, its output (residual3 → x_ for the next layer).
     BlockBuffers buffers;  // LayerNorm 1's and 2's statistics share one place: the decoder has no backward
