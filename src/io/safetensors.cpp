@@ -359,7 +359,8 @@ static bool verify_header_checksum(const uint8_t* bytes, size_t size, uint64_t h
 // checkpoint of 36,876 tensors: 85 s). Here every event does O(1) work, or O(log k) in an object of k keys.
 class HeaderReader : public json::json_sax_t {
  public:
-  // A tensor's entry is 14 values plus one per dimension (key, object, 3 keys, dtype, shape and data_offsets).
+  // A tensor's entry is 12 JSON events plus one per dimension (its object's start and end, 3 keys, the dtype, the
+  // shape's start and end, data_offsets' start, 2 numbers and end): 64 leave room for any rank a tensor has.
   static constexpr size_t kMaxEntryValues = 64;
   // Two per key (the key, its string): plaingpt writes about 40 keys, other tools a handful.
   static constexpr size_t kMaxMetadataValues = 2 * 4096;
