@@ -138,4 +138,36 @@ inline void expect_decoder_matches_full_forward(GPT& model, int pushes) {
   for (int v = 0; v < V; v++) EXPECT_NEAR(cached[v], model.logits()[2 * V + v], 1e-4) << "after reset, logit " << v;
 }
 
+// A row of a model's tensor table as a kind's own test states it: the name, shape, AdamW's decay, Muon's flag.
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool decay;
+  bool matrix;
+};
+
+// The table's rows whose names start with `prefix` (one layer's own tensors, e.g. "h.1.rwkv."), in table order,
+// against `expected`.
+inline void expect_tensor_rows(const GPT& model, const std::string& prefix, const std::vector<ExpectedTensor>& expected) {
+  std::vector<const TensorSpec*> rows;
+  for (const TensorSpec& t : model.table())
+    if (t.name.rfind(prefix, 0) == 0) rows.push_back(&t);
+  ASSERT_EQ(rows.size(), expected.size()) << prefix;
+  for (size_t i = 0; i < expected.size(); i++) {
+    EXPECT_EQ(rows[i]->name, expected[i].name);
+    EXPECT_EQ(rows[i]->shape, expected[i].shape) << expected[i].name;
+    EXPECT_EQ(rows[i]->weight_decay, expected[i].decay) << expected[i].name;
+    EXPECT_EQ(rows[i]->matrix, expected[i].matrix) << expected[i].name;
+  }
+}
+
+// A tensor's values, by its name in the table.
+inline std::vector<float> tensor_values(const GPT& model, const std::string& name) {
+  for (const TensorSpec& t : model.table())
+    if (t.name == name)
+      return std::vector<float>(model.params_memory().data() + t.offset, model.params_memory().data() + t.offset + t.numel);
+  ADD_FAILURE() << "no " << name;
+  return {};
+}
+
 }  // namespace testutil

@@ -29,6 +29,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "ops/mamba.h"
+#include "model_check.h"
 #include "op_layer.h"
 #include "program_util.h"
 #include "test_util.h"
@@ -545,12 +546,7 @@ TEST(MambaModel, TensorsNamesShapesInitAndOptimizerGroups) {
   GPT model(c);
   model.init_weights(7);
   const int C = 32, E = 64, N = 16, H = 4, K = 4;
-  struct Expect {
-    std::string name;
-    std::vector<int64_t> shape;
-    bool decay, matrix;
-  };
-  const std::vector<Expect> expected = {
+  const std::vector<ExpectedTensor> expected = {
       {"h.1.mamba.in_proj.weight", {C, 2 * E + 2 * N + H}, true, true},
       {"h.1.mamba.conv1d.weight", {E + 2 * N, K}, false, false},
       {"h.1.mamba.conv1d.bias", {E + 2 * N}, false, false},
@@ -560,23 +556,8 @@ TEST(MambaModel, TensorsNamesShapesInitAndOptimizerGroups) {
       {"h.1.mamba.norm.weight", {E}, false, false},
       {"h.1.mamba.out_proj.weight", {E, C}, true, true},
   };
-  std::vector<const TensorSpec*> mamba;
-  for (const TensorSpec& t : model.table())
-    if (t.name.rfind("h.1.mamba.", 0) == 0) mamba.push_back(&t);
-  ASSERT_EQ(mamba.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); i++) {
-    EXPECT_EQ(mamba[i]->name, expected[i].name);
-    EXPECT_EQ(mamba[i]->shape, expected[i].shape) << expected[i].name;
-    EXPECT_EQ(mamba[i]->weight_decay, expected[i].decay) << expected[i].name;
-    EXPECT_EQ(mamba[i]->matrix, expected[i].matrix) << expected[i].name;
-  }
-  auto values = [&](const std::string& name) {
-    for (const TensorSpec& t : model.table())
-      if (t.name == name) return std::vector<float>(model.params_memory().data() + t.offset,
-                                                     model.params_memory().data() + t.offset + t.numel);
-    ADD_FAILURE() << "no " << name;
-    return std::vector<float>{};
-  };
+  expect_tensor_rows(model, "h.1.mamba.", expected);
+  auto values = [&](const std::string& name) { return tensor_values(model, name); };
   auto std_dev = [](const std::vector<float>& v) {
     double s = 0, s2 = 0;
     for (float x : v) s += x, s2 += (double)x * x;

@@ -27,6 +27,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "ops/rwkv.h"
+#include "model_check.h"
 #include "op_layer.h"
 #include "program_util.h"
 #include "test_util.h"
@@ -374,40 +375,28 @@ TEST(RwkvModel, TensorsNamesShapesInitAndOptimizerGroups) {
   GPT model(c);
   model.init_weights(7);
   const int64_t C = 32, D = 8;
-  struct Expect {
-    std::string name;
-    std::vector<int64_t> shape;
-    bool decay_and_muon;
+  const std::vector<ExpectedTensor> expected = {  // decay and Muon alike
+      {"h.1.rwkv.mix", {6, C}, false, false},
+      {"h.1.rwkv.receptance.weight", {C, C}, true, true},
+      {"h.1.rwkv.key.weight", {C, C}, true, true},
+      {"h.1.rwkv.value.weight", {C, C}, true, true},
+      {"h.1.rwkv.output.weight", {C, C}, true, true},
+      {"h.1.rwkv.w0", {C}, false, false},
+      {"h.1.rwkv.w1", {C, D}, false, false},
+      {"h.1.rwkv.w2", {D, C}, false, false},
+      {"h.1.rwkv.a0", {C}, false, false},
+      {"h.1.rwkv.a1", {C, D}, false, false},
+      {"h.1.rwkv.a2", {D, C}, false, false},
+      {"h.1.rwkv.g1", {C, D}, false, false},
+      {"h.1.rwkv.g2", {D, C}, false, false},
+      {"h.1.rwkv.k_k", {C}, false, false},
+      {"h.1.rwkv.k_a", {C}, false, false},
+      {"h.1.rwkv.r_k", {C}, false, false},
+      {"h.1.rwkv.ln_x.weight", {C}, false, false},
+      {"h.1.rwkv.ln_x.bias", {C}, false, false},
   };
-  const std::vector<Expect> expected = {
-      {"h.1.rwkv.mix", {6, C}, false},           {"h.1.rwkv.receptance.weight", {C, C}, true},
-      {"h.1.rwkv.key.weight", {C, C}, true},     {"h.1.rwkv.value.weight", {C, C}, true},
-      {"h.1.rwkv.output.weight", {C, C}, true},  {"h.1.rwkv.w0", {C}, false},
-      {"h.1.rwkv.w1", {C, D}, false},            {"h.1.rwkv.w2", {D, C}, false},
-      {"h.1.rwkv.a0", {C}, false},               {"h.1.rwkv.a1", {C, D}, false},
-      {"h.1.rwkv.a2", {D, C}, false},            {"h.1.rwkv.g1", {C, D}, false},
-      {"h.1.rwkv.g2", {D, C}, false},            {"h.1.rwkv.k_k", {C}, false},
-      {"h.1.rwkv.k_a", {C}, false},              {"h.1.rwkv.r_k", {C}, false},
-      {"h.1.rwkv.ln_x.weight", {C}, false},      {"h.1.rwkv.ln_x.bias", {C}, false},
-  };
-  std::vector<const TensorSpec*> rwkv;
-  for (const TensorSpec& t : model.table())
-    if (t.name.rfind("h.1.rwkv.", 0) == 0) rwkv.push_back(&t);
-  ASSERT_EQ(rwkv.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); i++) {
-    EXPECT_EQ(rwkv[i]->name, expected[i].name);
-    EXPECT_EQ(rwkv[i]->shape, expected[i].shape) << expected[i].name;
-    EXPECT_EQ(rwkv[i]->weight_decay, expected[i].decay_and_muon) << expected[i].name;
-    EXPECT_EQ(rwkv[i]->matrix, expected[i].decay_and_muon) << expected[i].name;
-  }
-  auto values = [&](const std::string& name) {
-    for (const TensorSpec& t : model.table())
-      if (t.name == name)
-        return std::vector<float>(model.params_memory().data() + t.offset,
-                                  model.params_memory().data() + t.offset + t.numel);
-    ADD_FAILURE() << "no " << name;
-    return std::vector<float>{};
-  };
+  expect_tensor_rows(model, "h.1.rwkv.", expected);
+  auto values = [&](const std::string& name) { return tensor_values(model, name); };
   for (float w : values("h.1.rwkv.output.weight")) ASSERT_EQ(w, 0.0f);
   for (const char* zero : {"h.1.rwkv.w1", "h.1.rwkv.a1", "h.1.rwkv.g1", "h.1.rwkv.ln_x.bias"})
     for (float w : values(zero)) ASSERT_EQ(w, 0.0f) << zero;
