@@ -714,9 +714,8 @@ TEST(Hardening3Header, AHugeLegalHeaderUnderAMemoryCapIsRefusedWithAMessage) {
 // that is only forked inherits the suite's heap, free memory left by earlier tests included, and its malloc arenas'
 // reserved address space: a limit on the address space then does not bind.)
 int exit_code_in_a_fresh_process(const std::string& child_case) {
-  const std::string filter = std::string("--gtest_filter=") +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "." +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter = std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
   const pid_t pid = fork();
   if (pid == 0) {
     ::setenv("H3_CHILD", child_case.c_str(), 1);

@@ -140,18 +140,20 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 // nlohmann's json keeps an object's keys in a std::map, sorted by their bytes (for UTF-8, code point order, as
 // Python's sort_keys), and dump() writes no whitespace, escapes only '"', '\\' and control characters (as \n or
 // \u00XX, lower-case hex, as Python) and leaves other characters as UTF-8: the canonical form by construction.
+static void erase_checksum_keys(json& metadata) {
+  if (!metadata.is_object()) return;
+  metadata.erase(kDataChecksumKey);
+  metadata.erase(kCanonicalHeaderChecksumKey);
+  metadata.erase(kHeaderChecksumKey);
+}
+
 static std::string canonical_metadata_dump(json metadata) {
-  if (metadata.is_object()) {
-    metadata.erase(kDataChecksumKey);
-    metadata.erase(kCanonicalHeaderChecksumKey);
-    metadata.erase(kHeaderChecksumKey);
-  }
+  erase_checksum_keys(metadata);
   return metadata.dump();
 }
 
 static std::string canonical_dump(json header) {
-  if (header.is_object() && header.contains("__metadata__"))
-    header["__metadata__"] = json::parse(canonical_metadata_dump(header["__metadata__"]));
+  if (header.is_object() && header.contains("__metadata__")) erase_checksum_keys(header["__metadata__"]);
   return header.dump();
 }
 
@@ -435,12 +437,17 @@ class HeaderReader : public json::json_sax_t {
   std::string entry_error_;
 };
 
+// A key given twice in one object (see above).
+[[noreturn]] static void fail_key_twice(const std::string& source, const std::string& key) {
+  fail(source, "header JSON gives the key '" + escape_for_message(key) +
+                   "' twice in one object; the file is damaged or was edited");
+}
+
 bool HeaderReader::key(string_t& key) {
   events_++;
   if (depth_ == 1) {
     const bool metadata = key == "__metadata__";
-    if (metadata && metadata_seen_)
-      fail(source_, "header JSON gives the key '__metadata__' twice in one object; the file is damaged or was edited");
+    if (metadata && metadata_seen_) fail_key_twice(source_, key);
     if (!metadata && max_tensors_ > 0 && ++names_ > max_tensors_)
       fail(source_, "header lists more than " + std::to_string(max_tensors_) + " tensors, more than the largest "
                         "model this program builds has: the file is not one of its checkpoints, or it is damaged");
@@ -450,9 +457,7 @@ bool HeaderReader::key(string_t& key) {
   }
   if (!top_is_object_) return true;
   count_value();
-  if (!keys_.empty() && !keys_.back().insert(key).second)
-    fail(source_, "header JSON gives the key '" + escape_for_message(key) +
-                      "' twice in one object; the file is damaged or was edited");
+  if (!keys_.empty() && !keys_.back().insert(key).second) fail_key_twice(source_, key);
   pending_key_ = key;
   return true;
 }
@@ -570,9 +575,7 @@ void HeaderReader::finish(SafetensorsContents& contents, std::vector<TensorEntry
   std::sort(entries_.begin(), entries_.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
   for (size_t i = 1; i < entries_.size(); i++)
-    if (entries_[i].name == entries_[i - 1].name)
-      fail(source_, "header JSON gives the key '" + escape_for_message(entries_[i].name) +
-                        "' twice in one object; the file is damaged or was edited");
+    if (entries_[i].name == entries_[i - 1].name) fail_key_twice(source_, entries_[i].name);
   if (metadata_seen_) contents.metadata = parse_metadata(metadata_, source_);
   // Format 2's, of the canonical text, before the tensor table is judged: a damaged header is reported as that.
   if (contents.metadata.count(kCanonicalHeaderChecksumKey))
@@ -629,12 +632,15 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
   contents.header_verified = header_verified;
   std::vector<TensorEntry> entries;
   HeaderReader reader(source, data_section_size, max_tensors, false);
-  HeaderReader again(source, data_section_size, max_tensors, true);
   try {
     json::sax_parse(header, header + header_size, &reader);
-    if (reader.read_again_for_canonical())
+    if (reader.read_again_for_canonical()) {
+      HeaderReader again(source, data_section_size, max_tensors, true);
       json::sax_parse(header, header + header_size, &again);
-    (reader.read_again_for_canonical() ? again : reader).finish(contents, entries);
+      again.finish(contents, entries);
+    } else {
+      reader.finish(contents, entries);
+    }
   } catch (const json::exception& error) {
     fail(source, "header is not valid JSON: " + escape_for_message(error.what()));
   } catch (const std::bad_alloc&) {
