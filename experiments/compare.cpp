@@ -20,6 +20,7 @@
 #include "generate/fill.h"
 #include "generate/generate.h"
 #include "lab/plot.h"
+#include "lab/seeds.h"
 #include "base/rng.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
@@ -32,18 +33,6 @@ struct Contender {
   std::vector<double> seconds, next_bits, masked_bits, masked_accuracy;  // one entry per training seed
   std::string example;                                                   // from the first seed
 };
-
-// "2.273" for one seed; "2.273 ± 0.012" (mean ± sample standard deviation) for several.
-static std::string mean_spread(const std::vector<double>& v, const char* format) {
-  double mean = 0, var = 0;
-  for (double x : v) mean += x / v.size();
-  for (double x : v) var += (x - mean) * (x - mean);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, format, mean);
-  std::string out = buf;
-  if (v.size() > 1) std::snprintf(buf, sizeof buf, format, std::sqrt(var / (v.size() - 1))), out += std::string(" ± ") + buf;
-  return out;
-}
 
 // The honest_bits column of metrics.csv against the step.
 static Series honest_curve(const std::string& metrics_csv, const std::string& label) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "lab/attention_stats.h"
 #include "io/checkpoint.h"
@@ -19,6 +20,7 @@
 #include "model/model.h"
 #include "program_util.h"
 #include "lab/pruning.h"
+#include "lab/seeds.h"
 #include "base/rng.h"
 #include "test_util.h"
 #include "data/tokenizer.h"
@@ -590,6 +592,59 @@ TEST(LabPlot, LinearAxisXsAreProportionalAndZeroTickIsZero) {
   EXPECT_CONTAINS(svg, ">0<");  // the y tick at zero, reached by adding 0.2 three times to −0.6
   EXPECT_EQ(svg.find("e-1"), std::string::npos) << "a rounding residue labelled as a tick";
   EXPECT_EQ(svg.find(">-0<"), std::string::npos);
+}
+
+// The numbers of attribute `name` of every element `tag` of an SVG, in drawing order.
+static std::vector<double> attribute_values(const std::string& svg, const std::string& tag, const std::string& name) {
+  std::vector<double> out;
+  for (size_t at = svg.find("<" + tag + " "); at != std::string::npos; at = svg.find("<" + tag + " ", at + 1)) {
+    const size_t end = svg.find('>', at);
+    const size_t value = svg.find(" " + name + "=\"", at);
+    if (value < end) out.push_back(std::stod(svg.substr(value + name.size() + 3)));
+  }
+  return out;
+}
+
+TEST(LabPlot, ErrorBarsSpanTheSeriesValuePlusAndMinusItsError) {
+  Chart chart;
+  Series s{"mean", {1, 2, 3}, {1.0, 2.0, 3.0}};
+  s.err = {0.5, 0.0, 0.25};  // no bar where the error is 0
+  chart.series.push_back(s);
+  const std::string svg = render_svg(chart);
+  const std::vector<double> xs = polyline_xs(svg);
+  ASSERT_EQ(xs.size(), 3u);
+  // The y of each point, read back from the polyline: "x,y x,y …".
+  const size_t at = svg.find("points=\"") + 8;
+  std::stringstream points(svg.substr(at, svg.find('"', at) - at));
+  std::vector<double> ys;
+  for (std::string pair; points >> pair;) ys.push_back(std::stod(pair.substr(pair.find(',') + 1)));
+  const double pixels_per_unit = ys[0] - ys[1];  // y = 1 and y = 2, one unit apart (y grows upwards)
+  // Error bars are the lines drawn with stroke-width 1.5; grid lines and the legend use other widths.
+  std::vector<double> x1, y1, y2;
+  for (size_t line = svg.find("<line "); line != std::string::npos; line = svg.find("<line ", line + 1)) {
+    const std::string element = svg.substr(line, svg.find('>', line) - line);
+    if (element.find("stroke-width=\"1.5\"") == std::string::npos) continue;
+    x1.push_back(attribute_values(element + ">", "line", "x1")[0]);
+    y1.push_back(attribute_values(element + ">", "line", "y1")[0]);
+    y2.push_back(attribute_values(element + ">", "line", "y2")[0]);
+  }
+  ASSERT_EQ(x1.size(), 2u) << "one bar for each point with an error above 0";
+  EXPECT_NEAR(x1[0], xs[0], 0.01);
+  EXPECT_NEAR(x1[1], xs[2], 0.01);
+  EXPECT_NEAR(y1[0] - y2[0], 2 * 0.5 * pixels_per_unit, 0.2);
+  EXPECT_NEAR((y1[0] + y2[0]) / 2, ys[0], 0.1);
+  EXPECT_NEAR(y1[1] - y2[1], 2 * 0.25 * pixels_per_unit, 0.2);
+  EXPECT_NEAR((y1[1] + y2[1]) / 2, ys[2], 0.1);
+  // The axis takes the bars in: the lowest bar ends at 0.5, inside the plot's frame.
+  EXPECT_LT(y1[0], attribute_values(svg, "rect", "height")[1] + attribute_values(svg, "rect", "y")[0]);
+}
+
+TEST(LabSeeds, MeanAndSampleStandardDeviationAsClosedForms) {
+  EXPECT_DOUBLE_EQ(mean_of({1, 2, 3, 4}), 2.5);
+  EXPECT_NEAR(sample_sd({1, 2, 3, 4}), std::sqrt(5.0 / 3.0), 1e-12);  // Σ(x − 2.5)² = 5, over n − 1 = 3
+  EXPECT_EQ(sample_sd({7}), 0.0);
+  EXPECT_EQ(mean_spread({2.0}, "%.1f"), "2.0");
+  EXPECT_EQ(mean_spread({1, 2, 3, 4}, "%.2f"), "2.50 ± 1.29");
 }
 
 TEST(LabPlot, DashedSeriesAndSharedColour) {

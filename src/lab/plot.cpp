@@ -50,12 +50,13 @@ std::string render_svg(const Chart& chart) {
   const double W = 720, H = 440, left = 70, right = 180, top = 40, bottom = 55;
   const bool log_x = chart.log_x;
   auto shown = [&](const Series& s, size_t i) { return std::isfinite(s.y[i]) && (!log_x || s.x[i] > 0); };
+  auto error = [](const Series& s, size_t i) { return i < s.err.size() && std::isfinite(s.err[i]) ? s.err[i] : 0.0; };
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const Series& s : chart.series)
     for (size_t i = 0; i < s.x.size(); i++)
       if (shown(s, i)) {
         x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
-        y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
+        y0 = std::min(y0, s.y[i] - error(s, i)), y1 = std::max(y1, s.y[i] + error(s, i));
       }
   if (!(x0 < x1)) x0 = log_x ? x0 / 2 : x0 - 1, x1 = log_x ? x0 * 4 : x0 + 2;
   if (!(y0 < y1)) y0 = y0 - 1, y1 = y0 + 2;
@@ -101,6 +102,10 @@ std::string render_svg(const Chart& chart) {
         continue;
       }
       points += number(px(s.x[i])) + "," + number(py(s.y[i])) + " ";
+      if (error(s, i) > 0)  // an error bar: a vertical line from y − err to y + err
+        svg += "<line x1=\"" + number(px(s.x[i])) + "\" y1=\"" + number(py(s.y[i] - error(s, i))) + "\" x2=\"" +
+               number(px(s.x[i])) + "\" y2=\"" + number(py(s.y[i] + error(s, i))) + "\" stroke=\"" + colour +
+               "\" stroke-width=\"1.5\"/>\n";
     }
     flush();
     const double ly = top + 10 + 20 * k;

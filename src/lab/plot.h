@@ -8,6 +8,7 @@ struct Series {
   std::vector<double> x, y;  // same length; NaN y values are skipped (a gap in the line)
   int colour = -1;           // index into the palette; −1 = the series' own index
   bool dashed = false;       // e.g. a baseline drawn in the colour of the run it is compared with
+  std::vector<double> err = {};  // empty, or one per point: an error bar from y − err to y + err (e.g. the sd over seeds)
 };
 
 struct Chart {
