@@ -7,15 +7,13 @@
 //                               timed step, median, tokens/s, peak RSS, the analytic estimate). `make bench` runs
 //                               each preset this way in a fresh process, so each peak RSS is that preset's alone;
 //                               bench/compare.py uses the same mode against the PyTorch twin.
-//   build/bench/bench --linear [--quick]
-//                               only section 7: softmax vs linear attention, cost per token against T (training
-//                               step and generation), one thread; also the last section of `make bench`.
 //   build/bench/bench --split [--threads 2] [--quick]
 //                               batch-split against op-split threads (train/replicas.h): a training step's median ms
 //                               for shapes from one sequence per thread to the small preset (make bench-split).
 //   build/bench/bench --mixers [--quick] [--json PATH]
 //                               every mixer kind (softmax, linear, Mamba, RWKV-7): training step and decoding per token against T, the
-//                               kinds alternated round by round, one thread (make bench-mixers; docs/mamba.md).
+//                               kinds alternated round by round, one thread: only section 7, the last of
+//                               `make bench` (make bench-mixers; docs/recall.md, docs/mamba.md, docs/rwkv.md).
 //   build/bench/bench --sample --threads 1 [-n 500]
 //                               sampling speed through the KV-cache Decoder (tiny model), one JSON line.
 //   build/bench/bench --sample-bound [--rounds 5] [-n 500] [--repeats 5]
@@ -787,7 +785,7 @@ static std::string machine_description() {
   return "unknown CPU";
 }
 
-static json linear_vs_softmax(bool quick);  // section 7, below
+static json mixers_cost(bool quick);  // section 7, below
 
 static int run_full(const Options& o) {
   const auto start = Clock::now();
@@ -1028,7 +1026,7 @@ static int run_full(const Options& o) {
   results["attention_only"] = {{"B", AB}, {"C", tiny.model.n_embd}, {"n_head", tiny.model.n_head},
                                {"threads", att_threads}, {"rows", att_table}};
   hr();
-  results["linear_vs_softmax"] = linear_vs_softmax(o.quick);
+  results["mixers"] = mixers_cost(o.quick);
 
   const double total_s = ms_since(start) / 1000;
   results["meta"]["wall_s"] = total_s;
@@ -1039,77 +1037,12 @@ static int run_full(const Options& o) {
   return 0;
 }
 
-// ---- softmax vs linear attention: cost per token against T ---------------------------------------------------
-// The tiny model at block size T, all layers softmax or all linear (ops/linear_attention.h), one thread:
-//   train µs/token   one training step (forward, backward, AdamW) at B = 4, divided by the 4·T tokens
-//   attn µs/token    the attention op alone (forward + backward, all layers) per token
-//   gen µs/token     Decoder::push for the tokens at context lengths T/2 … T−1 (no slide), per token
-// Softmax attention per token grows with T (each query reads every earlier key); linear stays flat (each token
-// updates and reads an HS×HS state). What the whole step does depends on how much of it attention is.
-static json linear_vs_softmax(bool quick) {
-  BenchPreset tiny = get_preset("tiny");
-  std::printf("7. softmax vs linear attention, cost per token against T: tiny model (%d layers, %d wide, %d heads), "
-              "1 thread, µs per token (median)\n", tiny.model.n_layer, tiny.model.n_embd, tiny.model.n_head);
-  std::printf("  %6s | %12s %12s %7s | %12s %12s %7s | %12s %12s %7s\n", "T", "train soft", "train lin", "ratio",
-              "attn soft", "attn lin", "ratio", "gen soft", "gen lin", "ratio");
-  set_threads(1);
-  json rows = json::array();
-  std::vector<int> Ts = {64, 128, 256, 512, 1024};
-  if (quick) Ts.pop_back();
-  const int B = 4;
-  for (int T : Ts) {
-    double train_us[2], attn_us[2], gen_us[2];
-    for (int k = 0; k < 2; k++) {
-      ModelConfig c = tiny.model;
-      c.block_size = T, c.mixer = k == 0 ? "softmax" : "linear";
-      const int reps = quick ? 2 : (T >= 512 ? 3 : 5);
-      train_us[k] = 1000 * time_training_steps(c, B, 1, 1, reps).median_ms / (B * T);
-      const int C = c.n_embd, NH = c.n_head;
-      Rng rng(17);
-      std::vector<float> qkv = randn((size_t)B * T * 3 * C, 1, rng), aux((size_t)B * NH * T), out((size_t)B * T * C);
-      std::vector<float> dout = randn(out.size(), 1e-3f, rng), dqkv(qkv.size());
-      const AttentionMask causal;
-      const float scale = 1.0f / std::sqrt((float)(C / NH));
-      const Timing at = measure([&] {
-        if (k == 0) {
-          attention_forward(out.data(), aux.data(), qkv.data(), causal, scale, B, T, C, NH);
-          attention_backward(dqkv.data(), dout.data(), qkv.data(), aux.data(), out.data(), causal, scale, B, T, C, NH);
-        } else {
-          linear_attention_forward(out.data(), aux.data(), qkv.data(), causal, B, T, C, NH);
-          linear_attention_backward(dqkv.data(), dout.data(), qkv.data(), aux.data(), out.data(), causal, B, T, C, NH);
-        }
-      }, 3, 50, quick ? 40 : 120);
-      attn_us[k] = 1000 * at.median * c.n_layer / (B * T);
-      GPT model(c);
-      model.init_weights(3);
-      std::vector<double> per_token;
-      for (int rep = 0; rep < (quick ? 1 : 3); rep++) {
-        Decoder dec(model);
-        std::vector<int> toks = random_tokens(T, c.vocab_size, rng);
-        for (int t = 0; t < T / 2; t++) dec.push(toks[t]);
-        const auto t0 = Clock::now();
-        for (int t = T / 2; t < T; t++) dec.push(toks[t]);
-        per_token.push_back(1000 * ms_since(t0) / (T - T / 2));
-      }
-      gen_us[k] = median(per_token);
-    }
-    std::printf("  %6d | %12.2f %12.2f %7.2f | %12.2f %12.2f %7.2f | %12.2f %12.2f %7.2f\n", T, train_us[0],
-                train_us[1], train_us[0] / train_us[1], attn_us[0], attn_us[1], attn_us[0] / attn_us[1], gen_us[0],
-                gen_us[1], gen_us[0] / gen_us[1]);
-    rows.push_back({{"T", T}, {"train_us_per_token_softmax", train_us[0]}, {"train_us_per_token_linear", train_us[1]},
-                    {"attention_us_per_token_softmax", attn_us[0]}, {"attention_us_per_token_linear", attn_us[1]},
-                    {"generate_us_per_token_softmax", gen_us[0]}, {"generate_us_per_token_linear", gen_us[1]}});
-    std::fflush(stdout);
-  }
-  return {{"B", B}, {"threads", 1}, {"rows", rows}, {"load_average_end", load_average()}};
-}
-
-// ---- every mixer kind: cost per token against T, alternated ------------------------------------------------
+// ---- 7. every mixer kind: cost per token against T, alternated -------------------------------------------
 // The tiny model at block size T with every layer of one kind, for each kind the registry holds (softmax, linear,
-// Mamba with H = 4 heads of P = 2C/4 = 64 channels, N = 16, K = 4, RWKV-7 with D = 32, …), one thread. Unlike
-// section 7, the kinds are timed in turn within each round (a training step of each, then decoding with each,
-// then the next round), so load that comes and goes on a shared machine falls on all of them alike; every number
-// is the median over the rounds.
+// Mamba with H = 4 heads of P = 2C/4 = 64 channels, N = 16, K = 4, RWKV-7 with D = 32, …), one thread. The kinds
+// are timed in turn within each round (a training step of each, then decoding with each, then the next round), so
+// load that comes and goes on a shared machine falls on all of them alike; every number is the median over the
+// rounds.
 //   train µs/token   one training step (forward, zero_grad, backward, clip, AdamW) at B = 4, / (4·T)
 //   decode µs/token  Decoder::push for the tokens at context lengths T/2 … T−1 after pushing the first T/2
 //                    (no slide): softmax reads its key/value cache, the others update a fixed state
@@ -1120,7 +1053,7 @@ static json mixers_cost(bool quick) {
   std::vector<std::string> kinds;
   for (const MixerKind* kind : mixer_kinds()) kinds.push_back(kind->name);
   const int K = (int)kinds.size(), B = 4, rounds = quick ? 2 : 5;
-  std::printf("every mixer kind, cost per token against T: tiny model (%d layers, %d wide, %d heads), 1 thread, "
+  std::printf("7. every mixer kind, cost per token against T: tiny model (%d layers, %d wide, %d heads), 1 thread, "
               "B = %d, µs per token (median of %d alternated rounds); x/%s is the ratio to %s\n",
               tiny.model.n_layer, tiny.model.n_embd, tiny.model.n_head, B, rounds, kinds[0].c_str(), kinds[0].c_str());
   std::printf("  %5s | %-8s | %9s %9s %9s | %9s %9s\n", "T", "kind", "train", "decode", "state", "train x/", "dec x/");
@@ -1222,9 +1155,8 @@ static void usage() {
       "       bench --sample-bound [--rounds R] [-n TOKENS] [--repeats R]      sampling against the sgemv bound\n"
       "       bench --muon --threads N [--repeats R]  the tiny preset's optimizer step alone (Muon + AdamW), one JSON line\n"
       "       bench --blas                               the OpenBLAS kernels this program runs, one JSON line\n"
-      "       bench --linear [--quick]                   softmax vs linear attention, cost per token against T\n"
       "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
-      "       bench --mixers [--quick] [--json PATH]     softmax vs linear vs Mamba, alternated, cost per token against T\n"
+      "       bench --mixers [--quick] [--json PATH]     every mixer kind, alternated, cost per token against T\n"
       "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
       "BENCH_QUICK=1 in the environment is the same as --quick.\n");
 }
@@ -1235,7 +1167,7 @@ int main(int argc, char** argv) {
     Options o;
     if (const char* q = std::getenv("BENCH_QUICK")) o.quick = *q && std::string(q) != "0";
     std::string step_preset, split = "auto";
-    bool sample = false, sample_bound = false, linear_only = false, split_only = false, mixers_only = false,
+    bool sample = false, sample_bound = false, split_only = false, mixers_only = false,
          muon_only = false, json_given = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500, rounds = 5;
     for (int i = 1; i < argc; i++) {
@@ -1265,7 +1197,6 @@ int main(int argc, char** argv) {
         return 0;
       }
       else if (a == "--rounds") rounds = std::stoi(value());
-      else if (a == "--linear") linear_only = true;
       else if (a == "--split") split_only = true;
       else if (a == "--mixers") mixers_only = true;
       else if (a == "--threads") threads = std::stoi(value());
@@ -1290,11 +1221,6 @@ int main(int argc, char** argv) {
     }
     if (split_only) {
       split_crossover(threads, o.quick);
-      return 0;
-    }
-    if (linear_only) {
-      std::printf("machine load average %.1f\n", load_average());
-      linear_vs_softmax(o.quick);
       return 0;
     }
     if (mixers_only) {

@@ -125,14 +125,6 @@ Series val_curve(const std::string& metrics_csv, const std::string& label, doubl
   return s;
 }
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::stringstream s(text);
-  for (std::string item; std::getline(s, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,7 +170,7 @@ int main(int argc, char** argv) {
     for (const MixerKind* kind : mixer_kinds())
       if (f["models"].as<std::string>().empty()) models += kind->name + std::string(",");
     if (f["models"].as<std::string>().empty() && !f["hybrid"].as<std::string>().empty()) models += "hybrid";
-    for (const std::string& name : split(models, ',')) {
+    for (const std::string& name : comma_list(models)) {
       ModelVariant variant = parse_model_variant(name);
       if (name == "hybrid" && f["hybrid"].as<std::string>().empty())
         throw std::runtime_error("--models: 'hybrid' needs --hybrid, its mixers one per layer");
@@ -204,7 +196,7 @@ int main(int argc, char** argv) {
     const std::string given = f["ms-per-step"].as<std::string>();
     const std::vector<std::vector<double>> ms = given.empty() ? time_steps(kinds, recipe, rounds, reps)
                                                               : std::vector<std::vector<double>>(kinds.size());
-    for (const std::string& item : split(given, ',')) {
+    for (const std::string& item : comma_list(given)) {
       const size_t eq = item.find('=');
       bool found = false;
       for (Kind& k : kinds)

@@ -13,8 +13,10 @@
 //   pairs   N ∈ --pairs at width --width
 //   width   C ∈ --widths at N = --fixed-pairs
 // Every model has --n-layer layers of --n-head heads (default 1, so the state of a linear layer is HS² + HS =
-// C² + C numbers), with MLPs, trained for --steps on fresh batches. Output in --out: recall.csv, recall.md (the
-// tables), recall_pairs.svg, recall_width.svg. See docs/recall.md for a measured run and how to read it.
+// C² + C numbers), with MLPs, trained for --steps on fresh batches, for --seeds training seeds (the held-out
+// sequences are the same for all). Output in --out: recall.csv (a row per run), recall.md (the tables, mean ± sd
+// over seeds), recall_pairs.svg, recall_width.svg and recall_state.svg (the width sweep's recall against the bytes
+// a layer keeps while decoding: Zoology's figure; error bars = sd over seeds). See docs/recall.md for measured runs.
 //
 // Bound pairs (--bound, the default). With each pair written as two tokens "k v", a model must first *bind* each
 // value to the key before it (a previous-token head, or the short convolution that Zoology's models put in front
@@ -48,6 +50,7 @@
 #include "base/threads.h"
 #include "io/atomic_file.h"
 #include "lab/plot.h"
+#include "lab/seeds.h"
 #include "optim/adamw.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
@@ -108,15 +111,22 @@ double accuracy(GPT& model, const std::vector<int>& x, const std::vector<int>& y
 struct Result {
   std::string model, mixer;
   int pairs, width;
+  uint64_t seed;
   std::string states;  // floats each layer carries while decoding, "a+b" (Mixer::state_floats)
+  size_t largest_state;  // the largest of them
   double accuracy, loss, seconds;
 };
 
-// The floats each layer of `c` carries while decoding, "a+b" (Mixer::state_floats).
-std::string layer_states(const ModelConfig& c) {
+// The floats each layer of `c` carries while decoding, "a+b" (Mixer::state_floats), and the largest of them.
+std::string layer_states(const ModelConfig& c, size_t& largest) {
   const std::vector<std::unique_ptr<Mixer>> mixers = validated_mixers(c);
   std::string text;
-  for (size_t l = 0; l < mixers.size(); l++) text += (l ? "+" : "") + std::to_string(mixers[l]->state_floats({}));
+  largest = 0;
+  for (size_t l = 0; l < mixers.size(); l++) {
+    const size_t floats = mixers[l]->state_floats({});
+    text += (l ? "+" : "") + std::to_string(floats);
+    largest = std::max(largest, floats);
+  }
   return text;
 }
 
@@ -164,8 +174,8 @@ static TrainConfig recipe() {
   return r;
 }
 
-Result run(const ModelVariant& m, const Task& task, int width, const TrainConfig& cfg, const cxxopts::ParseResult& f,
-           const ModelVariant& match) {
+Result run(const ModelVariant& m, const Task& task, int width, uint64_t seed, const TrainConfig& cfg,
+           const cxxopts::ParseResult& f, const ModelVariant& match) {
   const std::string& name = m.label;
   ModelConfig base;
   base.n_layer = cfg.model.n_layer;
@@ -178,7 +188,7 @@ Result run(const ModelVariant& m, const Task& task, int width, const TrainConfig
   const ModelConfig c = model_config(m, base, target);
   const std::string& mixer = c.mixer;
   GPT model(c);
-  model.init_weights(cfg.seed);
+  model.init_weights(seed);
   // ./train's step (train/loop.h) with AdamW from its defaults, a tenth of the peak rate at the end, 50 warm-up
   // steps and no weight decay.
   TrainConfig training = cfg;
@@ -191,7 +201,7 @@ Result run(const ModelVariant& m, const Task& task, int width, const TrainConfig
   Learner learner{replicas, OptimizerKind::AdamW, state};
   const int steps = cfg.steps, B = cfg.batch, T = task.length();
   const int report_every = f["report-every"].as<int>();
-  Rng rng(cfg.seed + 1), eval_rng(12345);
+  Rng rng(seed + 1), eval_rng(12345);
   std::vector<int> x, y, ex, ey;
   const int eval_B = 256;
   make_batch(task, eval_B, eval_rng, ex, ey);
@@ -203,27 +213,21 @@ Result run(const ModelVariant& m, const Task& task, int width, const TrainConfig
       std::printf("  %-8s pairs %3d width %4d  step %5d  recall %5.1f%%\n", name.c_str(), task.pairs, width, step + 1,
                   100 * accuracy(model, ex, ey, eval_B, T)), std::fflush(stdout);
   }
-  Result r{name, mixer, task.pairs, width, layer_states(c), 0, 0, 0};
+  Result r{name, mixer, task.pairs, width, seed, "", 0, 0, 0, 0};
+  r.states = layer_states(c, r.largest_state);
   r.loss = model.forward(ex.data(), ey.data(), eval_B, T);
   r.accuracy = accuracy(model, ex, ey, eval_B, T);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%-12s %-22s pairs %3d width %4d states %-12s | recall %5.1f%%  loss %.3f | %.0fs\n", name.c_str(),
-              mixer.c_str(), r.pairs, r.width, r.states.c_str(), 100 * r.accuracy, r.loss, r.seconds);
+  std::printf("%-12s %-22s pairs %3d width %4d seed %llu states %-12s | recall %5.1f%%  loss %.3f | %.0fs\n",
+              name.c_str(), mixer.c_str(), r.pairs, r.width, (unsigned long long)seed, r.states.c_str(),
+              100 * r.accuracy, r.loss, r.seconds);
   std::fflush(stdout);
   return r;
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream s(text);
-  std::string item;
-  while (std::getline(s, item, ',')) out.push_back(item);
-  return out;
-}
-
 std::vector<int> int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
-  for (const std::string& item : split_list(text)) {
+  for (const std::string& item : comma_list(text)) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v > 4096)
@@ -231,6 +235,135 @@ std::vector<int> int_list(const std::string& text, const char* flag) {
     out.push_back((int)v);
   }
   return out;
+}
+
+struct Results {
+  std::vector<Result> by_pairs, by_width;  // every seed's runs
+};
+
+// What the output files say about the run.
+struct Output {
+  std::string folder;
+  std::vector<ModelVariant> models;
+  int width, fixed_pairs, queries, vocab;
+  bool bound;
+  int seeds;
+  TrainConfig cfg;
+};
+
+// The runs of `model` at sweep value `value` (pairs or width), one per seed.
+std::vector<const Result*> runs_at(const std::vector<Result>& rs, const std::string& model, int value, bool pairs_sweep) {
+  std::vector<const Result*> out;
+  for (const Result& r : rs)
+    if (r.model == model && (pairs_sweep ? r.pairs : r.width) == value) out.push_back(&r);
+  return out;
+}
+
+// The sweep's values in the order first run.
+std::vector<int> sweep_values(const std::vector<Result>& rs, bool pairs_sweep) {
+  std::vector<int> values;
+  for (const Result& r : rs) {
+    const int v = pairs_sweep ? r.pairs : r.width;
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+  }
+  return values;
+}
+
+// A table: one row per sweep value, one column per model, recall in percent (mean ± sd over seeds); then each
+// model's state per layer.
+std::string table(const Output& o, const std::vector<Result>& rs, bool pairs_sweep) {
+  std::string s = pairs_sweep ? "| pairs N |" : "| width C |";
+  for (const ModelVariant& m : o.models) s += " " + m.label + " |";
+  s += "\n|---|";
+  for (size_t m = 0; m < o.models.size(); m++) s += "---|";
+  s += "\n";
+  for (int value : sweep_values(rs, pairs_sweep)) {
+    s += "| " + std::to_string(value) + " |";
+    for (const ModelVariant& m : o.models) {
+      std::vector<double> recall;
+      for (const Result* r : runs_at(rs, m.label, value, pairs_sweep)) recall.push_back(100 * r->accuracy);
+      s += " " + (recall.empty() ? std::string("—") : mean_spread(recall, "%.1f") + "%") + " |";
+    }
+    s += "\n";
+  }
+  s += "\nState per layer while decoding (floats; layers joined by +):\n\n| model | ";
+  s += pairs_sweep ? "pairs N | state |\n|---|---|---|\n" : "width C | state |\n|---|---|---|\n";
+  for (const ModelVariant& m : o.models)
+    for (int value : sweep_values(rs, pairs_sweep)) {
+      const std::vector<const Result*> at = runs_at(rs, m.label, value, pairs_sweep);
+      if (!at.empty()) s += "| " + m.label + " | " + std::to_string(value) + " | " + at[0]->states + " |\n";
+    }
+  return s;
+}
+
+std::string markdown(const Output& o, const Results& results, int seeds) {
+  char head[640];
+  std::snprintf(head, sizeof head,
+                "Recall accuracy on 256 held-out sequences (%d queries each): %d layers, %d head(s)%s, "
+                "%d keys and %d values%s, %d steps of batch %d, lr %g; mean ± sd over %d training seed(s). Chance is "
+                "%.1f%%; knowing only the sequence's N values gives 1/N.\n\n",
+                o.queries, o.cfg.model.n_layer, o.cfg.model.n_head, o.cfg.model.no_mlp ? " without MLPs" : "",
+                o.vocab / 2, o.vocab / 2, o.bound ? " (each pair one token)" : " (each pair two tokens)", o.cfg.steps,
+                o.cfg.batch, o.cfg.adamw.lr, seeds, 200.0 / o.vocab);
+  std::string md = head;
+  if (!results.by_pairs.empty())
+    md += "Pairs sweep, width " + std::to_string(o.width) + ":\n\n" + table(o, results.by_pairs, true) + "\n";
+  if (!results.by_width.empty())
+    md += "Width sweep, " + std::to_string(o.fixed_pairs) + " pairs:\n\n" + table(o, results.by_width, false);
+  return md;
+}
+
+// A series per model: recall (mean over seeds, sd as error bars) against `x` of each sweep value.
+Series recall_series(const std::vector<Result>& rs, const ModelVariant& m, bool pairs_sweep,
+                     double (*x)(const Result&)) {
+  Series s{m.label, {}, {}};
+  for (int value : sweep_values(rs, pairs_sweep)) {
+    const std::vector<const Result*> at = runs_at(rs, m.label, value, pairs_sweep);
+    if (at.empty()) continue;
+    std::vector<double> recall;
+    for (const Result* r : at) recall.push_back(r->accuracy);
+    s.x.push_back(x(*at[0]));
+    s.y.push_back(mean_of(recall));
+    s.err.push_back(sample_sd(recall));
+  }
+  return s;
+}
+
+void write_outputs(const Output& o, const Results& results, int seeds) {
+  std::string csv = "sweep,model,mixer,pairs,width,seed,layer_states,accuracy,answer_loss,seconds\n";
+  char line[360];
+  for (auto [rs, sweep] : {std::pair{&results.by_pairs, "pairs"}, std::pair{&results.by_width, "width"}})
+    for (const Result& r : *rs) {
+      std::snprintf(line, sizeof line, "%s,\"%s\",\"%s\",%d,%d,%llu,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
+                    r.mixer.c_str(), r.pairs, r.width, (unsigned long long)r.seed, r.states.c_str(), r.accuracy, r.loss,
+                    r.seconds);
+      csv += line;
+    }
+  const std::string md = markdown(o, results, seeds);
+  write_file_atomically(o.folder + "/recall.csv", {{csv.data(), csv.size()}});
+  write_file_atomically(o.folder + "/recall.md", {{md.data(), md.size()}});
+  Chart cp{"MQAR recall vs key-value pairs (width " + std::to_string(o.width) + ")", "pairs N", "recall accuracy", {}};
+  Chart cw{"MQAR recall vs width (" + std::to_string(o.fixed_pairs) + " pairs)", "width C", "recall accuracy", {}};
+  // Zoology's figure: recall against the bytes a layer keeps while decoding (fp32), log scale.
+  Chart cs{"MQAR recall vs state per layer (" + std::to_string(o.fixed_pairs) + " pairs)", "state bytes per layer",
+           "recall accuracy", {}};
+  cs.log_x = true;
+  for (const ModelVariant& m : o.models) {
+    cp.series.push_back(recall_series(results.by_pairs, m, true, [](const Result& r) { return (double)r.pairs; }));
+    cw.series.push_back(recall_series(results.by_width, m, false, [](const Result& r) { return (double)r.width; }));
+    cs.series.push_back(recall_series(results.by_width, m, false,
+                                      [](const Result& r) { return 4.0 * (double)r.largest_state; }));
+  }
+  if (!results.by_pairs.empty()) {
+    const std::string svg = render_svg(cp);
+    write_file_atomically(o.folder + "/recall_pairs.svg", {{svg.data(), svg.size()}});
+  }
+  if (!results.by_width.empty()) {
+    const std::string width_svg = render_svg(cw);
+    const std::string state_svg = render_svg(cs);
+    write_file_atomically(o.folder + "/recall_width.svg", {{width_svg.data(), width_svg.size()}});
+    write_file_atomically(o.folder + "/recall_state.svg", {{state_svg.data(), state_svg.size()}});
+  }
 }
 
 }  // namespace
@@ -251,8 +384,12 @@ int main(int argc, char** argv) {
     ("models", "which models to train, comma-separated: a kind (" + mixer_kind_names() + "), a hybrid a+b (one kind "
                "per layer), either with model settings kind:key=value[:key=value] (a whole number may be 'match'); "
                "default: every kind", cxxopts::value<std::string>()->default_value(""))
+    ("also", "models trained after --models' list (a kind's ablation beside the default list)",
+     cxxopts::value<std::string>()->default_value(""))
     ("match-state", "the model whose state per layer a setting given as 'match' matches, spelled as in --models",
      cxxopts::value<std::string>()->default_value(""))
+    ("seeds", "training seeds per model and point (seed, seed + 1, …): the tables show mean ± sd, the plots error bars",
+     cxxopts::value<int>()->default_value("1"))
     ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"));
   // clang-format on
   add_flags(options, shared_settings(), recipe());
@@ -278,13 +415,16 @@ int main(int argc, char** argv) {
       if (n > vocab / 2) throw std::runtime_error("--pairs: " + std::to_string(n) + " distinct keys need --vocab ≥ " + std::to_string(2 * n));
     if (fixed_pairs < 1 || fixed_pairs > vocab / 2) throw std::runtime_error("--fixed-pairs must be in [1, vocab/2]");
     const bool bound = f["bound"].as<bool>();
+    const int seeds = f["seeds"].as<int>();
+    if (seeds < 1 || seeds > 100) throw std::runtime_error("--seeds must be in [1, 100]");
     std::string model_list = f["models"].as<std::string>();
     if (model_list.empty()) {
       model_list = mixer_kind_names();
       model_list.erase(std::remove(model_list.begin(), model_list.end(), ' '), model_list.end());
     }
+    model_list += "," + f["also"].as<std::string>();
     std::vector<ModelVariant> models;
-    for (const std::string& name : split_list(model_list)) models.push_back(parse_model_variant(name));
+    for (const std::string& name : comma_list(model_list)) models.push_back(parse_model_variant(name));
     if (models.empty()) throw std::runtime_error("--models: name at least one model");
     const std::string match_text = f["match-state"].as<std::string>();
     const ModelVariant match = match_text.empty() ? ModelVariant{} : parse_model_variant(match_text);
@@ -307,76 +447,25 @@ int main(int argc, char** argv) {
     std::system(("mkdir -p '" + out + "'").c_str());
     const auto start = std::chrono::steady_clock::now();
 
-    std::vector<Result> by_pairs, by_width;
-    for (int n : pairs)
-      for (const ModelVariant& m : models)
-        by_pairs.push_back(run(m, {n, queries, vocab, bound}, f["width"].as<int>(), cfg, f, match));
-    for (int w : widths)
-      for (const ModelVariant& m : models) by_width.push_back(run(m, {fixed_pairs, queries, vocab, bound}, w, cfg, f, match));
-
-    // Tables: one row per sweep point, one column per model; the state size beside the point.
-    auto table = [&](const std::vector<Result>& rs, bool pairs_sweep) {
-      std::string s = pairs_sweep ? "| pairs N |" : "| width C |";
-      for (const ModelVariant& m : models) s += " " + m.label + " |";
-      s += "\n|---|";
-      for (size_t m = 0; m < models.size(); m++) s += "---|";
-      s += "\n";
-      char cell[96];
-      for (size_t i = 0; i < rs.size(); i += models.size()) {
-        const Result& r0 = rs[i];
-        std::snprintf(cell, sizeof cell, "| %d |", pairs_sweep ? r0.pairs : r0.width);
-        s += cell;
-        for (size_t m = 0; m < models.size(); m++) {
-          std::snprintf(cell, sizeof cell, " %.1f%% |", 100 * rs[i + m].accuracy);
-          s += cell;
+    // Seeds outermost, so that a run stopped early has whole seeds of every point; the files are rewritten after
+    // each training run.
+    const Output output{out, models, f["width"].as<int>(), fixed_pairs, queries, vocab, bound, seeds, cfg};
+    Results results;
+    for (int s = 0; s < seeds; s++) {
+      const uint64_t seed = cfg.seed + s;
+      for (int n : pairs)
+        for (const ModelVariant& m : models) {
+          results.by_pairs.push_back(run(m, {n, queries, vocab, bound}, f["width"].as<int>(), seed, cfg, f, match));
+          write_outputs(output, results, s + 1);
         }
-        s += "\n";
-      }
-      // Each model's state per layer (floats), the same for every row of a width.
-      s += "\nState per layer while decoding (floats; layers joined by +):\n\n| model | ";
-      s += pairs_sweep ? "pairs N | state |\n|---|---|---|\n" : "width C | state |\n|---|---|---|\n";
-      for (size_t m = 0; m < models.size(); m++)
-        for (size_t i = m; i < rs.size(); i += models.size())
-          s += "| " + rs[i].model + " | " + std::to_string(pairs_sweep ? rs[i].pairs : rs[i].width) + " | " +
-               rs[i].states + " |\n";
-      return s;
-    };
-    char head[512];
-    std::snprintf(head, sizeof head,
-                  "Recall accuracy on 256 held-out sequences (%d queries each): %d layers, %d head(s)%s, "
-                  "%d keys and %d values%s, %d steps of batch %d, lr %g. Chance is %.1f%%; knowing only the "
-                  "sequence's N values gives 1/N.\n\n",
-                  queries, n_layer, n_head, cfg.model.no_mlp ? " without MLPs" : "", vocab / 2, vocab / 2,
-                  bound ? " (each pair one token)" : " (each pair two tokens)", cfg.steps,
-                  cfg.batch, cfg.adamw.lr, 200.0 / vocab);
-    const std::string md = std::string(head) + "Pairs sweep, width " + std::to_string(f["width"].as<int>()) +
-                           ":\n\n" + table(by_pairs, true) + "\nWidth sweep, " + std::to_string(fixed_pairs) +
-                           " pairs:\n\n" + table(by_width, false);
-    std::string csv = "sweep,model,mixer,pairs,width,layer_states,accuracy,answer_loss,seconds\n";
-    char line[320];
-    for (auto [rs, sweep] : {std::pair{&by_pairs, "pairs"}, std::pair{&by_width, "width"}})
-      for (const Result& r : *rs) {
-        std::snprintf(line, sizeof line, "%s,\"%s\",\"%s\",%d,%d,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
-                      r.mixer.c_str(), r.pairs, r.width, r.states.c_str(), r.accuracy, r.loss, r.seconds);
-        csv += line;
-      }
-    Chart cp{"MQAR recall vs key-value pairs (width " + std::to_string(f["width"].as<int>()) + ")", "pairs N",
-             "recall accuracy", {}};
-    Chart cw{"MQAR recall vs width (" + std::to_string(fixed_pairs) + " pairs)", "width C", "recall accuracy", {}};
-    for (const ModelVariant& m : models) {
-      Series sp{m.label, {}, {}}, sw = sp;
-      for (const Result& r : by_pairs)
-        if (r.model == m.label) sp.x.push_back(r.pairs), sp.y.push_back(r.accuracy);
-      for (const Result& r : by_width)
-        if (r.model == m.label) sw.x.push_back(r.width), sw.y.push_back(r.accuracy);
-      cp.series.push_back(sp), cw.series.push_back(sw);
+      for (int w : widths)
+        for (const ModelVariant& m : models) {
+          results.by_width.push_back(run(m, {fixed_pairs, queries, vocab, bound}, w, seed, cfg, f, match));
+          write_outputs(output, results, s + 1);
+        }
     }
-    const std::string svg_p = by_pairs.empty() ? "" : render_svg(cp), svg_w = by_width.empty() ? "" : render_svg(cw);
-    write_file_atomically(out + "/recall.csv", {{csv.data(), csv.size()}});
-    write_file_atomically(out + "/recall.md", {{md.data(), md.size()}});
-    if (!by_pairs.empty()) write_file_atomically(out + "/recall_pairs.svg", {{svg_p.data(), svg_p.size()}});
-    if (!by_width.empty()) write_file_atomically(out + "/recall_width.svg", {{svg_w.data(), svg_w.size()}});
-    std::printf("\n%s\ntotal %.0fs; wrote %s/recall.csv, recall.md, recall_pairs.svg, recall_width.svg\n", md.c_str(),
+    std::printf("\n%s\ntotal %.0fs; wrote %s/recall.csv, recall.md and the plots (recall_pairs.svg, recall_width.svg, "
+                "recall_state.svg)\n", markdown(output, results, seeds).c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), out.c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -28,14 +28,6 @@
 #include "base/runtime.h"
 #include "base/threads.h"
 
-static std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream s(list);
-  for (std::string item; std::getline(s, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // The cells of metrics.csv's last row that has a value in `column`, by column name.
 static std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> cells;
@@ -126,9 +118,9 @@ int main(int argc, char** argv) {
     std::string csv = "scale,heads,head_size,lr,val_loss,init_logit_var,logit_var,logit_max,entropy_norm,max_weight,"
                       "saturated,grad_q,grad_k,error\n";
     const auto start = std::chrono::steady_clock::now();
-    for (const std::string& heads : split(f["heads"].as<std::string>()))
-      for (const std::string& lr : split(f["lrs"].as<std::string>()))
-        for (const std::string& scale : split(f["scales"].as<std::string>())) {
+    for (const std::string& heads : comma_list(f["heads"].as<std::string>()))
+      for (const std::string& lr : comma_list(f["lrs"].as<std::string>()))
+        for (const std::string& scale : comma_list(f["scales"].as<std::string>())) {
           TrainConfig c = recipe;
           c.model.n_head = std::stoi(heads), c.model.attn_scale = scale;
           c.adamw.lr = std::stof(lr), c.adamw.min_lr = c.adamw.lr / 10, c.adamw.warmup_steps = c.steps / 10;

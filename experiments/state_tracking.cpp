@@ -162,18 +162,9 @@ double window_mean(const std::vector<double>& accuracy, int from, int to) {
   return sum / (to - from);
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream s(text);
-  std::string item;
-  while (std::getline(s, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::vector<int> depth_list(const std::string& text) {
   std::vector<int> out;
-  for (const std::string& item : split_list(text)) {
+  for (const std::string& item : comma_list(text)) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (*end != '\0' || v < 1 || v > 64) throw std::runtime_error("--layers: '" + item + "' is not a depth in [1, 64]");
@@ -333,14 +324,14 @@ int main(int argc, char** argv) {
     if (r.test_length < r.train_length || r.test_length > 4096)
       throw std::runtime_error("--test-length must be in [--train-length, 4096]");
     std::vector<Task> tasks;
-    for (const std::string& name : split_list(f["tasks"].as<std::string>())) tasks.push_back(parse_task(name));
+    for (const std::string& name : comma_list(f["tasks"].as<std::string>())) tasks.push_back(parse_task(name));
     if (tasks.empty()) throw std::runtime_error("--tasks: name at least one task");
     const std::vector<int> depths = depth_list(f["layers"].as<std::string>());
     std::string model_list = f["models"].as<std::string>();
     if (model_list.empty()) model_list = every_kind_both_positions();
     model_list += "," + f["also"].as<std::string>();
     std::vector<ModelVariant> models;
-    for (const std::string& name : split_list(model_list)) models.push_back(parse_model_variant(name));
+    for (const std::string& name : comma_list(model_list)) models.push_back(parse_model_variant(name));
     if (models.empty()) throw std::runtime_error("--models: name at least one model");
     for (const ModelVariant& m : models) {  // a bad model or size throws here, before any training
       ModelConfig check;

@@ -3,8 +3,8 @@
 #   make bench-split        batch-split against op-split threads by shape (the crossover of --threads-split auto)
 #   make bench-compare      ours vs PyTorch, A/B alternated, plus the checkpoint agreement check (needs
 #                           python3-torch for /usr/bin/python3; without it only our side is shown)
-#   make bench-mixers       every mixer kind (softmax, linear, Mamba, RWKV-7), training step and decoding per token against T, the kinds
-#                           alternated, one thread (build/bench/mixers.json; docs/mamba.md, docs/rwkv.md; ~2 min)
+#   make bench-mixers       every registered mixer kind: training step and decoding per token against T, the kinds
+#                           alternated, one thread (build/bench/mixers.json; the last section of make bench; ~3 min)
 #   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
 #                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
 #                           bench/frontier.json and docs/frontier.svg (~35 min)

@@ -101,6 +101,13 @@ recall-binding: build/bin/recall
 recall-rwkv: build/bin/recall
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models rwkv,rwkv:rwkv_erase=0 \
 	  --pairs 4,8,12 --widths '' --out build/recall-rwkv $(RECALL_FLAGS)
+# make recall-state: the thesis plot (docs/recall.md, "Recall against state size"): every registered kind plus
+# RWKV-7 without its erase and DeltaNet with β in (0, 2), at widths 32 and 64, 8 pairs, 3 seeds, the recipe of make
+# recall (2000 steps); recall against the bytes a layer keeps while decoding, build/recall-state/recall_state.svg.
+.PHONY: recall-state
+recall-state: build/bin/recall
+	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --seeds 3 --pairs '' --widths 32,64 \
+	  --also rwkv:rwkv_erase=0,deltanet:deltanet_negative_eigenvalues=1 --out build/recall-state $(RECALL_FLAGS)
 -include build/experiments/recall.d
 
 # make -j2 state-tracking: parity and counting mod 3, trained on 40 tokens and tested to 256 (experiments/

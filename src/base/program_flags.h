@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "base/settings.h"
 
@@ -19,4 +21,13 @@ inline std::optional<cxxopts::ParseResult> parse_program_flags(cxxopts::Options&
   }
   if (!flags.unmatched().empty()) throw std::runtime_error("unexpected argument '" + flags.unmatched()[0] + "'");
   return flags;
+}
+
+// The items of a comma-separated flag value ("softmax,linear", "4,8,12"), empty items skipped: "" is no item.
+inline std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string item; std::getline(s, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
