@@ -41,7 +41,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
+#include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "base/program_flags.h"
@@ -366,6 +368,51 @@ void write_outputs(const Output& o, const Results& results, int seeds) {
   }
 }
 
+// A row of recall.csv: cells split at commas outside double quotes, the quotes dropped.
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) cells.emplace_back();
+    else cells.back() += c;
+  }
+  return cells;
+}
+
+// The runs of earlier invocations' recall.csv files (--from): each row as the run that wrote it. Throws naming the
+// file and line of a row it cannot read, and a run (sweep, model, point, seed) that two rows hold.
+Results read_results(const std::vector<std::string>& paths) {
+  Results results;
+  std::vector<std::string> seen;
+  for (const std::string& path : paths) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("--from: cannot read '" + path + "'");
+    std::string line;
+    std::getline(in, line);  // the header
+    for (int number = 2; std::getline(in, line); number++) {
+      const std::vector<std::string> cells = csv_cells(line);
+      if (cells.size() != 10) throw std::runtime_error(path + ":" + std::to_string(number) + ": expected 10 cells");
+      Result r;
+      try {
+        r = Result{cells[1], cells[2], std::stoi(cells[3]), std::stoi(cells[4]), std::stoull(cells[5]), cells[6], 0,
+                   std::stod(cells[7]), std::stod(cells[8]), std::stod(cells[9])};
+        std::stringstream states(cells[6]);  // "a+b": each layer's floats
+        for (std::string floats; std::getline(states, floats, '+');)
+          r.largest_state = std::max(r.largest_state, (size_t)std::stoull(floats));
+      } catch (const std::exception&) {
+        throw std::runtime_error(path + ":" + std::to_string(number) + ": a cell is not a number");
+      }
+      const std::string key = cells[0] + " " + r.model + " " + cells[3] + " " + cells[4] + " " + cells[5];
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        throw std::runtime_error(path + ":" + std::to_string(number) + ": the run '" + key + "' is in an earlier row");
+      seen.push_back(key);
+      (cells[0] == "pairs" ? results.by_pairs : results.by_width).push_back(r);
+    }
+  }
+  return results;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -388,6 +435,8 @@ int main(int argc, char** argv) {
      cxxopts::value<std::string>()->default_value(""))
     ("match-state", "the model whose state per layer a setting given as 'match' matches, spelled as in --models",
      cxxopts::value<std::string>()->default_value(""))
+    ("from", "comma-separated recall.csv files of earlier runs (e.g. one seed each): no training; their rows become "
+             "the tables and plots in --out", cxxopts::value<std::string>()->default_value(""))
     ("seeds", "training seeds per model and point (seed, seed + 1, …): the tables show mean ± sd, the plots error bars",
      cxxopts::value<int>()->default_value("1"))
     ("report-every", "print held-out recall every N steps (0 = only at the end)", cxxopts::value<int>()->default_value("0"));
@@ -450,6 +499,17 @@ int main(int argc, char** argv) {
     // Seeds outermost, so that a run stopped early has whole seeds of every point; the files are rewritten after
     // each training run.
     const Output output{out, models, f["width"].as<int>(), fixed_pairs, queries, vocab, bound, seeds, cfg};
+    if (!f["from"].as<std::string>().empty()) {
+      const Results read = read_results(comma_list(f["from"].as<std::string>()));
+      std::set<uint64_t> seeds_read;
+      for (const std::vector<Result>* rs : {&read.by_pairs, &read.by_width})
+        for (const Result& r : *rs) seeds_read.insert(r.seed);
+      const int most_seeds = (int)seeds_read.size();
+      write_outputs(output, read, most_seeds);
+      std::printf("%s\nwrote %s/recall.csv, recall.md and the plots from %s\n", markdown(output, read, most_seeds).c_str(),
+                  out.c_str(), f["from"].as<std::string>().c_str());
+      return 0;
+    }
     Results results;
     for (int s = 0; s < seeds; s++) {
       const uint64_t seed = cfg.seed + s;

@@ -101,13 +101,18 @@ recall-binding: build/bin/recall
 recall-rwkv: build/bin/recall
 	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --models rwkv,rwkv:rwkv_erase=0 \
 	  --pairs 4,8,12 --widths '' --out build/recall-rwkv $(RECALL_FLAGS)
-# make recall-state: the thesis plot (docs/recall.md, "Recall against state size"): every registered kind plus
-# RWKV-7 without its erase and DeltaNet with β in (0, 2), at widths 32 and 64, 8 pairs, 3 seeds, the recipe of make
-# recall (2000 steps); recall against the bytes a layer keeps while decoding, build/recall-state/recall_state.svg.
-.PHONY: recall-state
-recall-state: build/bin/recall
-	OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --seeds 3 --pairs '' --widths 32,64 \
-	  --also rwkv:rwkv_erase=0,deltanet:deltanet_negative_eigenvalues=1 --out build/recall-state $(RECALL_FLAGS)
+# make -j3 recall-state: the thesis plot (docs/recall.md, "Recall against state size"): every registered kind plus
+# RWKV-7 without its erase and DeltaNet with β in (0, 2), at widths 32 and 64, 8 pairs, the recipe of make recall
+# (2000 steps); one process per seed (build/recall-state/seed-N/), then the three read back together (--from) into
+# build/recall-state/: the tables (mean ± sd) and recall_state.svg, recall against the bytes a layer keeps.
+RECALL_STATE = OMP_WAIT_POLICY=passive nice -n 5 ./build/bin/recall --threads 1 --pairs '' --widths 32,64 \
+  --also rwkv:rwkv_erase=0,deltanet:deltanet_negative_eigenvalues=1
+.PHONY: recall-state recall-state-1 recall-state-2 recall-state-3
+recall-state: recall-state-1 recall-state-2 recall-state-3
+	$(RECALL_STATE) --out build/recall-state \
+	  --from build/recall-state/seed-1/recall.csv,build/recall-state/seed-2/recall.csv,build/recall-state/seed-3/recall.csv
+recall-state-1 recall-state-2 recall-state-3: recall-state-%: build/bin/recall
+	$(RECALL_STATE) --seed $* --seeds 1 --out build/recall-state/seed-$* $(RECALL_FLAGS)
 -include build/experiments/recall.d
 
 # make -j2 state-tracking: parity and counting mod 3, trained on 40 tokens and tested to 256 (experiments/
