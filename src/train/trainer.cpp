@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "train/loop.h"
+#include "train/plan.h"
 #include "train/divergence_guard.h"
 #include "train/evaluate.h"
 #include "io/run_folder.h"
@@ -43,7 +44,7 @@ std::string best_path(const std::string& out) { return out + "/best.safetensors"
 // after every step checks it, logs it and takes the requests to stop. The state its methods share is named here.
 class TrainingRun : public LoopShell {
  public:
-  TrainingRun(const TrainConfig& config, Checkpoint* resume, const TrainHooks& hooks);
+  TrainingRun(const TrainConfig& config, const TrainPlan& plan, Checkpoint* resume, const TrainHooks& hooks);
   TrainResult run();
 
   // The loop's calls (train/loop.h).
@@ -67,14 +68,13 @@ class TrainingRun : public LoopShell {
   std::string last_good() const;
 
   const TrainConfig& cfg_;
+  const TrainPlan& plan_;     // the settings' named choices, parsed (plan.h): objective, optimizer, masks, split
   const EvaluationColumns columns_;
   const Reducer& reducer_;
-  const Objective objective_;
   const bool resumed_;
   // This process computes rows [rows_.begin, rows_.end) of every batch (all of them with one process). Every
   // process still draws the whole batch, so all see the same windows.
   const Rows rows_;
-  const OptimizerRow& optimizer_;  // AdamW or Muon (optim/optimizer.h); its state is state_.optimizer
   Checkpoint ckpt_;           // the model, its tokenizer and objective
   Corpus corpus_;
   ResumeState state_;         // step, optimizer, batch sampler: what a checkpoint stores to continue exactly
@@ -111,28 +111,27 @@ class TrainingRun : public LoopShell {
 // The hooks' reducer, or one process when none is given.
 const Reducer& reducer_of(const TrainHooks& hooks) { return hooks.reducer ? *hooks.reducer : one_process(); }
 
-TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const TrainHooks& hooks)
-    : cfg_(cfg), columns_(hooks.columns), reducer_(reducer_of(hooks)),
-      objective_(parse_objective(cfg.objective)), resumed_(resume != nullptr), rows_(reducer_.rows(cfg.batch)),
-      optimizer_(optimizer_row(cfg.optimizer)) {
+TrainingRun::TrainingRun(const TrainConfig& cfg, const TrainPlan& plan, Checkpoint* resume, const TrainHooks& hooks)
+    : cfg_(cfg), plan_(plan), columns_(hooks.columns), reducer_(reducer_of(hooks)), resumed_(resume != nullptr),
+      rows_(reducer_.rows(cfg.batch)) {
   start_model(resume);
   GPT& model = *ckpt_.model;
   const int B = cfg.batch, T = model.config.block_size;
   try {
-    check_no_leak(objective_, model.masks(), T);
+    check_no_leak(plan_.objective, model.masks(), T);
   } catch (const std::runtime_error&) {
     if (!cfg.allow_leak) throw;
     leaks_ = true;
   }
   mask_token_ = corpus_.tokenizer.special_id(kMaskToken);
-  batches_ = std::make_unique<BatchMaker>(objective_, cfg.mlm_rate, mask_token_, corpus_.tokenizer.num_chars());
+  batches_ = std::make_unique<BatchMaker>(plan_.objective, cfg.mlm_rate, mask_token_, corpus_.tokenizer.num_chars());
   if (cfg.stop_at != -1 && (cfg.stop_at <= state_.step || cfg.stop_at > cfg.steps))
     throw std::runtime_error("--stop-at " + std::to_string(cfg.stop_at) + " must be after the current step (" +
                              std::to_string(state_.step) + ") and at most --steps (" + std::to_string(cfg.steps) + ")");
   check_corpus_fits(corpus_, T);
   // The split first: batch-split's replicas (their gradients and activations) count in the estimate.
   const int threads = omp_get_max_threads();
-  split_ = choose_split(cfg.threads_split, threads, rows_.count(), model.gated());
+  split_ = choose_split(plan_.threads_split, threads, rows_.count(), model.gated());
   check_fits_in_memory(model.config, model.mixers(), rows_.count(), split_ == ThreadSplit::Batch ? threads : 1);
   if (reducer_.writes()) {  // one process of a data-parallel run touches the folder
     prepare_output_dir(cfg.out);
@@ -152,7 +151,7 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, Checkpoint* resume, const Train
   guard_ = std::make_unique<DivergenceGuard>(corpus_.tokenizer.size());
   reducer_.check_agreement(cfg, corpus_, state_.step, state_.batch_rng, ckpt_.model->params_memory());
   replicas_ = std::make_unique<Replicas>(model, split_ == ThreadSplit::Batch ? threads : 1);
-  learner_.reset(new Learner{*replicas_, optimizer_.kind, state_.optimizer, reducer_});
+  learner_.reset(new Learner{*replicas_, plan_.optimizer->kind, state_.optimizer, reducer_});
   x_.resize((size_t)B * T), y_.resize((size_t)B * T);
   stats_x_.resize((size_t)B * T), stats_y_.resize((size_t)B * T);
   guard_->start(guard_loss(), first_step_);
@@ -168,14 +167,13 @@ void TrainingRun::start_model(Checkpoint* resume) {
     return;
   }
   corpus_ = load_corpus(cfg_.data);
-  if (objective_ == Objective::MLM) corpus_.tokenizer.add_special(kMaskToken);
+  if (plan_.objective == Objective::MLM) corpus_.tokenizer.add_special(kMaskToken);
   ModelConfig model_config = cfg_.model;
   model_config.vocab_size = corpus_.tokenizer.size();
   // Validated, and its memory checked before a single parameter is allocated, with the mixers the model then keeps.
   std::vector<std::unique_ptr<Mixer>> mixers = validated_mixers(model_config);
   check_fits_in_memory(model_config, mixers, rows_.count());
-  const std::string mask = cfg_.mask.empty() ? default_mask(objective_) : cfg_.mask;
-  ckpt_.model = std::make_unique<GPT>(model_config, parse_layer_masks(mask, model_config.n_layer), std::move(mixers));
+  ckpt_.model = std::make_unique<GPT>(model_config, plan_.masks, std::move(mixers));
   ckpt_.model->init_weights(cfg_.seed);
   // AdamW's moments start at zero; set them now so that even --steps 0 saves a complete (resumable) checkpoint.
   state_.optimizer.m.assign(ckpt_.model->num_params(), 0.0f);
@@ -186,7 +184,7 @@ void TrainingRun::start_model(Checkpoint* resume) {
 void TrainingRun::print_header() const {
   const GPT& model = *ckpt_.model;
   std::printf("model: %s, %zu parameters, mask %s, objective %s\n", describe(model.config).c_str(),
-              model.num_params(), masks_to_string(model.masks()).c_str(), cfg_.objective.c_str());
+              model.num_params(), masks_to_string(model.masks()).c_str(), to_string(plan_.objective).c_str());
   if (leaks_) std::printf("warning: --allow-leak: this mask lets positions see their answers; watch the honest loss\n");
   std::printf("data: %s: %zu training and %zu validation characters\n", escape_for_message(cfg_.data).c_str(), corpus_.train.size(),
               corpus_.val.size());
@@ -197,7 +195,7 @@ void TrainingRun::print_header() const {
                                                            : ", sharing every op (--threads-split ops)";
   std::printf("training %d steps of %d×%d tokens with %s%s on %d thread%s%s%s (idle threads wait: %s)\nblas: %s\n",
               cfg_.steps,
-              cfg_.batch, model.config.block_size, optimizer_.title,
+              cfg_.batch, model.config.block_size, plan_.optimizer->title,
               state_.step ? (" from step " + std::to_string(state_.step)).c_str() : "", threads,
               threads == 1 ? "" : "s",
               processes == 1 ? "" : (" in each of " + std::to_string(processes) + " processes").c_str(), split.c_str(),
@@ -261,7 +259,7 @@ bool TrainingRun::stepped(int step, const StepResult& r) {
     throw diverged(step, "the update made some weights infinite or NaN");
   guard_->observe(r.loss);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - step_started_).count();
-  const double muon_lr = optimizer_.kind == OptimizerKind::Muon ? r.lr.muon : std::nan("");  // empty under AdamW
+  const double muon_lr = plan_.optimizer->kind == OptimizerKind::Muon ? r.lr.muon : std::nan("");  // empty under AdamW
   row_.batch_loss = r.loss, row_.lr = r.lr.adamw, row_.grad_norm = r.grad_norm, row_.step_ms = ms;
   row_.wall_s = seconds(), row_.muon_lr = muon_lr;
   if (metrics_) metrics_->row(row_);
@@ -305,7 +303,7 @@ void TrainingRun::save(int step) {
   reducer_.check_same(ckpt_.model->params_memory(), step);  // what is saved is every process's model
   if (reducer_.writes()) {
     if (metrics_) metrics_->sync();  // the rows up to this step reach the disk no later than the checkpoint holding it
-    save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, objective_);
+    save_checkpoint(ckpt_file_, *ckpt_.model, corpus_.tokenizer, &state_, plan_.objective);
     remember_checkpoint(ckpt_file_, step);  // for the message of a second Ctrl-C (stop_signal.h)
   }
   ckpt_is_best_ = guard_->saved(loss, step);
@@ -396,7 +394,7 @@ bool TrainingRun::holds_start() const {
 // A diverged step stops the run before anything is saved, naming the step and where the good weights are.
 std::runtime_error TrainingRun::diverged(int step, const std::string& what) const {
   return std::runtime_error("training diverged at step " + std::to_string(step) + " (" + what + "); nothing was saved" +
-                            last_good() + ". Try a lower " + optimizer_.lr_flags + " (or check --attn-scale).");
+                            last_good() + ". Try a lower " + plan_.optimizer->lr_flags + " (or check --attn-scale).");
 }
 
 // ---- the run -----------------------------------------------------------------------------------------------------
@@ -406,7 +404,7 @@ TrainResult TrainingRun::run() {
   // The training loss of MLM, prefix-LM or a leaking mask is not next-character loss; the honest next-character
   // number (left context only, the same for every kind of model) is printed beside it in those cases, and logged
   // to metrics.csv always, so that runs of any objective compare on one curve.
-  report_honest_ = objective_ != Objective::CLM || leaks_;
+  report_honest_ = plan_.objective != Objective::CLM || leaks_;
   const bool out = reducer_.writes();  // false on every process of a data-parallel run but one
   if (out) print_header();
   install_stop_handlers();
@@ -440,7 +438,7 @@ TrainResult TrainingRun::run() {
 }  // namespace
 
 TrainResult run_training(const TrainConfig& config, Checkpoint* resume, const TrainHooks& hooks) {
-  validate(config);
+  const TrainPlan plan = plan_training(config);  // the settings checked, and their named choices parsed, once
   set_threads(config.threads > 0 ? config.threads : reducer_of(hooks).default_threads());  // cores ÷ processes here
-  return TrainingRun(config, resume, hooks).run();
+  return TrainingRun(config, plan, resume, hooks).run();
 }
