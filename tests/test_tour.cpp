@@ -334,7 +334,9 @@ const std::vector<std::pair<std::string, std::string>> kAside = {
     {"src/train/evaluate.", "the shell: the loss estimates the loop's evaluations report"},
     {"src/train/metrics_file.", "the shell: metrics.csv"},
     {"src/train/progress.", "the shell: the progress line"},
-    {"src/train/output.", "the shell: the --out folder"},
+    {"src/train/output.", "the shell: the --out folder: its lock, the checkpoint, the best kept aside"},
+    {"src/train/batches.", "the shell: the corpus and the batches"},
+    {"src/train/telemetry.", "the shell: metrics.csv and the progress line"},
     {"src/train/stop_signal.", "the shell: Ctrl-C"},
 };
 
