@@ -18,6 +18,7 @@
 #include "lab/attention_stats.h"
 #include "model/mixers/registry.h"
 #include "train/distributed.h"
+#include "train/plan.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
 
@@ -36,7 +37,7 @@ static std::string directory_of(const std::string& file) {
 // need a preset's recipe (bench/torch_twin.py) ask for it this way instead of keeping a copy.
 static bool print_settings(const cxxopts::ParseResult& flags, const TrainConfig& config) {
   if (!flags.count("print-settings")) return false;
-  validate(config);
+  plan_training(config);  // refused as the run would refuse it
   std::printf("%s\n", to_json(config).c_str());
   return true;
 }

@@ -73,6 +73,7 @@
 #include "base/threads.h"
 #include "lab/plot.h"
 #include "train/loop.h"
+#include "train/plan.h"
 #include "train/replicas.h"
 #include "train/trainer.h"
 
@@ -242,12 +243,17 @@ static StepTimes time_training_steps(const ModelConfig& c, int B, int threads, i
   set_threads(threads);
   GPT model(c);
   model.init_weights(1337);
-  const bool batch_split = choose_split(split, threads, B, false) == ThreadSplit::Batch;
+  TrainConfig cfg;  // AdamW at its defaults, on a 2000-step schedule, the threads shared as `split` says
+  cfg.model = c;
+  cfg.batch = B;
+  cfg.optimizer = "adamw";
+  cfg.steps = 2000;
+  cfg.threads_split = split;
+  const TrainPlan plan = plan_training(cfg);
+  const bool batch_split = choose_split(plan.threads_split, threads, B, false) == ThreadSplit::Batch;
   Replicas replicas(model, batch_split ? threads : 1);
   AdamW state;
-  Learner learner{replicas, OptimizerKind::AdamW, state};
-  TrainConfig cfg;  // AdamW at its defaults, on a 2000-step schedule
-  cfg.optimizer = "adamw", cfg.steps = 2000;
+  Learner learner{replicas, plan.optimizer->kind, state};
   Rng rng(42);
   const int T = c.block_size;
   std::vector<int> x = random_tokens((size_t)B * T, c.vocab_size, rng), y = random_tokens(x.size(), c.vocab_size, rng);
@@ -663,7 +669,7 @@ static void split_crossover(int threads, bool quick) {
         (run_batch ? batch : ops).push_back(ms);
       }
     }
-    const ThreadSplit chosen = choose_split("auto", threads, sh.batch, false);
+    const ThreadSplit chosen = choose_split(SplitChoice::Auto, threads, sh.batch, false);
     std::printf("  %-36s %10.2f %10.2f %7.2fx %8s\n", sh.label.c_str(), median(ops), median(batch),
                 median(ops) / median(batch), to_string(chosen));
     std::fflush(stdout);
@@ -1076,14 +1082,16 @@ static json mixers_cost(bool quick) {
                            y = random_tokens(x.size(), tiny.model.vocab_size, rng),
                            toks = random_tokens(T, tiny.model.vocab_size, rng);
     TrainConfig acfg;  // AdamW at its defaults, on a 2000-step schedule
-    acfg.optimizer = "adamw", acfg.steps = 2000;
+    acfg.optimizer = "adamw";
+    acfg.steps = 2000;
+    const TrainPlan plan = plan_training(acfg);
     for (int k = 0; k < K; k++) {
       ModelConfig c = tiny.model;
       c.block_size = T, c.mixer = kinds[k];
       cs[k].model = std::make_unique<GPT>(c);
       cs[k].model->init_weights(3);
       cs[k].one = std::make_unique<Replicas>(*cs[k].model, 1);
-      cs[k].learner.reset(new Learner{*cs[k].one, OptimizerKind::AdamW, cs[k].optimizer});
+      cs[k].learner.reset(new Learner{*cs[k].one, plan.optimizer->kind, cs[k].optimizer});
       cs[k].state = cs[k].model->mixer(0).state_floats(cs[k].model->masks()[0]);
     }
     auto step = [&](Contender& ct, int i) {

@@ -40,6 +40,7 @@
 #include "lab/head_scores.h"
 #include "model/model.h"
 #include "train/loop.h"
+#include "train/plan.h"
 #include "train/train_config.h"
 #include "lab/plot.h"
 #include "base/rng.h"
@@ -141,7 +142,7 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
   training.adamw.min_lr = cfg.adamw.lr / 10;
   Replicas replicas(model, 1);
   AdamW state;
-  Learner learner{replicas, OptimizerKind::AdamW, state};
+  Learner learner{replicas, plan_training(training).optimizer->kind, state};
   const std::string task = f["task"].as<std::string>();
   const bool copies_only = f["loss"].as<std::string>() == "copies";
   const int steps = cfg.steps, B = cfg.batch;

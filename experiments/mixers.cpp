@@ -32,9 +32,9 @@
 #include "lab/plot.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
-#include "optim/optimizer.h"
 #include "train/evaluate.h"
 #include "train/loop.h"
+#include "train/plan.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
 
@@ -89,12 +89,13 @@ std::vector<std::vector<double>> time_steps(std::vector<Kind>& kinds, const Trai
   Rng rng(5);
   std::vector<int> x((size_t)B * T), y(x.size());
   for (size_t i = 0; i < x.size(); i++) x[i] = rng.below(cfg.model.vocab_size), y[i] = rng.below(cfg.model.vocab_size);
+  const TrainPlan plan = plan_training(cfg);
   for (size_t k = 0; k < kinds.size(); k++) {
     ModelConfig c = with_kind(cfg.model, kinds[k]);
     timed[k].model = std::make_unique<GPT>(c);
     timed[k].model->init_weights(1);
     timed[k].one = std::make_unique<Replicas>(*timed[k].model, 1);
-    timed[k].learner.reset(new Learner{*timed[k].one, optimizer_row(cfg.optimizer).kind, timed[k].state});
+    timed[k].learner.reset(new Learner{*timed[k].one, plan.optimizer->kind, timed[k].state});
   }
   auto step = [&](Timed& t, int i) { train_step(*t.learner, cfg, i, {x.data(), y.data(), B, T}); };
   std::vector<std::vector<double>> ms(kinds.size());

@@ -57,6 +57,7 @@
 #include "model/mixers/registry.h"
 #include "model/model.h"
 #include "train/loop.h"
+#include "train/plan.h"
 #include "train/train_config.h"
 #include "ops/cross_entropy.h"
 
@@ -200,7 +201,7 @@ Result run(const ModelVariant& m, const Task& task, int width, uint64_t seed, co
   training.adamw.weight_decay = 0.0f;
   Replicas replicas(model, 1);
   AdamW state;
-  Learner learner{replicas, OptimizerKind::AdamW, state};
+  Learner learner{replicas, plan_training(training).optimizer->kind, state};
   const int steps = cfg.steps, B = cfg.batch, T = task.length();
   const int report_every = f["report-every"].as<int>();
   Rng rng(seed + 1), eval_rng(12345);

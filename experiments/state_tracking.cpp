@@ -41,6 +41,7 @@
 #include "model/model.h"
 #include "optim/adamw.h"
 #include "train/loop.h"
+#include "train/plan.h"
 #include "train/train_config.h"
 
 namespace {
@@ -123,7 +124,7 @@ Run train_and_test(const Task& task, const ModelVariant& m, int layers, uint64_t
   training.adamw.weight_decay = 0.0f;
   Replicas replicas(model, 1);
   AdamW state;
-  Learner learner{replicas, OptimizerKind::AdamW, state};
+  Learner learner{replicas, plan_training(training).optimizer->kind, state};
   Rng rng(seed + 1000), eval_rng(12345);
   std::vector<int> x, y, ex, ey;
   make_batch(task, r.eval_rows, r.test_length, eval_rng, ex, ey);

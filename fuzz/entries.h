@@ -29,6 +29,7 @@
 #include "io/safetensors.h"
 #include "generate/sampling.h"
 #include "data/tokenizer.h"
+#include "train/plan.h"
 #include "train/trainer.h"
 #include "data/utf8.h"
 
@@ -231,7 +232,7 @@ inline void spec_entry(const uint8_t* data, size_t size) {
       }
       case 3: {  // --preset
         const TrainConfig c = preset(text);
-        validate(c);
+        plan_training(c);
         break;
       }
       case 4: {  // the "vocab" and "specials" fields of a checkpoint: vocabulary, then NUL-separated specials
@@ -258,7 +259,7 @@ inline void spec_entry(const uint8_t* data, size_t size) {
       }
       case 5: {  // the "train_config" field of a resumable checkpoint (./train --resume)
         const TrainConfig c = train_config_from_json(text, "fuzz");
-        validate(c);
+        plan_training(c);
         FUZZ_CHECK(to_json(train_config_from_json(to_json(c), "fuzz")) == to_json(c));
         break;
       }

@@ -35,6 +35,7 @@
 #include "ops/mask.h"
 #include "checkpoint_bytes.h"
 #include "program_util.h"
+#include "train/plan.h"
 #include "train/trainer.h"
 
 using ckptbytes::header_length;
@@ -539,7 +540,7 @@ TEST(IntegritySeeds, EverySpecSeedParses) {
         case 0: AttentionMask::parse(text); break;
         case 1: parse_layer_masks(text, 1 + ((unsigned char)bytes[0] / 6) % 8); break;
         case 2: parse_objective(text); break;
-        case 3: validate(preset(text)); break;
+        case 3: plan_training(preset(text)); break;
         case 4: {
           const size_t nul = text.find('\0');
           std::vector<std::string> specials;
@@ -551,7 +552,7 @@ TEST(IntegritySeeds, EverySpecSeedParses) {
           Tokenizer::from_vocab(text.substr(0, nul), specials, name);
           break;
         }
-        case 5: validate(train_config_from_json(text, name)); break;
+        case 5: plan_training(train_config_from_json(text, name)); break;
       }
     } catch (const std::exception& e) {
       parsed = false;

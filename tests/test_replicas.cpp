@@ -68,21 +68,30 @@ TEST(Replicas, EvaluationMatchesOneModel) {
 
 TEST(Replicas, ChoiceOfSplit) {
   // (setting, threads, sequences, gated)
-  EXPECT_EQ(choose_split("auto", 2, 12, false), ThreadSplit::Batch);  // the tiny preset
-  EXPECT_EQ(choose_split("auto", 2, 1, false), ThreadSplit::Ops);     // one sequence cannot be split in 2
-  EXPECT_EQ(choose_split("auto", 2, 12, true), ThreadSplit::Ops);     // replicas have no head gates
-  EXPECT_EQ(choose_split("auto", 1, 12, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("auto", 2, 64, false), ThreadSplit::Batch);  // the small preset
-  EXPECT_EQ(choose_split("auto", 3, 2, false), ThreadSplit::Ops);       // 3 threads, 2 sequences
-  EXPECT_EQ(choose_split("ops", 2, 12, false), ThreadSplit::Ops);
-  EXPECT_EQ(choose_split("batch", 2, 64, false), ThreadSplit::Batch);  // asked for: always, when it can
-  EXPECT_THROW(choose_split("batch", 4, 3, false), std::runtime_error);
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 2, 12, false), ThreadSplit::Batch);  // the tiny preset
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 2, 1, false), ThreadSplit::Ops);     // one sequence cannot be split in 2
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 2, 12, true), ThreadSplit::Ops);     // replicas have no head gates
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 1, 12, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 2, 64, false), ThreadSplit::Batch);  // the small preset
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 3, 2, false), ThreadSplit::Ops);       // 3 threads, 2 sequences
+  EXPECT_EQ(choose_split(SplitChoice::Ops, 2, 12, false), ThreadSplit::Ops);
+  EXPECT_EQ(choose_split(SplitChoice::Batch, 2, 64, false), ThreadSplit::Batch);  // asked for: always, when it can
+  EXPECT_THROW(choose_split(SplitChoice::Batch, 4, 3, false), std::runtime_error);
   // The boundary: exactly one sequence per thread is enough, for auto and when asked for.
-  EXPECT_EQ(choose_split("auto", 4, 4, false), ThreadSplit::Batch);
-  EXPECT_EQ(choose_split("batch", 4, 4, false), ThreadSplit::Batch);
-  EXPECT_EQ(choose_split("auto", 2, 2, false), ThreadSplit::Batch);
-  EXPECT_EQ(choose_split("auto", 4, 3, false), ThreadSplit::Ops);
-  EXPECT_THROW(choose_split("rows", 2, 12, false), std::runtime_error);
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 4, 4, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split(SplitChoice::Batch, 4, 4, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 2, 2, false), ThreadSplit::Batch);
+  EXPECT_EQ(choose_split(SplitChoice::Auto, 4, 3, false), ThreadSplit::Ops);
+  // The flag's text: each name, and any other text refused naming the flag.
+  EXPECT_EQ(parse_split("auto"), SplitChoice::Auto);
+  EXPECT_EQ(parse_split("ops"), SplitChoice::Ops);
+  EXPECT_EQ(parse_split("batch"), SplitChoice::Batch);
+  try {
+    parse_split("rows");
+    ADD_FAILURE() << "parsed --threads-split rows";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--threads-split: unknown value 'rows'"), std::string::npos) << e.what();
+  }
 }
 
 // Whole runs: batch-split and op-split on two threads train the same model (equal within float summation order),

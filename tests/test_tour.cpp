@@ -325,6 +325,7 @@ const std::vector<std::pair<std::string, std::string>> kAside = {
     {"src/model/mixer_lab.h", "the lab's questions to a mixer: ./train's metrics.csv statistics ask each layer for its q|k|v"},
     {"src/optim/optimizer.", "the optimizers' names, for --optimizer and messages"},
     {"src/train/train_config.", "./train's settings table, presets and checks"},
+    {"src/train/plan.", "./train's settings' named choices, parsed once (the loop reads the optimizer's kind)"},
     {"src/train/trainer.", "the production shell: folder lock, batches, metrics, progress, guard, signals, resume"},
     {"src/train/replicas.", "the shell: the model's copies for batch-split threads (the combine is in loop.cpp)"},
     {"src/train/reducer.", "the shell: agreement across processes (one process: the identity)"},
@@ -333,7 +334,9 @@ const std::vector<std::pair<std::string, std::string>> kAside = {
     {"src/train/evaluate.", "the shell: the loss estimates the loop's evaluations report"},
     {"src/train/metrics_file.", "the shell: metrics.csv"},
     {"src/train/progress.", "the shell: the progress line"},
-    {"src/train/output.", "the shell: the --out folder"},
+    {"src/train/output.", "the shell: the --out folder: its lock, the checkpoint, the best kept aside"},
+    {"src/train/batches.", "the shell: the corpus and the batches"},
+    {"src/train/telemetry.", "the shell: metrics.csv and the progress line"},
     {"src/train/stop_signal.", "the shell: Ctrl-C"},
 };
 

@@ -1,7 +1,5 @@
 #include "optim/optimizer.h"
 
-#include <stdexcept>
-
 const std::vector<OptimizerRow>& optimizers() {
   static const std::vector<OptimizerRow> rows = {
       {OptimizerKind::AdamW, "adamw", "AdamW", "--lr"},
@@ -20,9 +18,4 @@ std::string optimizer_names() {
   std::string names;
   for (const OptimizerRow& r : optimizers()) names += std::string(names.empty() ? "" : " or ") + r.name;
   return names;
-}
-
-const OptimizerRow& optimizer_row(const std::string& name) {
-  if (const OptimizerRow* r = find_optimizer(name)) return *r;
-  throw std::runtime_error("unknown optimizer (expected " + optimizer_names() + ")");
 }

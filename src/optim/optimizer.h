@@ -15,6 +15,3 @@ struct OptimizerRow {
 const std::vector<OptimizerRow>& optimizers();
 const OptimizerRow* find_optimizer(const std::string& name);  // null for a name no row has
 std::string optimizer_names();                                  // "adamw or muon", for messages
-
-// The row of `name`; throws on an unknown one (train/train_config.cpp validates first, naming the flag).
-const OptimizerRow& optimizer_row(const std::string& name);

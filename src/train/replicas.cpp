@@ -58,20 +58,24 @@ void Replicas::set_prefix_length(int N) {
   for (GPT* m : all_) m->set_prefix_length(N);
 }
 
-ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated) {
-  if (setting == "ops") return ThreadSplit::Ops;
-  const bool possible = threads > 1 && rows >= threads && !gated;
-  if (setting == "batch") {
-    if (threads == 1) return ThreadSplit::Ops;  // one thread: the two are the same
-    if (!possible)
-      throw std::runtime_error("--threads-split batch needs at least one sequence of the batch per thread (--batch " +
-                               std::to_string(rows) + ", " + std::to_string(threads) +
-                               " threads) and a model without head gates");
-    return ThreadSplit::Batch;
-  }
-  if (setting == "auto") return possible ? ThreadSplit::Batch : ThreadSplit::Ops;
-  throw std::runtime_error("--threads-split: unknown value '" + escape_for_message(setting) +
+SplitChoice parse_split(const std::string& text) {
+  if (text == "batch") return SplitChoice::Batch;
+  if (text == "ops") return SplitChoice::Ops;
+  if (text == "auto") return SplitChoice::Auto;
+  throw std::runtime_error("--threads-split: unknown value '" + escape_for_message(text) +
                            "' (expected batch, ops or auto)");
+}
+
+ThreadSplit choose_split(SplitChoice setting, int threads, int rows, bool gated) {
+  if (setting == SplitChoice::Ops) return ThreadSplit::Ops;
+  const bool possible = threads > 1 && rows >= threads && !gated;
+  if (setting == SplitChoice::Auto) return possible ? ThreadSplit::Batch : ThreadSplit::Ops;
+  if (threads == 1) return ThreadSplit::Ops;  // batch asked for on one thread: the two are the same
+  if (!possible)
+    throw std::runtime_error("--threads-split batch needs at least one sequence of the batch per thread (--batch " +
+                             std::to_string(rows) + ", " + std::to_string(threads) +
+                             " threads) and a model without head gates");
+  return ThreadSplit::Batch;
 }
 
 const char* to_string(ThreadSplit split) { return split == ThreadSplit::Batch ? "batch" : "ops"; }

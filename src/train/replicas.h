@@ -44,12 +44,14 @@ class Replicas {
   std::vector<std::unique_ptr<GPT>> owned_;  // all_[1..]
 };
 
-// --threads-split: "batch", "ops" or "auto" for a batch of `rows` sequences. Batch needs every thread to get at least
-// one row and a model without head gates; auto chooses it whenever it can. Measured (make bench-split,
+// --threads-split: batch, ops or auto for a batch of `rows` sequences. Batch needs every thread to get at least one
+// row and a model without head gates; auto chooses it whenever it can. Measured (make bench-split,
 // docs/performance.md#threads-that-split-the-batch), batch-split over op-split on 2 threads: 1.1–2.0× on every
 // shape from the tiny widths at batch 2 to the small preset at batch 64, so no shape was found where ops should win.
-// Throws on any other text, naming the flag: the one check of the flag's text (validate() in train/train_config.cpp
-// asks it too).
+// The flag's text is parsed once, into the run's plan (train/plan.h); parse_split throws on any other text, naming
+// the flag.
+enum class SplitChoice { Batch, Ops, Auto };
+SplitChoice parse_split(const std::string& text);
 enum class ThreadSplit { Batch, Ops };
-ThreadSplit choose_split(const std::string& setting, int threads, int rows, bool gated);
+ThreadSplit choose_split(SplitChoice setting, int threads, int rows, bool gated);
 const char* to_string(ThreadSplit split);

@@ -4,10 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "data/objective.h"
 #include "data/utf8.h"
-#include "optim/optimizer.h"
-#include "train/replicas.h"
 
 #define FIELD(member) SETTING_FIELD(TrainConfig, member)
 
@@ -200,9 +197,4 @@ void validate(const TrainConfig& c) {
   check_ranges(train_settings(), c);
   check_evaluation_counts(c);
   if (c.adamw.min_lr > c.adamw.lr) throw std::runtime_error("--min-lr must be between 0 and --lr");
-  parse_objective(c.objective);
-  choose_split(c.threads_split, 1, c.batch, false);  // throws on a text that is none of batch, ops or auto
-  if (!find_optimizer(c.optimizer))
-    throw std::runtime_error("--optimizer: unknown optimizer '" + escape_for_message(c.optimizer) + "' (expected " +
-                             optimizer_names() + ")");
 }

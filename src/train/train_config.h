@@ -72,5 +72,6 @@ const std::vector<Preset>& presets();
 // The defaults with the named preset applied; throws, listing the names, on an unknown one.
 TrainConfig preset(const std::string& name);
 // Throws, naming the flag, on a setting that cannot work (zero batch, negative steps, lr ≤ 0, …): the table's
-// ranges, then the checks that involve two settings or parse a value.
+// ranges, then the checks that involve two settings. The named choices (objective, optimizer, masks, thread split)
+// are parsed once, and refused, by plan_training (train/plan.h), which calls this first.
 void validate(const TrainConfig& config);

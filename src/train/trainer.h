@@ -3,12 +3,15 @@
 // and resumes exactly. Its pieces, one job each:
 //   train/loop.h         the step and the loop, as a learner reads them
 //   train/train_config.h TrainConfig, its table of settings, presets, validation
-//   train/output.h       the --out folder and metrics.csv
-//   train/progress.h     what is printed while training
+//   train/plan.h         TrainPlan: the settings' named choices (objective, optimizer, masks, split), parsed once
+//   train/output.h       the --out folder: its lock, the checkpoint, the divergence guard, the best kept aside
+//   train/batches.h      the corpus, the objective's batches and their sampler
+//   train/telemetry.h    metrics.csv and the progress line (progress.h: what is printed while training)
 //   train/stop_signal.h  Ctrl-C: finish the step, save, stop
 //   train/evaluate.h     losses and scores of a model
 //   train/reducer.h      data parallelism's seam (one process: every call is the identity)
-//   train/trainer.cpp    TrainingRun: the shell, one method per job (start, evaluate, batch, after a step, save)
+//   train/trainer.cpp    TrainingRun: the shell, composed of those parts, one method per job (start, evaluate,
+//                        batch, after a step, save)
 #pragma once
 #include <cstdint>
 #include <functional>
