@@ -118,7 +118,9 @@ train: programs
 	./train --preset tiny --data data/stories.txt --out out/tiny --overwrite $(TRAIN_FLAGS)
 	./sample --ckpt out/tiny/ckpt.safetensors --prompt "Once upon a time" -n 400
 
-test: build/run_tests programs
+# The experiments too: tests/test_experiments.cpp runs each end to end at the smallest budget.
+EXPERIMENTS := $(patsubst experiments/%.cpp,build/bin/%,$(wildcard experiments/*.cpp))
+test: build/run_tests programs $(EXPERIMENTS)
 	./build/run_tests $(GTEST_FLAGS)
 
 clean:

@@ -167,6 +167,8 @@ int main(int argc, char** argv) {
     if (seeds < 1 || rounds < 1 || reps < 1) throw std::runtime_error("--seeds, --rounds and --reps must be ≥ 1");
     const std::string out = f["out"].as<std::string>();
     std::vector<Kind> kinds;
+    // The corpus's vocabulary sizes the models, for the check below and the timing run, as the trainer will.
+    recipe.model.vocab_size = load_corpus(recipe.data).tokenizer.size();
     std::string models = f["models"].as<std::string>();
     for (const MixerKind* kind : mixer_kinds())
       if (f["models"].as<std::string>().empty()) models += kind->name + std::string(",");
@@ -188,8 +190,6 @@ int main(int argc, char** argv) {
                                ": the equal-time budget is its time");
     std::system(("mkdir -p '" + out + "'").c_str());
 
-    // The corpus's vocabulary sizes the models of the timing run as the trainer will.
-    recipe.model.vocab_size = load_corpus(recipe.data).tokenizer.size();
     if (f["ms-per-step"].as<std::string>().empty())
       std::printf("timing %zu kinds alternated, %d rounds × %d steps each, %d thread(s), B=%d T=%d\n", kinds.size(),
                 rounds, reps, recipe.threads, recipe.batch, recipe.model.block_size);

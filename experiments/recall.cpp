@@ -41,7 +41,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -53,6 +52,7 @@
 #include "io/atomic_file.h"
 #include "lab/plot.h"
 #include "lab/seeds.h"
+#include "lab/table_file.h"
 #include "optim/adamw.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
@@ -337,7 +337,7 @@ void write_outputs(const Output& o, const Results& results, int seeds) {
   char line[360];
   for (auto [rs, sweep] : {std::pair{&results.by_pairs, "pairs"}, std::pair{&results.by_width, "width"}})
     for (const Result& r : *rs) {
-      std::snprintf(line, sizeof line, "%s,\"%s\",\"%s\",%d,%d,%llu,%s,%.4f,%.4f,%.1f\n", sweep, r.model.c_str(),
+      std::snprintf(line, sizeof line, "%s,\"%s\",\"%s\",%d,%d,%llu,%s,%.17g,%.4f,%.1f\n", sweep, r.model.c_str(),
                     r.mixer.c_str(), r.pairs, r.width, (unsigned long long)r.seed, r.states.c_str(), r.accuracy, r.loss,
                     r.seconds);
       csv += line;
@@ -369,48 +369,24 @@ void write_outputs(const Output& o, const Results& results, int seeds) {
   }
 }
 
-// A row of recall.csv: cells split at commas outside double quotes, the quotes dropped.
-std::vector<std::string> csv_cells(const std::string& line) {
-  std::vector<std::string> cells(1);
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) cells.emplace_back();
-    else cells.back() += c;
-  }
-  return cells;
-}
-
-// The runs of earlier invocations' recall.csv files (--from): each row as the run that wrote it. Throws naming the
-// file and line of a row it cannot read, and a run (sweep, model, point, seed) that two rows hold.
+// The runs of earlier invocations' recall.csv files (--from). Throws naming the file and line of a row it cannot
+// read, and of a run (sweep, model, point, seed) that an earlier row holds.
 Results read_results(const std::vector<std::string>& paths) {
   Results results;
-  std::vector<std::string> seen;
-  for (const std::string& path : paths) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("--from: cannot read '" + path + "'");
-    std::string line;
-    std::getline(in, line);  // the header
-    for (int number = 2; std::getline(in, line); number++) {
-      const std::vector<std::string> cells = csv_cells(line);
-      if (cells.size() != 10) throw std::runtime_error(path + ":" + std::to_string(number) + ": expected 10 cells");
-      Result r;
-      try {
-        r = Result{cells[1], cells[2], std::stoi(cells[3]), std::stoi(cells[4]), std::stoull(cells[5]), cells[6], 0,
-                   std::stod(cells[7]), std::stod(cells[8]), std::stod(cells[9])};
-        std::stringstream states(cells[6]);  // "a+b": each layer's floats
-        for (std::string floats; std::getline(states, floats, '+');)
-          r.largest_state = std::max(r.largest_state, (size_t)std::stoull(floats));
-      } catch (const std::exception&) {
-        throw std::runtime_error(path + ":" + std::to_string(number) + ": a cell is not a number");
-      }
-      const std::string key = cells[0] + " " + r.model + " " + cells[3] + " " + cells[4] + " " + cells[5];
-      if (std::find(seen.begin(), seen.end(), key) != seen.end())
-        throw std::runtime_error(path + ":" + std::to_string(number) + ": the run '" + key + "' is in an earlier row");
-      seen.push_back(key);
+  std::set<std::string> seen;
+  for (const std::string& path : paths)
+    for_each_csv_row(path, "results of --from", 10, [&](const std::vector<std::string>& cells) {
+      // sweep,model,mixer,pairs,width,seed,layer_states,accuracy,answer_loss,seconds
+      Result r{cells[1], cells[2], (int)cell_number(cells, 3, "pairs"), (int)cell_number(cells, 4, "width"),
+               (uint64_t)cell_number(cells, 5, "seed"), cells[6], 0, cell_number(cells, 7, "accuracy"),
+               cell_number(cells, 8, "answer_loss"), cell_number(cells, 9, "seconds")};
+      std::stringstream states(cells[6]);  // "a+b": each layer's floats
+      for (std::string floats; std::getline(states, floats, '+');)
+        r.largest_state = std::max(r.largest_state, (size_t)cell_number({floats}, 0, "layer_states"));
+      const std::string run = cells[0] + " " + r.model + " " + cells[3] + " " + cells[4] + " " + cells[5];
+      if (!seen.insert(run).second) throw std::runtime_error("the run '" + run + "' is in an earlier row");
       (cells[0] == "pairs" ? results.by_pairs : results.by_width).push_back(r);
-    }
-  }
+    });
   return results;
 }
 
@@ -502,6 +478,7 @@ int main(int argc, char** argv) {
     const Output output{out, models, f["width"].as<int>(), fixed_pairs, queries, vocab, bound, seeds, cfg};
     if (!f["from"].as<std::string>().empty()) {
       const Results read = read_results(comma_list(f["from"].as<std::string>()));
+      if (read.by_pairs.empty() && read.by_width.empty()) throw std::runtime_error("--from: the files hold no runs");
       std::set<uint64_t> seeds_read;
       for (const std::vector<Result>* rs : {&read.by_pairs, &read.by_width})
         for (const Result& r : *rs) seeds_read.insert(r.seed);

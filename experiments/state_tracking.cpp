@@ -37,6 +37,7 @@
 #include "io/atomic_file.h"
 #include "lab/plot.h"
 #include "lab/seeds.h"
+#include "lab/table_file.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
 #include "optim/adamw.h"
@@ -185,7 +186,8 @@ std::string every_kind_both_positions() {
   return list;
 }
 
-// One table per task and depth: a row per model, a column per length window, mean ± sd over seeds in percent.
+// One table per task and depth: a row per model, a column per length window and one for the last 8 lengths, mean ±
+// sd over seeds in percent.
 std::string tables(const std::vector<Run>& runs, const std::vector<Task>& tasks, const std::vector<ModelVariant>& models,
                    const std::vector<int>& depths, const std::vector<int>& ends) {
   std::string md;
@@ -194,7 +196,7 @@ std::string tables(const std::vector<Run>& runs, const std::vector<Task>& tasks,
       md += "### " + task.name + ", " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + "\n\n| model |";
       for (size_t w = 0; w < ends.size(); w++)
         md += " " + std::to_string(w ? ends[w - 1] + 1 : 1) + "–" + std::to_string(ends[w]) + (w ? "" : " (trained)") + " |";
-      md += " at " + std::to_string(ends.back()) + " | train s |\n|---|";
+      md += " " + std::to_string(ends.back() - 7) + "–" + std::to_string(ends.back()) + " | train s |\n|---|";
       for (size_t w = 0; w <= ends.size() + 1; w++) md += "---|";
       md += "\n";
       for (const ModelVariant& m : models) {
@@ -202,7 +204,7 @@ std::string tables(const std::vector<Run>& runs, const std::vector<Task>& tasks,
         for (const Run& r : runs) {
           if (r.task != task.name || r.model != m.label || r.layers != layers) continue;
           for (size_t w = 0; w < ends.size(); w++) cells[w].push_back(100 * window_mean(r.accuracy, w ? ends[w - 1] : 0, ends[w]));
-          cells[ends.size()].push_back(100 * r.accuracy.back());
+          cells[ends.size()].push_back(100 * window_mean(r.accuracy, (int)r.accuracy.size() - 8, (int)r.accuracy.size()));
           cells[ends.size() + 1].push_back(r.seconds);
         }
         if (cells[0].empty()) continue;
@@ -215,8 +217,8 @@ std::string tables(const std::vector<Run>& runs, const std::vector<Task>& tasks,
   return md;
 }
 
-// Accuracy against length in windows of 8 positions, mean over seeds with the sd as error bars: a series per model,
-// coloured by the model's kind and setting, dashed without positions.
+// Accuracy against length in windows of 8 positions, mean over seeds with the sd as error bars (every fourth
+// window): a series per model, coloured by the model's kind and setting, dashed without positions.
 Chart chart(const std::vector<Run>& runs, const Task& task, int layers, const std::vector<ModelVariant>& models,
             const Recipe& r) {
   Chart c{task.name + ", " + std::to_string(layers) + " layer(s): trained on lengths ≤ " + std::to_string(r.train_length),
@@ -237,7 +239,7 @@ Chart chart(const std::vector<Run>& runs, const Task& task, int layers, const st
       if (seeds.empty()) continue;
       s.x.push_back(end);
       s.y.push_back(mean_of(seeds));
-      s.err.push_back(sample_sd(seeds));
+      s.err.push_back(end % (4 * window) == 0 ? sample_sd(seeds) : 0.0);  // a bar every 32 positions: readable
     }
     c.series.push_back(s);
   }
@@ -259,7 +261,7 @@ void write_results(const std::string& out, const std::vector<Run>& runs, const s
   char line[512];
   for (const Run& run : runs)
     for (int end = 8; end <= r.test_length; end += 8) {
-      std::snprintf(line, sizeof line, "%s,\"%s\",%d,%llu,%d,%d,%.4f,%.1f,%.4f\n", run.task.c_str(), run.model.c_str(),
+      std::snprintf(line, sizeof line, "%s,\"%s\",%d,%llu,%d,%d,%.17g,%.1f,%.4f\n", run.task.c_str(), run.model.c_str(),
                     run.layers, (unsigned long long)run.seed, end - 7, end, window_mean(run.accuracy, end - 8, end),
                     run.seconds, run.loss);
       csv += line;
@@ -281,6 +283,31 @@ std::string read_back(const std::string& path) {
   return text.str();
 }
 
+// The runs of earlier invocations' state_tracking.csv files (--from), each position's accuracy its window's (the
+// windows of 8 the file holds). Throws naming the file and line of a row it cannot read.
+std::vector<Run> read_runs(const std::vector<std::string>& paths) {
+  std::vector<Run> runs;
+  for (const std::string& path : paths)
+    for_each_csv_row(path, "results of --from", 9, [&](const std::vector<std::string>& cells) {
+      // task,model,layers,seed,from,to,accuracy,train_seconds,train_loss
+      const std::string& task = cells[0];
+      const std::string& model = cells[1];
+      const int layers = (int)cell_number(cells, 2, "layers");
+      const uint64_t seed = (uint64_t)cell_number(cells, 3, "seed");
+      const int from = (int)cell_number(cells, 4, "from");
+      const int to = (int)cell_number(cells, 5, "to");
+      if (from < 1 || to < from || to > 4096) throw std::runtime_error("not a window of lengths");
+      const bool same_run = !runs.empty() && runs.back().task == task && runs.back().model == model &&
+                            runs.back().layers == layers && runs.back().seed == seed;
+      if (!same_run) {
+        runs.push_back(Run{task, model, layers, seed, {}, cell_number(cells, 7, "train_seconds"),
+                           cell_number(cells, 8, "train_loss")});
+      }
+      runs.back().accuracy.resize(to, cell_number(cells, 6, "accuracy"));
+    });
+  return runs;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -293,6 +320,8 @@ int main(int argc, char** argv) {
     ("models", "comma-separated models, spelled as in ./recall --models (kind, a+b, kind:key=value); default: "
                "every kind (" + mixer_kind_names() + "), with learned positions and with none",
      cxxopts::value<std::string>()->default_value(""))
+    ("from", "comma-separated state_tracking.csv files of earlier runs (e.g. one per task): no training; their rows "
+             "become the tables and plots in --out", cxxopts::value<std::string>()->default_value(""))
     ("also", "models trained after --models' list (e.g. a kind's ablation beside the default list)",
      cxxopts::value<std::string>()->default_value(""))
     ("layers", "comma-separated depths", cxxopts::value<std::string>()->default_value("1,2"))
@@ -348,6 +377,26 @@ int main(int argc, char** argv) {
     std::system(("mkdir -p '" + out + "'").c_str());
     const auto start = std::chrono::steady_clock::now();
 
+    if (!f["from"].as<std::string>().empty()) {
+      const std::vector<Run> read = read_runs(comma_list(f["from"].as<std::string>()));
+      if (read.empty()) throw std::runtime_error("--from: the files hold no runs");
+      std::vector<Task> tasks_read;
+      std::vector<int> depths_read;
+      std::vector<uint64_t> seeds_read;
+      for (const Run& run : read) {
+        if (std::none_of(tasks_read.begin(), tasks_read.end(), [&](const Task& t) { return t.name == run.task; }))
+          tasks_read.push_back(parse_task(run.task));
+        if (std::find(depths_read.begin(), depths_read.end(), run.layers) == depths_read.end())
+          depths_read.push_back(run.layers);
+        if (std::find(seeds_read.begin(), seeds_read.end(), run.seed) == seeds_read.end()) seeds_read.push_back(run.seed);
+      }
+      Recipe as_read = r;
+      as_read.test_length = read.empty() ? r.test_length : (int)read[0].accuracy.size();
+      write_results(out, read, tasks_read, models, depths_read, as_read, (int)seeds_read.size());
+      std::printf("%s\nwrote in %s from %s\n", read_back(out + "/state_tracking.md").c_str(), out.c_str(),
+                  f["from"].as<std::string>().c_str());
+      return 0;
+    }
     // Seeds outermost, so that a run stopped early has whole seeds of every row; the files are rewritten after each
     // training run.
     std::vector<Run> runs;

@@ -118,12 +118,15 @@ recall-state-1 recall-state-2 recall-state-3: recall-state-%: build/bin/recall
 # make -j2 state-tracking: parity and counting mod 3, trained on 40 tokens and tested to 256 (experiments/
 # state_tracking.cpp; docs/state_tracking.md holds a measured run). Every kind with learned positions and with
 # none, plus DeltaNet with β in (0, 2) (its negative-eigenvalue setting); 1 and 2 layers; 3 seeds; 1000 steps each.
-# The two tasks run side by side, one thread each, into build/state_tracking/{parity,mod3}/ (≈ 70 min on 2 cores).
+# The two tasks run side by side, one thread each, into build/state_tracking/{parity,mod3}/ (≈ 78 min on 2 cores
+# beside other work), then are read back together (--from) into build/state_tracking/.
 STATE_TRACKING_FLAGS ?=
 STATE_TRACKING_RUN = OMP_WAIT_POLICY=passive ./build/bin/state_tracking --threads 1 --steps 1000 --seeds 3 \
   --also deltanet:deltanet_negative_eigenvalues=1,deltanet:deltanet_negative_eigenvalues=1:positions=none
 .PHONY: state-tracking state-tracking-parity state-tracking-mod3
 state-tracking: state-tracking-parity state-tracking-mod3
+	$(STATE_TRACKING_RUN) --out build/state_tracking \
+	  --from build/state_tracking/parity/state_tracking.csv,build/state_tracking/mod3/state_tracking.csv
 state-tracking-parity state-tracking-mod3: state-tracking-%: build/bin/state_tracking
 	$(STATE_TRACKING_RUN) --tasks $* --out build/state_tracking/$* $(STATE_TRACKING_FLAGS)
 -include build/experiments/state_tracking.d

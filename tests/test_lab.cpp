@@ -21,6 +21,7 @@
 #include "program_util.h"
 #include "lab/pruning.h"
 #include "lab/seeds.h"
+#include "lab/table_file.h"
 #include "base/rng.h"
 #include "test_util.h"
 #include "data/tokenizer.h"
@@ -637,6 +638,27 @@ TEST(LabPlot, ErrorBarsSpanTheSeriesValuePlusAndMinusItsError) {
   EXPECT_NEAR((y1[1] + y2[1]) / 2, ys[2], 0.1);
   // The axis takes the bars in: the lowest bar ends at 0.5, inside the plot's frame.
   EXPECT_LT(y1[0], attribute_values(svg, "rect", "height")[1] + attribute_values(svg, "rect", "y")[0]);
+}
+
+TEST(LabTableFile, CommaSeparatedCellsKeepQuotedCommasAndErrorsNameTheLine) {
+  progutil::TempDir dir;
+  progutil::write_file(dir / "runs.csv", "sweep,model,accuracy\nwidth,\"softmax,linear\",0.5\n\nwidth,rwkv,0.25\n");
+  std::vector<std::vector<std::string>> rows;
+  for_each_csv_row(dir / "runs.csv", "runs", 3, [&](const std::vector<std::string>& cells) { rows.push_back(cells); });
+  ASSERT_EQ(rows.size(), 2u) << "the header and the empty line are not rows";
+  EXPECT_EQ(rows[0][1], "softmax,linear");
+  EXPECT_EQ(cell_number(rows[0], 2, "accuracy"), 0.5);
+  EXPECT_EQ(rows[1][1], "rwkv");
+  progutil::write_file(dir / "bad.csv", "a,b\n1,2\n1,x\n");
+  std::string message;
+  try {
+    for_each_csv_row(dir / "bad.csv", "runs", 2, [&](const std::vector<std::string>& cells) { cell_number(cells, 1, "b"); });
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  EXPECT_CONTAINS(message, "bad.csv:3: column 2 (b): expected a number, not 'x'");
+  EXPECT_THROW(cell_number({"1.5e"}, 0, "a"), std::runtime_error) << "a number must be the whole cell";
+  EXPECT_THROW(for_each_csv_row(dir / "runs.csv", "runs", 4, [](const std::vector<std::string>&) {}), std::runtime_error);
 }
 
 TEST(LabSeeds, MeanAndSampleStandardDeviationAsClosedForms) {

@@ -145,27 +145,6 @@ std::vector<HeadScores> score_heads(GPT& model, int vocab, int B, uint64_t seed)
   return scores;
 }
 
-void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
-                      const std::function<void(const std::vector<std::string>&)>& row) {
-  // Through the regular-file reader: a FIFO would hang, /dev/zero was read as an empty table.
-  std::istringstream in(read_regular_file(path, 0, std::string("the ") + what));
-  std::string line;
-  std::getline(in, line);  // header
-  for (int line_no = 2; std::getline(in, line); line_no++) {
-    if (line.empty()) continue;
-    std::vector<std::string> cells;
-    std::stringstream s(line);
-    for (std::string cell; std::getline(s, cell, '\t');) cells.push_back(cell);
-    try {
-      if (cells.size() != columns)
-        throw std::runtime_error("expected " + std::to_string(columns) + " tab-separated cells");
-      row(cells);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + e.what());
-    }
-  }
-}
-
 long tsv_whole_number(const std::vector<std::string>& cells, size_t column, const char* name, long lowest) {
   const std::string& text = cells.at(column);
   const char* begin = text.c_str();

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/table_file.h"
 #include "ops/mask.h"
 
 class GPT;
@@ -72,10 +73,6 @@ struct PronounNote {
 };
 // Reads the generator's TSV; throws naming the file on a malformed line.
 std::vector<PronounNote> read_pronoun_notes(const std::string& path);
-// Calls row(cells) for every line after the header of a tab-separated table with `columns` cells a line; errors
-// (also those row throws) name the file and line. `what` names the table when the file cannot be opened.
-void for_each_tsv_row(const std::string& path, const char* what, size_t columns,
-                      const std::function<void(const std::vector<std::string>&)>& row);
 // The whole number ≥ lowest in cells[column] (0-based; `name` is the column's header); throws naming the column
 // (1-based, as an editor counts), what was expected and what is there.
 long tsv_whole_number(const std::vector<std::string>& cells, size_t column, const char* name, long lowest);

@@ -22,6 +22,13 @@ static std::string number(double v) {
   return buf;
 }
 
+// A tick's label: up to 6 significant digits, so that 10000 reads 10000, not 1e+04.
+static std::string tick_label(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 // "Nice" tick step: 1, 2 or 5 times a power of ten, giving about `count` ticks over `span`.
 static double tick_step(double span, int count) {
   const double raw = span / count, power = std::pow(10.0, std::floor(std::log10(raw)));
@@ -47,7 +54,10 @@ static std::vector<double> ticks(double lo, double hi, bool log_scale) {
 }
 
 std::string render_svg(const Chart& chart) {
-  const double W = 720, H = 440, left = 70, right = 180, top = 40, bottom = 55;
+  // The legend's column is as wide as the longest label needs (about 6.6 px a character at 12 px), at least 180.
+  size_t longest = 0;
+  for (const Series& s : chart.series) longest = std::max(longest, s.label.size());
+  const double right = std::max(180.0, 54 + 6.6 * longest), W = 540 + right, H = 440, left = 70, top = 40, bottom = 55;
   const bool log_x = chart.log_x;
   auto shown = [&](const Series& s, size_t i) { return std::isfinite(s.y[i]) && (!log_x || s.x[i] > 0); };
   auto error = [](const Series& s, size_t i) { return i < s.err.size() && std::isfinite(s.err[i]) ? s.err[i] : 0.0; };
@@ -62,6 +72,17 @@ std::string render_svg(const Chart& chart) {
   if (!(y0 < y1)) y0 = y0 - 1, y1 = y0 + 2;
   const double pad = 0.05 * (y1 - y0);
   y0 -= pad, y1 += pad;
+  // A little room left and right too, so that the first and last points' error bars stand clear of the frame: 3% of
+  // the span, in the axis' own units (decades on a log axis).
+  if (log_x) {
+    const double room = std::pow(x1 / x0, 0.03);
+    x0 /= room;
+    x1 *= room;
+  } else {
+    const double room = 0.03 * (x1 - x0);
+    x0 -= room;
+    x1 += room;
+  }
   auto axis = [&](double x) { return log_x ? std::log10(x) : x; };
   auto px = [&](double x) { return left + (axis(x) - axis(x0)) / (axis(x1) - axis(x0)) * (W - left - right); };
   auto py = [&](double y) { return H - bottom - (y - y0) / (y1 - y0) * (H - top - bottom); };
@@ -76,11 +97,11 @@ std::string render_svg(const Chart& chart) {
   for (double t : ticks(x0, x1, log_x))
     svg += "<line x1=\"" + number(px(t)) + "\" y1=\"" + number(top) + "\" x2=\"" + number(px(t)) + "\" y2=\"" +
            number(H - bottom) + "\" stroke=\"#eee\"/><text x=\"" + number(px(t)) + "\" y=\"" + number(H - bottom + 16) +
-           "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
+           "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
   for (double t : ticks(y0, y1, false))
     svg += "<line x1=\"" + number(left) + "\" y1=\"" + number(py(t)) + "\" x2=\"" + number(W - right) + "\" y2=\"" +
            number(py(t)) + "\" stroke=\"#eee\"/><text x=\"" + number(left - 6) + "\" y=\"" + number(py(t) + 4) +
-           "\" text-anchor=\"end\">" + number(t) + "</text>\n";
+           "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
   svg += "<rect x=\"" + number(left) + "\" y=\"" + number(top) + "\" width=\"" + number(W - left - right) +
          "\" height=\"" + number(H - top - bottom) + "\" fill=\"none\" stroke=\"#444\"/>\n";
   svg += "<text x=\"" + number((left + W - right) / 2) + "\" y=\"" + number(H - 12) + "\" text-anchor=\"middle\">" +
