@@ -73,12 +73,13 @@ $(ASAN_DIR)/bin/%: $(ASAN_DIR)/main/%.o $(ASAN_DIR)/libplaingpt.a
 $(ASAN_DIR)/run_tests: $(ASAN_TEST_OBJ) $(ASAN_DIR)/libplaingpt.a
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(GTEST_LIBS) $(ASAN_LIBS)
 
-# The experiments and the story generator that tests start (the tour's induction run, the pronoun probes).
+# The experiments and the story generator that tests start (the tour's induction run, tests/test_experiments.cpp,
+# the pronoun probes).
 $(ASAN_DIR)/experiments/%.o: experiments/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) -MMD -MP -c $< -o $@
 
-$(ASAN_DIR)/bin/induction: $(ASAN_DIR)/experiments/induction.o $(ASAN_DIR)/libplaingpt.a
+$(ASAN_DIR)/bin/%: $(ASAN_DIR)/experiments/%.o $(ASAN_DIR)/libplaingpt.a
 	@mkdir -p $(dir $@)
 	$(ASAN_CXX) $(ASAN_CXXFLAGS) $^ -o $@ $(ASAN_LIBS)
 
@@ -90,7 +91,7 @@ $(ASAN_DIR)/bin/make_stories: data/make_stories.cpp | $(DEPS_OK)
 # need it, and two makes each building it wrote the same objects and archive at once (a link once read a
 # half-written libplaingpt.a: "file format not recognized").
 asan-programs: $(ASAN_DIR)/libplaingpt.a
-	@$(MAKE) --no-print-directory $(ASAN_PROGRAMS) $(ASAN_DIR)/bin/induction $(ASAN_DIR)/bin/make_stories
+	@$(MAKE) --no-print-directory $(ASAN_PROGRAMS) $(EXPERIMENTS:build/bin/%=$(ASAN_DIR)/bin/%) $(ASAN_DIR)/bin/make_stories
 
 # The mirror root (see the top of this file): links, remade on every run so a new top-level folder is picked up.
 ASAN_ROOT      := $(ASAN_DIR)/root
