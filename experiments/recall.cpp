@@ -248,10 +248,12 @@ struct Results {
 struct Output {
   std::string folder;
   std::vector<ModelVariant> models;
-  int width, fixed_pairs, queries, vocab;
-  bool bound;
-  int seeds;
-  TrainConfig cfg;
+  int width = 0;        // of the pairs sweep
+  int fixed_pairs = 0;  // of the width sweep
+  int queries = 0;
+  int vocab = 0;
+  bool bound = true;
+  TrainConfig cfg;      // the recipe: layers, heads, steps, batch, lr
 };
 
 // The runs of `model` at sweep value `value` (pairs or width), one per seed.
@@ -475,7 +477,15 @@ int main(int argc, char** argv) {
 
     // Seeds outermost, so that a run stopped early has whole seeds of every point; the files are rewritten after
     // each training run.
-    const Output output{out, models, f["width"].as<int>(), fixed_pairs, queries, vocab, bound, seeds, cfg};
+    Output output;
+    output.folder = out;
+    output.models = models;
+    output.width = f["width"].as<int>();
+    output.fixed_pairs = fixed_pairs;
+    output.queries = queries;
+    output.vocab = vocab;
+    output.bound = bound;
+    output.cfg = cfg;
     if (!f["from"].as<std::string>().empty()) {
       const Results read = read_results(comma_list(f["from"].as<std::string>()));
       if (read.by_pairs.empty() && read.by_width.empty()) throw std::runtime_error("--from: the files hold no runs");

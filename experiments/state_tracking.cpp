@@ -26,11 +26,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cxxopts.hpp>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "base/program_flags.h"
+#include "base/read_file.h"
 #include "base/rng.h"
 #include "base/runtime.h"
 #include "base/threads.h"
@@ -90,16 +90,26 @@ std::vector<double> accuracy_by_position(GPT& model, const std::vector<int>& x, 
 }
 
 struct Run {
-  std::string task, model;
-  int layers;
-  uint64_t seed;
+  std::string task;
+  std::string model;  // the model's label, as given in --models
+  int layers = 0;
+  uint64_t seed = 0;
   std::vector<double> accuracy;  // per position: accuracy[t] is the accuracy at prefix length t + 1
-  double seconds, loss;          // training time; the last step's training loss
+  double seconds = 0;            // training time
+  double loss = 0;               // the last step's training loss
 };
 
+// What every run trains and tests with (the flags of the same names).
 struct Recipe {
-  int width, n_head, steps, batch, train_length, test_length, eval_rows, report_every;
-  float lr;
+  int width = 64;
+  int n_head = 1;
+  int steps = 1000;
+  int batch = 64;
+  float lr = 3e-3f;
+  int train_length = 40;
+  int test_length = 256;
+  int eval_rows = 256;  // held-out sequences
+  int report_every = 0;
 };
 
 Run train_and_test(const Task& task, const ModelVariant& m, int layers, uint64_t seed, const Recipe& r) {
@@ -129,7 +139,11 @@ Run train_and_test(const Task& task, const ModelVariant& m, int layers, uint64_t
   Rng rng(seed + 1000), eval_rng(12345);
   std::vector<int> x, y, ex, ey;
   make_batch(task, r.eval_rows, r.test_length, eval_rng, ex, ey);
-  Run run{task.name, m.label, layers, seed, {}, 0, 0};
+  Run run;
+  run.task = task.name;
+  run.model = m.label;
+  run.layers = layers;
+  run.seed = seed;
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < r.steps; step++) {
     make_batch(task, r.batch, r.train_length, rng, x, y);
@@ -276,12 +290,6 @@ void write_results(const std::string& out, const std::vector<Run>& runs, const s
     }
 }
 
-std::string read_back(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The runs of earlier invocations' state_tracking.csv files (--from), each position's accuracy its window's (the
 // windows of 8 the file holds). Throws naming the file and line of a row it cannot read.
@@ -300,8 +308,14 @@ std::vector<Run> read_runs(const std::vector<std::string>& paths) {
       const bool same_run = !runs.empty() && runs.back().task == task && runs.back().model == model &&
                             runs.back().layers == layers && runs.back().seed == seed;
       if (!same_run) {
-        runs.push_back(Run{task, model, layers, seed, {}, cell_number(cells, 7, "train_seconds"),
-                           cell_number(cells, 8, "train_loss")});
+        Run run;
+        run.task = task;
+        run.model = model;
+        run.layers = layers;
+        run.seed = seed;
+        run.seconds = cell_number(cells, 7, "train_seconds");
+        run.loss = cell_number(cells, 8, "train_loss");
+        runs.push_back(run);
       }
       runs.back().accuracy.resize(to, cell_number(cells, 6, "accuracy"));
     });
@@ -341,10 +355,17 @@ int main(int argc, char** argv) {
     const std::optional<cxxopts::ParseResult> parsed = parse_program_flags(options, argc, argv);
     if (!parsed) return 0;  // --help
     const cxxopts::ParseResult& f = *parsed;
-    const Recipe r{f["width"].as<int>(), f["n-head"].as<int>(), f["steps"].as<int>(), f["batch"].as<int>(),
-                   f["train-length"].as<int>(), f["test-length"].as<int>(), 256, f["report-every"].as<int>(),
-                   f["lr"].as<float>()};
-    const int seeds = f["seeds"].as<int>(), threads = f["threads"].as<int>();
+    Recipe r;
+    r.width = f["width"].as<int>();
+    r.n_head = f["n-head"].as<int>();
+    r.steps = f["steps"].as<int>();
+    r.batch = f["batch"].as<int>();
+    r.lr = f["lr"].as<float>();
+    r.train_length = f["train-length"].as<int>();
+    r.test_length = f["test-length"].as<int>();
+    r.report_every = f["report-every"].as<int>();
+    const int seeds = f["seeds"].as<int>();
+    const int threads = f["threads"].as<int>();
     if (r.steps < 1) throw std::runtime_error("--steps must be ≥ 1");
     if (r.batch < 1) throw std::runtime_error("--batch must be ≥ 1");
     if (!(r.lr > 0 && r.lr < 1)) throw std::runtime_error("--lr must be in (0, 1)");
@@ -393,7 +414,7 @@ int main(int argc, char** argv) {
       Recipe as_read = r;
       as_read.test_length = read.empty() ? r.test_length : (int)read[0].accuracy.size();
       write_results(out, read, tasks_read, models, depths_read, as_read, (int)seeds_read.size());
-      std::printf("%s\nwrote in %s from %s\n", read_back(out + "/state_tracking.md").c_str(), out.c_str(),
+      std::printf("%s\nwrote in %s from %s\n", read_regular_file(out + "/state_tracking.md").c_str(), out.c_str(),
                   f["from"].as<std::string>().c_str());
       return 0;
     }
@@ -415,7 +436,7 @@ int main(int argc, char** argv) {
             write_results(out, runs, tasks, models, depths, r, s + 1);
           }
     std::printf("\n%s\ntotal %.0fs; wrote in %s: state_tracking.csv, state_tracking.md and a plot per task and depth\n",
-                read_back(out + "/state_tracking.md").c_str(),
+                read_regular_file(out + "/state_tracking.md").c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), out.c_str());
     return 0;
   } catch (const std::exception& e) {

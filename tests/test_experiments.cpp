@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "mixer_kinds.h"
 #include "program_util.h"
 
 using progutil::quote;
@@ -12,17 +13,24 @@ using progutil::RunResult;
 using progutil::run_in;
 using progutil::TempDir;
 
+// Two kinds from the registry, comma-separated: the first (the GPT's own, which ./mixers' list must start with)
+// and the last; `suffix` follows the second (a model setting, ":positions=none").
+static std::string first_and_last_kind(const std::string& suffix = "") {
+  const std::vector<std::string> kinds = testutil::registered_kinds();
+  return kinds.front() + "," + kinds.back() + suffix;
+}
+
 // ./mixers refused every model before it knew the corpus's vocabulary (its up-front check saw vocab_size 0).
 TEST(Experiments, MixersTrainsAndScoresTheModelsItIsGiven) {
   TempDir dir;
   progutil::write_corpus(dir);
-  const RunResult r = run_in(dir, "./build/bin/mixers --models softmax,linear --steps 2 --seeds 1 --rounds 1 "
-                                  "--reps 1 --equal-time=false --threads 1 --data " + quote(dir / "corpus.txt") +
-                                  " --out " + quote(dir / "m"));
+  const RunResult r = run_in(dir, "./build/bin/mixers --models " + first_and_last_kind() + " --steps 2 --seeds 1 "
+                                  "--rounds 1 --reps 1 --equal-time=false --threads 1 --data " +
+                                  quote(dir / "corpus.txt") + " --out " + quote(dir / "m"));
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   const std::string table = progutil::read_file(dir / "m/table.md");
-  EXPECT_CONTAINS(table, "| softmax |");
-  EXPECT_CONTAINS(table, "| linear |");
+  for (const std::string& kind : {testutil::registered_kinds().front(), testutil::registered_kinds().back()})
+    EXPECT_CONTAINS(table, "| " + kind + " |");
 }
 
 // Runs `flags` into dir/run, then the same flags with --from dir/run/<csv> into dir/joined: the markdown tables of
@@ -42,13 +50,14 @@ static void expect_tables_survive_their_csv(const std::string& program, const st
 
 TEST(Experiments, StateTrackingTablesReadBackFromTheirCsv) {
   expect_tables_survive_their_csv("./build/bin/state_tracking",
-                                  "--models softmax,linear:positions=none --layers 1 --seeds 2 --steps 2 --width 16 "
-                                  "--test-length 72 --threads 1",
+                                  "--models " + first_and_last_kind(":positions=none") +
+                                      " --layers 1 --seeds 2 --steps 2 --width 16 --test-length 72 --threads 1",
                                   "state_tracking.csv", "state_tracking.md");
 }
 
 TEST(Experiments, RecallTablesReadBackFromTheirCsv) {
   expect_tables_survive_their_csv("./build/bin/recall",
-                                  "--models softmax,linear --pairs 4 --widths 16 --seeds 2 --steps 2 --threads 1",
+                                  "--models " + first_and_last_kind() +
+                                      " --pairs 4 --widths 16 --seeds 2 --steps 2 --threads 1",
                                   "recall.csv", "recall.md");
 }
