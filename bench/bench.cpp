@@ -11,7 +11,7 @@
 //                               batch-split against op-split threads (train/replicas.h): a training step's median ms
 //                               for shapes from one sequence per thread to the small preset (make bench-split).
 //   build/bench/bench --mixers [--quick] [--json PATH]
-//                               every mixer kind (softmax, linear, Mamba, RWKV-7): training step and decoding per token against T, the
+//                               every registered mixer kind: training step and decoding per token against T, the
 //                               kinds alternated round by round, one thread: only section 7, the last of
 //                               `make bench` (make bench-mixers; docs/recall.md, docs/mamba.md, docs/rwkv.md).
 //   build/bench/bench --sample --threads 1 [-n 500]
@@ -19,6 +19,9 @@
 //   build/bench/bench --sample-bound [--rounds 5] [-n 500] [--repeats 5]
 //                               only section 4: sampling on 1 and 2 threads against the bound measured in the same
 //                               run (a token's matrix-vector products as single-threaded sgemv), alternated rounds.
+//   build/bench/bench --sgemm-rate --threads 2
+//                               the machine's sgemm rate (section 1's large shape), one JSON line: bench/compare.py
+//                               prints each side's step as a share of it.
 //   build/bench/bench --plot CHART.json OUT.svg
 //                               draws a chart with src/lab/plot.h (bench/frontier.py's loss-vs-time plot): JSON
 //                               {title, x_label, y_label, log_x, series: [{label, x, y, colour, dashed}]}.
@@ -226,6 +229,11 @@ static Rate sgemm_gflops(int threads, int M, int N, int K, int reps) {
   const Timing t = measure(run, reps, reps, 0);
   return {2.0 * M * N * K / (t.median * 1e6), 2.0 * M * N * K / (t.min * 1e6)};
 }
+
+// "The machine's sgemm rate": the small preset's MLP product, large enough that OpenBLAS runs at its best.
+constexpr int kRateM = 4096;
+constexpr int kRateN = 1536;
+constexpr int kRateK = 384;
 
 // ---- a full training step ------------------------------------------------------------------------------------
 
@@ -835,7 +843,7 @@ static int run_full(const Options& o) {
     int M, N, K;
   };
   const std::vector<Shape> shapes = {{"tiny mlp fc  768x512x128", 768, 512, 128},
-                                     {"small mlp fc 4096x1536x384", 4096, 1536, 384}};
+                                     {"small mlp fc 4096x1536x384", kRateM, kRateN, kRateK}};
   std::printf("  %-30s %22s %22s\n", "shape M x N x K", "1 thread median (best)", "2 threads median (best)");
   json sg = json::array();
   double machine_rate[3] = {0, 0, 0};
@@ -1163,6 +1171,8 @@ static void usage() {
       "       bench --sample-bound [--rounds R] [-n TOKENS] [--repeats R]      sampling against the sgemv bound\n"
       "       bench --muon --threads N [--repeats R]  the tiny preset's optimizer step alone (Muon + AdamW), one JSON line\n"
       "       bench --blas                               the OpenBLAS kernels this program runs, one JSON line\n"
+      "       bench --sgemm-rate --threads N [--repeats R]  the machine's sgemm rate (section 1's large shape), one\n"
+      "                                                  JSON line (bench/compare.py: a step's share of it)\n"
       "       bench --split [--threads N] [--quick]      batch-split against op-split threads, step ms by shape\n"
       "       bench --mixers [--quick] [--json PATH]     every mixer kind, alternated, cost per token against T\n"
       "       bench --plot CHART.json OUT.svg            draw a chart (bench/frontier.py)\n"
@@ -1177,6 +1187,7 @@ int main(int argc, char** argv) {
     std::string step_preset, split = "auto";
     bool sample = false, sample_bound = false, split_only = false, mixers_only = false,
          muon_only = false, json_given = false;
+    bool sgemm_rate = false;
     int threads = 2, warmup = -1, repeats = -1, n = 500, rounds = 5;
     for (int i = 1; i < argc; i++) {
       const std::string a = argv[i];
@@ -1195,6 +1206,7 @@ int main(int argc, char** argv) {
       else if (a == "--sample") sample = true;
       else if (a == "--sample-bound") sample_bound = true;
       else if (a == "--muon") muon_only = true;
+      else if (a == "--sgemm-rate") sgemm_rate = true;
       else if (a == "--blas") {
         // The kernels this program runs and who chose them, for bench/compare.py to give the twin the same.
         const std::string own = openblas_own_choice();
@@ -1221,6 +1233,13 @@ int main(int argc, char** argv) {
       json r = step_report(step_preset, threads, warmup >= 0 ? warmup : (small ? 1 : 5),
                            repeats > 0 ? repeats : (small ? 3 : 30), split);
       std::printf("%s\n", r.dump().c_str());
+      return 0;
+    }
+    if (sgemm_rate) {
+      const Rate r = sgemm_gflops(threads, kRateM, kRateN, kRateK, repeats > 0 ? repeats : 11);
+      const json out = {{"impl", "plaingpt"}, {"blas_core", blas_core()}, {"threads", threads},
+                        {"shape", {kRateM, kRateN, kRateK}}, {"gflops", r.median}, {"best_gflops", r.best}};
+      std::printf("%s\n", out.dump().c_str());
       return 0;
     }
     if (muon_only) {

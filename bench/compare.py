@@ -10,8 +10,9 @@
    PyTorch is measured at its best: before the rounds, each variant (OMP_WAIT_POLICY unset or PASSIVE; and for a
    2-thread budget torch.set_num_threads 1 or 2) runs once on the tiny preset and the fastest is kept.
    OpenBLAS gets the same thread budget (OPENBLAS_NUM_THREADS) so that neither side uses more cores than stated.
-2. Sampling: ours through the KV-cache Decoder vs nanoGPT's generate() (full recompute, context cropped to
-   block_size), 500 tokens, tiny model, alternated.
+2. Sampling: ours through the KV-cache Decoder vs the twin twice: nanoGPT's generate() (full recompute, context
+   cropped to block_size) and the twin with a KV cache (torch_twin.py --cache kv, which slides its window as ours
+   does); 500 tokens, tiny model, the three alternated.
 3. Checkpoint agreement: ./train a tiny model for a few steps (causal, and a window mask), then `./sample --score`
    and `torch_twin.py --score` on the same text; fails (exit 1) if they differ by more than 1e-4 nats.
 
@@ -20,6 +21,12 @@ bench/compare.json. Run from the repository root with OPENBLAS_CORETYPE and OPEN
 does both). Our programs then choose their OpenBLAS kernels as a user's would (src/base/runtime.h: on a CPU that
 OpenBLAS does not know, a better core than OpenBLAS's own); the twin is given the same core (OPENBLAS_CORETYPE), so
 both sides run the same kernels, and every table names them.
+
+The AVX2 proxy (`make bench-compare BENCH_ISA=avx2`, which passes `--isa avx2 --bin build/avx2/bin`): ours are the
+programs built for x86-64-v3 (AVX2 and FMA, no AVX-512) and both sides get OpenBLAS's Haswell kernels
+(OPENBLAS_CORETYPE=Haswell); the twin's own ATen kernels are held to AVX2 (ATEN_CPU_CAPABILITY=avx2) and oneDNN to
+AVX2 (DNNL_MAX_CPU_ISA=AVX2). On an AVX-512 machine this runs what an AVX2 laptop runs, at this machine's clock,
+caches and memory (docs/performance.md, "The AVX2 proxy").
 """
 import argparse
 import json
@@ -34,7 +41,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# Our programs: build/bench/bench, ./train and ./sample, or those of --bin DIR (the AVX2 proxy's build/avx2/bin).
 OURS = os.path.join(ROOT, "build", "bench", "bench")
+TRAIN = os.path.join(ROOT, "train")
+SAMPLE = os.path.join(ROOT, "sample")
+# What --isa sets for both sides (ISA_ENV) and for the twin alone (ISA_TWIN_ENV); empty without --isa.
+ISA_ENV = {}
+ISA_TWIN_ENV = {}
+AVX2_ENV = {"OPENBLAS_CORETYPE": "Haswell"}
+AVX2_TWIN_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2"}
 # Debian's python3-torch is for the system python; `python3` on PATH may be another one without torch.
 TWIN_PY = os.environ.get("BENCH_PY") or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
 TWIN = [TWIN_PY, os.path.join(HERE, "torch_twin.py")]
@@ -46,6 +61,7 @@ def clean_env(extra=None):
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
                 "OMP_NUM_THREADS"):
         env.pop(var, None)
+    env.update(ISA_ENV)
     env.update(extra or {})
     return env
 
@@ -66,6 +82,7 @@ def twin_env(extra=None):
     """The twin's environment: clean, plus the OpenBLAS kernels our programs chose for themselves at start-up
     (src/base/runtime.h), so that both sides run the same kernels. Our programs get clean_env() and choose alone."""
     env = clean_env(extra)
+    env.update(ISA_TWIN_ENV)
     if kernel_choice().get("chosen_by") == "plaingpt":
         env["OPENBLAS_CORETYPE"] = kernel_choice()["core"]
     return env
@@ -165,6 +182,7 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
         meds = [x["median_ms"] for x in runs]
         med = statistics.median(meds)
         return {"median_ms": med, "round_medians_ms": meds, "min_ms": min(min(x["ms"]) for x in runs),
+                "spread": max(meds) / min(meds),
                 "median_cpu_ms": statistics.median(x["median_cpu_ms"] for x in runs),
                 "tokens_per_s": runs[0]["batch"] * runs[0]["block_size"] / (med / 1000),
                 "peak_rss_mb": max(x["peak_rss_mb"] for x in runs),
@@ -175,6 +193,7 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
            "repeats": repeats, "ours": summary(runs["ours"]), "pytorch": summary(runs["pytorch"]),
            "ours_spin": summary(runs["ours_spin"]), "ours_ops": summary(runs["ours_ops"]),
            "ours_split": runs["ours"][0].get("threads_split") if runs["ours"] else None,
+           "gflop_per_step": runs["ours"][0]["gflop_per_step"],
            "pytorch_variant": variant["name"] if (variant and have_torch) else None}
     if res["pytorch"]:
         res["speedup"] = res["pytorch"]["median_ms"] / res["ours"]["median_ms"]
@@ -183,26 +202,38 @@ def ab_rounds(label, preset, threads, rounds, warmup, repeats, variant, have_tor
 
 
 def sampling_rounds(threads, rounds, variant, have_torch, log):
-    ours, twin, cores = [], [], {"ours": "", "twin": ""}
+    """Ours (the Decoder: KV cache, the shadow at the slide) against the twin twice: nanoGPT's generate (the whole
+    window recomputed for every token) and the twin with a KV cache (torch_twin.py --cache kv), the order rotating
+    per round. The cached twin also reports how far its logits are from its full forward's (a check of the cache)."""
+    runs = {"ours": [], "twin": [], "twin_kv": []}
+    contenders = ["ours"] + (["twin", "twin_kv"] if have_torch else [])
+    cores = {"ours": "", "twin": ""}
+    cache_diff = 0.0
     for r in range(rounds):
-        order = ["ours", "twin"] if r % 2 == 0 else ["twin", "ours"]
+        order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
         for who in order:
             if who == "ours":
                 o = run_json([OURS, "--sample", "--threads", str(threads), "--repeats", "3"])
-                ours.append(o["tokens_per_s"])
+                runs["ours"].append(o["tokens_per_s"])
                 cores["ours"] = o.get("blas_core", "")
-            elif have_torch:
-                t = run_json(TWIN + ["--sample-bench", "--threads", str(variant["torch_threads"]), "--repeats", "2"],
-                             env=twin_env(variant["env"]))
-                twin.append(t["tokens_per_s"])
-                cores["twin"] = t.get("blas_core", "")
-    res = {"threads": threads, "ours_tokens_per_s": statistics.median(ours), "ours_runs": ours,
-           "ours_blas_core": cores["ours"]}
-    if twin:
-        res.update(pytorch_tokens_per_s=statistics.median(twin), pytorch_runs=twin,
-                   speedup=statistics.median(ours) / statistics.median(twin), pytorch_blas_core=cores["twin"])
-    log(f"    sampling {threads} thread(s): ours {res['ours_tokens_per_s']:8.0f} tok/s"
-        + (f", pytorch {res['pytorch_tokens_per_s']:8.0f} tok/s" if twin else ""))
+                continue
+            cache = "kv" if who == "twin_kv" else "none"
+            t = run_json(TWIN + ["--sample-bench", "--cache", cache, "--threads", str(variant["torch_threads"]),
+                                 "--repeats", "2"], env=twin_env(variant["env"]))
+            runs[who].append(t["tokens_per_s"])
+            cores["twin"] = t.get("blas_core", "")
+            cache_diff = max(cache_diff, t.get("cache_max_abs_logit_diff", 0.0))
+    ours = statistics.median(runs["ours"])
+    res = {"threads": threads, "ours_tokens_per_s": ours, "ours_runs": runs["ours"], "ours_blas_core": cores["ours"]}
+    if have_torch:
+        twin = statistics.median(runs["twin"])
+        twin_kv = statistics.median(runs["twin_kv"])
+        res.update(pytorch_tokens_per_s=twin, pytorch_runs=runs["twin"], speedup=ours / twin,
+                   pytorch_kv_tokens_per_s=twin_kv, pytorch_kv_runs=runs["twin_kv"], speedup_kv=ours / twin_kv,
+                   pytorch_kv_max_abs_logit_diff=cache_diff, pytorch_blas_core=cores["twin"])
+    log(f"    sampling {threads} thread(s): ours {ours:8.0f} tok/s"
+        + (f", pytorch {res['pytorch_tokens_per_s']:8.0f} tok/s (recompute), {res['pytorch_kv_tokens_per_s']:8.0f}"
+           f" tok/s (KV cache)" if have_torch else ""))
     return res
 
 
@@ -218,10 +249,10 @@ def score_check(data, steps, log):
             f.write(text[len(text) // 2: len(text) // 2 + 20000])  # 20,000 characters from the middle
         for mask in ("causal", "window:16"):
             out = os.path.join(tmp, mask.replace(":", "_"))
-            subprocess.run(["./train", "--preset", "tiny", "--data", data, "--out", out, "--steps", str(steps),
+            subprocess.run([TRAIN, "--preset", "tiny", "--data", data, "--out", out, "--steps", str(steps),
                             "--eval-every", "0", "--eval-iters", "1", "--mask", mask, "--threads", "2"],
                            cwd=ROOT, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
-            s = subprocess.run(["./sample", "--ckpt", out, "--score", score_file, "--threads", "2"], cwd=ROOT,
+            s = subprocess.run([SAMPLE, "--ckpt", out, "--score", score_file, "--threads", "2"], cwd=ROOT,
                                env=clean_env(), check=True, stdout=subprocess.PIPE, text=True).stdout
             m = re.search(r"([0-9.]+) nats/char", s)
             if not m:
@@ -248,8 +279,22 @@ def main():
     ap.add_argument("--skip-small", action="store_true", help="leave out the small preset (it takes minutes)")
     ap.add_argument("--data", default="data/stories.txt", help="text for the checkpoint agreement check")
     ap.add_argument("--score-steps", type=int, default=40, help="./train steps before the agreement check")
-    ap.add_argument("--json", default=os.path.join(HERE, "compare.json"))
+    ap.add_argument("--json", help="where the results go (default bench/compare.json; with --isa avx2, "
+                                   "bench/compare_avx2.json)")
+    ap.add_argument("--bin", help="the folder of our bench, train and sample programs (default: build/bench/bench, "
+                                  "./train and ./sample)")
+    ap.add_argument("--isa", choices=["avx2"], help="avx2: the AVX2 proxy (with --bin build/avx2/bin): OpenBLAS's "
+                                                    "Haswell kernels on both sides, the twin's ATen and oneDNN at AVX2")
     args = ap.parse_args()
+    global OURS, TRAIN, SAMPLE
+    if args.bin:
+        OURS = os.path.join(os.path.abspath(args.bin), "bench")
+        TRAIN = os.path.join(os.path.abspath(args.bin), "train")
+        SAMPLE = os.path.join(os.path.abspath(args.bin), "sample")
+    if args.isa == "avx2":
+        ISA_ENV.update(AVX2_ENV)
+        ISA_TWIN_ENV.update(AVX2_TWIN_ENV)
+    args.json = args.json or os.path.join(HERE, "compare_avx2.json" if args.isa else "compare.json")
     rounds = args.rounds or (3 if args.quick else 5)
     small_rounds = args.small_rounds or (1 if args.quick else 2)
     start = time.time()
@@ -264,7 +309,11 @@ def main():
         log("compare: PyTorch is not installed for /usr/bin/python3 — showing plaingpt only. To compare, install it:\n"
             "           apt-get install -y python3-torch python3-numpy")
     results = {"load_average_start": load_average(), "have_torch": have_torch, "targets": [], "sampling": [],
-               "kernel_choice": kernel_choice()}
+               "kernel_choice": kernel_choice(), "isa": args.isa or "native", "ours": OURS}
+    if args.isa:
+        log(f"the AVX2 proxy: ours from {os.path.relpath(os.path.dirname(OURS), ROOT)} (built for x86-64-v3); "
+            + " ".join(f"{k}={v}" for k, v in {**ISA_ENV, **ISA_TWIN_ENV}.items()) + " for the twin, "
+            + " ".join(f"{k}={v}" for k, v in ISA_ENV.items()) + " for ours")
     log(f"our programs run {kernel_choice()['blas']}; the twin gets "
         + (f"OPENBLAS_CORETYPE={twin_env()['OPENBLAS_CORETYPE']}, the same" if "OPENBLAS_CORETYPE" in twin_env()
            else "OpenBLAS's own choice, as ours"))
@@ -277,16 +326,28 @@ def main():
             best[budget], probes = pick_best_variant(budget, args.quick, log)
             results[f"pytorch_probes_{budget}"] = probes
             log(f"    -> {best[budget]['name']}")
+    log("  the machine's sgemm rate (bench --sgemm-rate: OpenBLAS on the small preset's MLP product, as ours call it)")
+    rates = {}
+    for threads in (1, 2):
+        rates[threads] = run_json([OURS, "--sgemm-rate", "--threads", str(threads)])["gflops"]
+        log(f"    {threads} thread(s): {rates[threads]:.1f} GFLOP/s")
+    results["sgemm_rate_gflops"] = rates
     targets = [("tiny, 2 threads", "tiny", 2, rounds, 3 if args.quick else 5, 10 if args.quick else 20),
                ("tiny, 1 thread", "tiny", 1, rounds, 3 if args.quick else 5, 10 if args.quick else 20)]
     if not args.skip_small:
         targets.append(("small, 2 threads", "small", 2, small_rounds, 1, 1 if args.quick else 2))
     for label, preset, threads, n, warmup, repeats in targets:
         log(f"  {label}: {n} rounds of {warmup} warm-up + {repeats} timed steps")
-        results["targets"].append(ab_rounds(label, preset, threads, n, warmup, repeats, best.get(threads),
-                                            have_torch, log, ours_spin=(preset == "tiny" and threads > 1)))
+        target = ab_rounds(label, preset, threads, n, warmup, repeats, best.get(threads), have_torch, log,
+                           ours_spin=(preset == "tiny" and threads > 1))
+        # The step's share of the sgemm rate: its model FLOPs (the same for both sides) per second over the rate
+        for impl in ("ours", "pytorch", "ours_spin", "ours_ops"):
+            if target.get(impl):
+                gflops = target["gflop_per_step"] / (target[impl]["median_ms"] / 1000)
+                target[impl]["share_of_sgemm_rate"] = gflops / rates[threads]
+        results["targets"].append(target)
 
-    log("2. sampling, 500 tokens, tiny model: ours = KV cache, PyTorch = full recompute (nanoGPT generate)")
+    log("2. sampling, 500 tokens, tiny model: ours = KV cache; PyTorch = full recompute (nanoGPT generate) and KV cache")
     for threads in (1, 2):
         results["sampling"].append(sampling_rounds(threads, 2 if args.quick else 3, best.get(threads), have_torch,
                                                    log))
@@ -300,8 +361,10 @@ def main():
 
     # ---- the summary table ----
     log("")
-    log(f"{'target':<18} {'impl':<9} {'ms/step':>10} {'CPU ms':>9} {'tokens/s':>10} {'peak RSS MB':>12} {'est. MB':>9}   "
-        "ours/PyTorch speed")
+    log("(%sgemm: the step's model FLOPs, 6N + 12LCT a token, per second over the machine's sgemm rate at as many "
+        "threads; spread: the slowest round's median over the fastest's)")
+    log(f"{'target':<18} {'impl':<9} {'ms/step':>10} {'spread':>7} {'CPU ms':>9} {'tokens/s':>10} {'%sgemm':>7} "
+        f"{'peak RSS MB':>12} {'est. MB':>9}   ours/PyTorch speed")
     for t in results["targets"]:
         for impl in ("ours", "pytorch", "ours_spin", "ours_ops"):
             s = t.get(impl)
@@ -320,8 +383,9 @@ def main():
                 extra = (f"   {t['speedup']:.2f}x (fastest steps {t['speedup_of_minima']:.2f}x); "
                          f"PyTorch RSS / ours {t['pytorch']['peak_rss_mb'] / t['ours']['peak_rss_mb']:.1f}x")
             name = {"ours_spin": "ours (A)", "ours_ops": "ours (ops)"}.get(impl, impl)
-            log(f"{t['target'] if impl == 'ours' else '':<18} {name:<9} {s['median_ms']:10.2f} "
-                f"{s['median_cpu_ms']:9.1f} {s['tokens_per_s']:10.0f} {s['peak_rss_mb']:12.1f} {est}{extra}")
+            log(f"{t['target'] if impl == 'ours' else '':<18} {name:<9} {s['median_ms']:10.2f} {s['spread']:6.2f}x "
+                f"{s['median_cpu_ms']:9.1f} {s['tokens_per_s']:10.0f} {100 * s['share_of_sgemm_rate']:6.1f}% "
+                f"{s['peak_rss_mb']:12.1f} {est}{extra}")
         if t["pytorch_variant"]:
             log(f"{'':<18} (PyTorch: {t['pytorch_variant']})")
             log(f"{'':<18} ({kernels_line(t['ours']['blas_core'], t['pytorch']['blas_core'])})")
@@ -333,8 +397,10 @@ def main():
     for s in results["sampling"]:
         line = f"sampling, {s['threads']} thr    ours {s['ours_tokens_per_s']:8.0f} tok/s (KV cache)"
         if "pytorch_tokens_per_s" in s:
-            line += (f"   pytorch {s['pytorch_tokens_per_s']:8.0f} tok/s (full recompute)   "
-                     f"{s['speedup']:.1f}x   ({kernels_line(s['ours_blas_core'], s['pytorch_blas_core'])})")
+            line += (f"   pytorch {s['pytorch_kv_tokens_per_s']:8.0f} tok/s with a KV cache: {s['speedup_kv']:.1f}x,"
+                     f" {s['pytorch_tokens_per_s']:8.0f} tok/s recomputing: {s['speedup']:.1f}x   "
+                     f"({kernels_line(s['ours_blas_core'], s['pytorch_blas_core'])}; the cached twin's logits within "
+                     f"{s['pytorch_kv_max_abs_logit_diff']:.1e} of its full forward's)")
         log(line)
     for r in results.get("score_check", []):
         log(f"score ({r['mask']:<9})  ours {r['ours_nats']:.4f}  pytorch {r['pytorch_nats']:.6f} nats/char  "

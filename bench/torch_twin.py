@@ -11,6 +11,7 @@ evaluation cadence) are not copied here: they are ./train's own, read from `./tr
 
   /usr/bin/python3 bench/torch_twin.py --bench --preset tiny --threads 2      ms/step, tokens/s, peak RSS (one JSON line)
   /usr/bin/python3 bench/torch_twin.py --sample-bench --threads 1            nanoGPT generate(): full recompute per token
+  /usr/bin/python3 bench/torch_twin.py --sample-bench --cache kv --threads 1   the same with a KV cache
   /usr/bin/python3 bench/torch_twin.py --score CKPT TEXT                     mean next-char loss, as ./sample --score
   /usr/bin/python3 bench/torch_twin.py --train DATA --threads 2 [--preset P --lr …]   as ./train --preset P --lr …
 
@@ -148,6 +149,31 @@ class Block(nn.Module):
         x = x + self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x))))
         return x
 
+    def attention_cached(self, x, cache):
+        """Causal attention of x's t new positions over the cached keys and values and their own: the KV cache as
+        PyTorch users add one to nanoGPT (each layer's k and v grow by torch.cat). cache is None for a new window."""
+        B, T, C = x.shape
+        NH = self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, NH, C // NH).transpose(1, 2)
+        k = k.view(B, T, NH, C // NH).transpose(1, 2)
+        v = v.view(B, T, NH, C // NH).transpose(1, 2)
+        if cache is not None:
+            k = torch.cat((cache[0], k), dim=2)
+            v = torch.cat((cache[1], v), dim=2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        if T > 1:  # a window's first positions: causal among themselves (a new window has no cache before them)
+            att = att + self.attn_bias(T, x.device)
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.attn_proj(y), (k, v)
+
+    def forward_cached(self, x, cache):
+        a, cache = self.attention_cached(self.ln_1(x), cache)
+        x = x + a
+        x = x + self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x))))
+        return x, cache
+
 
 class GPT(nn.Module):
     def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, masks=None):
@@ -184,6 +210,18 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         return logits, loss
+
+    def forward_cached(self, idx, caches, pos):
+        """The last position's logits for idx (B, t) at positions pos … pos+t−1, after the cached ones; returns them
+        with the layers' new caches. caches None: a new window (idx its first t tokens, pos 0). Causal masks only."""
+        t = idx.size(1)
+        x = self.wte(idx) + self.wpe(torch.arange(pos, pos + t, device=idx.device))
+        new_caches = []
+        for i, block in enumerate(self.h):
+            x, cache = block.forward_cached(x, None if caches is None else caches[i])
+            new_caches.append(cache)
+        x = self.ln_f(x[:, [-1], :])
+        return F.linear(x, self.wte.weight), new_caches
 
 
 class Muon:
@@ -321,17 +359,48 @@ def bench(args):
     print(json.dumps(out))
 
 
+def next_token(logits, temperature=0.8, top_k=40):
+    logits = logits[:, -1, :] / temperature
+    v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+    logits[logits < v[:, [-1]]] = -float("inf")
+    return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+
 @torch.no_grad()
 def generate(model, idx, n, temperature=0.8, top_k=40):
     """nanoGPT's GPT.generate: crop the context to block_size and run the whole model for every new token."""
     for _ in range(n):
         idx_cond = idx if idx.size(1) <= model.block_size else idx[:, -model.block_size:]
         logits, _ = model(idx_cond, last_only=True)
-        logits = logits[:, -1, :] / temperature
-        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-        logits[logits < v[:, [-1]]] = -float("inf")
-        probs = F.softmax(logits, dim=-1)
-        idx = torch.cat((idx, torch.multinomial(probs, num_samples=1)), dim=1)
+        idx = torch.cat((idx, next_token(logits, temperature, top_k)), dim=1)
+    return idx
+
+
+@torch.no_grad()
+def generate_cached(model, idx, n, check=None):
+    """generate() with a KV cache: a new token runs the model on its own position only, reading the layers' cached
+    keys and values. When the window is full (block_size positions cached), the newest ⌊block_size/2⌋ tokens start
+    a new one, run as a prompt in one forward: the slide of plaingpt's Decoder (src/model/decoder.h), whose shadow
+    makes the same states without that forward. check: a list that gets, for every token, the largest |difference|
+    between the cached logits and the full forward's on the same window (nanoGPT's path)."""
+    half = model.block_size // 2
+    logits, caches = model.forward_cached(idx, None, 0)
+    pos = idx.size(1)
+    window = idx
+    for _ in range(n):
+        if check is not None:
+            full, _ = model(window, last_only=True)
+            check.append((logits - full).abs().max().item())
+        token = next_token(logits)
+        idx = torch.cat((idx, token), dim=1)
+        if pos == model.block_size:
+            window = idx[:, -half:]
+            logits, caches = model.forward_cached(window, None, 0)
+            pos = window.size(1)
+        else:
+            window = torch.cat((window, token), dim=1)
+            logits, caches = model.forward_cached(token, caches, pos)
+            pos += 1
     return idx
 
 
@@ -341,13 +410,22 @@ def sample_bench(args):
     model = GPT(p["n_layer"], p["n_head"], p["n_embd"], p["block_size"], 65)
     model.eval()
     rates = []
+    check = []
+    if args.cache == "kv":  # the cache's answers against the full forward's, once, before the timed runs
+        generate_cached(model, torch.zeros((1, 1), dtype=torch.long), args.n, check)
     for r in range(args.repeats if args.repeats > 0 else 3):
         idx = torch.zeros((1, 1), dtype=torch.long)
         t0 = time.perf_counter()
-        generate(model, idx, args.n)
+        if args.cache == "kv":
+            generate_cached(model, idx, args.n)
+        else:
+            generate(model, idx, args.n)
         rates.append(args.n / (time.perf_counter() - t0))
-    out = {"impl": "pytorch", "tokens": args.n, "tokens_per_s": median(rates), "method": "full recompute (nanoGPT generate)",
+    method = "KV cache (generate_cached)" if args.cache == "kv" else "full recompute (nanoGPT generate)"
+    out = {"impl": "pytorch", "tokens": args.n, "tokens_per_s": median(rates), "method": method,
            "peak_rss_mb": peak_rss_mb()}
+    if check:
+        out["cache_max_abs_logit_diff"] = max(check)
     out.update(runtime_info(args.threads))
     print(json.dumps(out))
 
@@ -499,7 +577,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--bench", action="store_true", help="time full training steps")
-    mode.add_argument("--sample-bench", action="store_true", help="time nanoGPT-style generation (full recompute)")
+    mode.add_argument("--sample-bench", action="store_true",
+                      help="time generation: nanoGPT's generate (full recompute) or, with --cache kv, a KV cache")
     mode.add_argument("--score", nargs=2, metavar=("CKPT", "TEXT"), help="mean next-char loss of a plaingpt checkpoint")
     mode.add_argument("--train", metavar="DATA", help="train from scratch on a text file (time-to-quality)")
     ap.add_argument("--preset", default="tiny", help="one of ./train's presets (./train --help lists them)")
@@ -507,6 +586,8 @@ def main():
     ap.add_argument("--bench-warmup", type=int, default=-1, help="--bench: untimed steps first")
     ap.add_argument("--repeats", type=int, default=-1)
     ap.add_argument("-n", type=int, default=500, help="tokens to generate for --sample-bench")
+    ap.add_argument("--cache", choices=("none", "kv"), default="none",
+                    help="--sample-bench: none = recompute the window for every token, kv = keys and values cached")
     ap.add_argument("--time-limit", type=float, default=0, help="--train: stop after this many seconds (0 = never)")
     ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
                     help="AdamW foreach implementation (default: PyTorch's choice)")

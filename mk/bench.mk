@@ -8,6 +8,9 @@
 #   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
 #                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
 #                           bench/frontier.json and docs/frontier.svg (~35 min)
+#   make bench-compare BENCH_ISA=avx2
+#                           the same comparison under the AVX2 proxy: what an AVX2 laptop runs, on any x86-64 CPU
+#                           with AVX2 (below)
 # Every benchmark command runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the environment pins them for
 # the tests); tests and CI keep them. Our programs then choose their OpenBLAS kernels themselves (src/base/runtime.h),
 # and compare.py and frontier.py give the twin the same core.
@@ -18,7 +21,7 @@ BENCH_JSON   ?= bench/results.json
 BENCH_DATA   ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
 BENCH_BIN    := build/bench/bench
 
-.PHONY: bench bench-compare bench-frontier bench-build bench-split bench-mixers
+.PHONY: bench bench-compare bench-frontier bench-build bench-split bench-mixers bench-avx2-build
 
 build/bench/%.o: bench/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -36,8 +39,43 @@ bench: $(BENCH_BIN)
 bench-split: $(BENCH_BIN)
 	$(BENCH_ENV) $(BENCH_BIN) --split --threads 2 $(if $(filter-out 0,$(BENCH_QUICK)),--quick)
 
-bench-compare: $(BENCH_BIN) programs
-	$(BENCH_ENV) $(BENCH_PY) bench/compare.py $(if $(filter-out 0,$(BENCH_QUICK)),--quick) $(BENCH_COMPARE_FLAGS)
+# The AVX2 proxy (docs/performance.md, "The AVX2 proxy"). BENCH_ISA=avx2 compares our programs built for
+# x86-64-v3 (AVX2 and FMA, no AVX-512: what a distributed binary or a laptop's -march=native has) in build/avx2/,
+# with OpenBLAS's Haswell kernels on both sides and PyTorch's own kernels held to AVX2 (bench/compare.py --isa).
+# The normal build is not touched.
+BENCH_ISA  ?= native
+AVX2_DIR   := build/avx2
+AVX2_FLAGS  = $(filter-out -march=% -mtune=%,$(ALL_CXXFLAGS)) -march=x86-64-v3
+AVX2_BINS  := $(AVX2_DIR)/bin/train $(AVX2_DIR)/bin/sample $(AVX2_DIR)/bin/bench
+
+$(AVX2_DIR)/obj/%.o: src/%.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(AVX2_DIR)/main/%.o: %.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(AVX2_DIR)/main/bench.o: bench/bench.cpp | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(AVX2_DIR)/libplaingpt.a: $(SRC:src/%.cpp=$(AVX2_DIR)/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(AVX2_DIR)/bin/%: $(AVX2_DIR)/main/%.o $(AVX2_DIR)/libplaingpt.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(AVX2_FLAGS) $^ -o $@ $(LIBS)
+
+bench-avx2-build: $(AVX2_BINS)
+
+COMPARE_NEEDS = $(if $(filter avx2,$(BENCH_ISA)),$(AVX2_BINS),$(BENCH_BIN))
+COMPARE_ISA   = $(if $(filter avx2,$(BENCH_ISA)),--isa avx2 --bin $(AVX2_DIR)/bin)
+
+bench-compare: $(COMPARE_NEEDS) programs
+	$(BENCH_ENV) $(BENCH_PY) bench/compare.py $(COMPARE_ISA) $(if $(filter-out 0,$(BENCH_QUICK)),--quick) \
+	  $(BENCH_COMPARE_FLAGS)
 
 bench-mixers: $(BENCH_BIN)
 	$(BENCH_ENV) OMP_WAIT_POLICY=passive nice -n 5 $(BENCH_BIN) --mixers $(if $(filter-out 0,$(BENCH_QUICK)),--quick)
@@ -45,4 +83,4 @@ bench-mixers: $(BENCH_BIN)
 bench-frontier: $(BENCH_BIN) programs
 	$(BENCH_ENV) $(BENCH_PY) bench/frontier.py --data $(BENCH_DATA) $(BENCH_FRONTIER_FLAGS)
 
--include build/bench/bench.d
+-include build/bench/bench.d $(wildcard $(AVX2_DIR)/obj/*/*.d $(AVX2_DIR)/obj/*/*/*.d $(AVX2_DIR)/main/*.d)
