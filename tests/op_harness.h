@@ -75,9 +75,14 @@ struct Forwarded : OpInputs {
 
   Forwarded(const typename Op::Case& cs, uint32_t seed,
             const std::function<void(std::vector<double>&)>& edit_input = nullptr)
-      : OpInputs((size_t)cs.B * cs.T * cs.C, seed), c(cs), d(cs.dims()), L(cs, seed),
-        acts(Op::activation_floats(d, cs.B, cs.T), NAN), scratch(Op::scratch_floats(d, cs.B, cs.T), NAN),
-        out((size_t)cs.B * cs.T * cs.C, NAN), a(Op::activations(acts.data(), d, cs.B, cs.T)) {
+      : OpInputs((size_t)cs.B * cs.T * cs.C, seed),
+        c(cs),
+        d(cs.dims()),
+        L(cs, seed),
+        acts(Op::activation_floats(d, cs.B, cs.T), NAN),
+        scratch(Op::scratch_floats(d, cs.B, cs.T), NAN),
+        out((size_t)cs.B * cs.T * cs.C, NAN),
+        a(Op::activations(acts.data(), d, cs.B, cs.T)) {
     if (edit_input) {
       edit_input(u);
       u_f = to_float(u);
@@ -177,8 +182,8 @@ TYPED_TEST_P(RecurrentOp, BackwardMatchesFiniteDifferencesOfTextbook) {
 // With two threads, at sizes where worth_threads splits the recurrence's (batch, head) pairs and the row loops
 // (a case of one head runs the same head of different sequences at once on the two threads: each pair's scratch
 // must be its own). The two-thread results against the one-thread ones (the same arithmetic per (batch, head)
-// pair, so within float rounding of the products' split: measured up to 1.2e-6 of the scale in the sanitized -O1
-// build, hence 1e-5), and against the textbook: the forward, and finite differences at kTwoThreadSamples
+// pair, so within float rounding of the products' split: measured up to 1.2e-6 of the scale for one kind in the
+// sanitized -O1 build, hence 1e-5), and against the textbook: the forward, and finite differences at kTwoThreadSamples
 // spread-out entries of each gradient (all of them would take seconds at these sizes).
 TYPED_TEST_P(RecurrentOp, TwoThreadsMatchOneThreadAndTextbook) {
   using Op = TypeParam;
