@@ -149,10 +149,12 @@ TSAN_EMPTY    :=
 TSAN_COMMA    := ,
 TSAN_FILTER   ?= *Thread*:*Replica*:*Team*:$(subst $(TSAN_EMPTY) $(TSAN_EMPTY),:,$(strip $(TSAN_NAMED)))
 # Only the test files that hold such a test are compiled (15 of the 34 today; the build is most of the time):
-# those with a TEST line naming Thread, Replica or Team or one of TSAN_NAMED, and those with no TEST at all, which
-# serve the others (child_kernels.cpp). A test name that matches the filter only through a TEST_P instantiation's
-# name would be missed; TSAN_TEST_SRC="$(TEST_SRC)" compiles every file.
+# those with a TEST line naming Thread, Replica or Team or one of TSAN_NAMED, those that instantiate the op
+# harness's RecurrentOp suite (tests/op_harness.h: its TwoThreadsMatchOneThreadAndTextbook runs in the kind's file),
+# and those with no TEST at all, which serve the others (child_kernels.cpp). A test name that matches the filter
+# only through a TEST_P instantiation's name would be missed; TSAN_TEST_SRC="$(TEST_SRC)" compiles every file.
 TSAN_TEST_SRC ?= $(sort $(shell grep -l -E -e '^TEST.*(Thread|Replica|Team)' \
+                   -e '^INSTANTIATE_TYPED_TEST_SUITE_P.*RecurrentOp' \
                    $(foreach n,$(TSAN_NAMED),-e '$(subst .,$(TSAN_COMMA) ,$(n))') $(TEST_SRC)) \
                    $(shell grep -L '^TEST' $(TEST_SRC)))
 
@@ -232,7 +234,7 @@ $(TSAN_PLANTED)/run_tests: $(TSAN_DIR)/tests/test_rwkv.o $(TSAN_PLANTED)/rwkv.o 
 
 test-tsan-planted: $(TSAN_PLANTED)/run_tests tsan-archer
 	@echo "test-tsan-planted: the planted race must be reported"
-	@$(TSAN_ENV) $< --gtest_filter=OpsRwkv.TwoThreadsMatchTextbook > $(TSAN_PLANTED)/out.txt 2>&1; \
+	@$(TSAN_ENV) $< --gtest_filter=OpsRwkv/RecurrentOp/0.TwoThreadsMatchOneThreadAndTextbook > $(TSAN_PLANTED)/out.txt 2>&1; \
 	  status=$$?; \
 	  grep 'SUMMARY: ThreadSanitizer' $(TSAN_PLANTED)/out.txt; \
 	  if [ $$status -eq 66 ] && grep -q 'SUMMARY: ThreadSanitizer: data race .*src/ops/rwkv.cpp' $(TSAN_PLANTED)/out.txt; then \

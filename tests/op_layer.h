@@ -1,6 +1,7 @@
-// The scaffolding the mixer ops' tests share (test_mamba.cpp, test_rwkv.cpp): a test layer's tensors in double
-// and in float with gradient buffers, bound to the op's tensor struct (its Tensors<Ptr> of one pointer per
-// tensor), a case's input u and upstream gradient R (the loss is Σ out ⊙ R), and the gradients' comparison.
+// The scaffolding the mixer ops' tests share (tests/op_harness.h and the kinds' own tests): a test layer's tensors
+// in double and in float with gradient buffers, drawn from a kind's traits and bound to the op's tensor struct (its
+// Tensors<Ptr> of one pointer per tensor, through the op's slot table), a case's input u and upstream gradient R
+// (the loss is Σ out ⊙ R), and the gradients' comparison with finite differences.
 #pragma once
 #include <algorithm>
 #include <random>
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/tensor_slot.h"
 #include "test_util.h"
 
 namespace testutil {
@@ -18,43 +20,78 @@ namespace testutil {
 struct OpTensor {
   std::string name;
   std::vector<double> v;
-  std::vector<float> f, grad;
+  std::vector<float> f;
+  std::vector<float> grad;
   OpTensor(std::string tensor_name, const std::vector<double>& values)
       : name(std::move(tensor_name)), v(float_exact(values)), f(to_float(v)), grad(v.size(), 0.0f) {}
 };
 
-// A layer's tensors, in the order `Derived::slot<Ptr>(i)` gives the member of Tensors<Ptr> that tensors[i] fills.
-template <template <typename> class Tensors, typename Derived>
+// The number of floats of a tensor of this shape.
+inline size_t numel(const TensorDecl& decl) {
+  size_t n = 1;
+  for (int64_t k : decl.shape) n *= (size_t)k;
+  return n;
+}
+
+// The range a test layer draws one tensor from, U(lo, hi): U(−0.6, 0.6) unless the kind names the tensor, one
+// `set` per line (its decays, rates and gains drawn across their meaningful ranges).
+struct TensorRange {
+  std::string tensor;
+  double lo = -0.6;
+  double hi = 0.6;
+  explicit TensorRange(std::string name) : tensor(std::move(name)) {}
+  void set(const std::string& name, double from, double to) {
+    if (name != tensor) return;
+    lo = from;
+    hi = to;
+  }
+};
+
+// A test layer of a mixer op: its tensors in the order of `Op::tensor_slots` (the op's table, base/tensor_slot.h,
+// each row naming the member of Op::Tensors<Ptr> it fills), drawn by `Op::draw_tensor` for a case from `seed`, and
+// bound to the op's tensor struct in double (the textbook's), in float (the fast op's) and as float gradients.
+template <typename Op>
 struct OpLayer {
+  typename Op::Dims d;
   std::vector<OpTensor> tensors;
 
+  OpLayer(const typename Op::Case& c, uint32_t seed) : d(c.dims()) {
+    std::mt19937 rng(seed);
+    for (const auto& slot : Op::template tensor_slots<const float*>(d))
+      tensors.emplace_back(slot.decl.name, Op::draw_tensor(slot.decl, c, rng));
+  }
+  // The tensor struct whose i-th slot's member is get(i).
   template <typename Ptr, typename Get>
-  Tensors<Ptr> bind(Get get) {
-    Tensors<Ptr> m;
-    for (size_t i = 0; i < tensors.size(); i++)
-      m.*(static_cast<const Derived&>(*this).template slot<Ptr>(i)) = get(tensors[i]);
+  typename Op::template Tensors<Ptr> bind(Get get) const {
+    typename Op::template Tensors<Ptr> m;
+    const auto slots = Op::template tensor_slots<Ptr>(d);
+    for (size_t i = 0; i < tensors.size(); i++) m.*(slots[i].member) = get(i);
     return m;
   }
-  Tensors<const double*> ref() {
-    return bind<const double*>([](OpTensor& t) { return t.v.data(); });
+  typename Op::template Tensors<const double*> ref() const {
+    return bind<const double*>([this](size_t i) { return tensors[i].v.data(); });
   }
-  Tensors<const float*> weights() {
-    return bind<const float*>([](OpTensor& t) { return t.f.data(); });
+  typename Op::template Tensors<const float*> weights() const {
+    return bind<const float*>([this](size_t i) { return tensors[i].f.data(); });
   }
-  Tensors<float*> grads() {
-    return bind<float*>([](OpTensor& t) { return t.grad.data(); });
+  typename Op::template Tensors<float*> grads() {
+    return bind<float*>([this](size_t i) { return tensors[i].grad.data(); });
   }
 };
 
 // The input u and the upstream gradient R of `n` values each, drawn uniform from `seed` and rounded to float, and
 // their float copies.
 struct OpInputs {
-  std::vector<double> u, R;
-  std::vector<float> u_f, R_f;
+  std::vector<double> u;
+  std::vector<double> R;
+  std::vector<float> u_f;
+  std::vector<float> R_f;
   OpInputs(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
-    u = float_exact(uniform(n, rng)), R = float_exact(uniform(n, rng));
-    u_f = to_float(u), R_f = to_float(R);
+    u = float_exact(uniform(n, rng));
+    R = float_exact(uniform(n, rng));
+    u_f = to_float(u);
+    R_f = to_float(R);
   }
 };
 

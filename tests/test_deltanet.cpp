@@ -1,18 +1,22 @@
-// Tests for the Gated DeltaNet op layer (src/ops/deltanet.*), each against an independent reference:
-//   the textbook's recurrence (matrices I − βkkᵀ formed, triple loops) against its attention form M[t, s] (no
-//   state); the fast float forward against the textbook in double at odd sizes — heads of N = 1, 2, 3, 5, the
-//   convolution's K = 1, 2, 3, 4, T inside, at and across the chunk of 16 (19, 20, 37) — with β in (0, 1) and in
-//   (0, 2); every gradient (each of the 13 tensors and the input) against central finite differences of the textbook
-//   forward; the recurrence's reverse pass alone against finite differences of the textbook's recurrence; β
-//   saturated near 0 and near 2; one and two threads; decoding one token at a time, the state it keeps and its size;
-//   M against the textbook's; the settings' range checks; and, at the end, what is the kind's own in the model (its
-//   optimizer groups and initialisation, its settings in the metadata).
+// Tests for the Gated DeltaNet op layer (src/ops/deltanet.*). What every recurrent op satisfies runs here through
+// the shared harness (tests/op_harness.h, each check against an independent reference): the fast float forward
+// against the double-precision textbook (src/textbook/deltanet.h) at odd sizes — heads of N = 1, 2, 3, 5, the
+// convolution's K = 1, 2, 3, 4, T inside, at and across the chunk of 16 (19, 20, 37) — with β in (0, 1) and in
+// (0, 2); every gradient (each of the 13 tensors and the input) against central finite differences of the textbook
+// forward; one and two threads; an arena carved for a larger run; decoding one token at a time, the state it keeps
+// and its size; M against the textbook's; the textbook's recurrence (matrices I − βkkᵀ formed, triple loops)
+// against its attention form M[t, s] and its backward against a five-point derivative; the recurrence's reverse
+// pass alone against finite differences of the textbook's recurrence. This file gives DeltaNet's traits for it (the
+// cases, how a test layer is drawn) and what is DeltaNet's own: β saturated near 0 and near 2, the
+// initialisation's ranges, the settings' range checks and tensor names, and at the end the kind in the model (its
+// optimizer groups and initialisation, its settings in the metadata).
 //
 // Tolerances. Float against double, measured against each tensor's largest magnitude (close_to_reference).
 // Forward: kTol = 1e-5 of the scale. Gradients: float results against double finite differences (h = 1e-6):
 // kGradTol = 5e-5, while a real mistake (a sign, a missing term, an index off by one) is O(1) relative.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -25,7 +29,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "ops/deltanet.h"
-#include "op_layer.h"
+#include "op_harness.h"
 #include "program_util.h"
 #include "test_util.h"
 #include "textbook/deltanet.h"
@@ -33,9 +37,6 @@
 using namespace testutil;
 
 namespace {
-
-constexpr double kTol = 1e-5;
-constexpr double kGradTol = 5e-5;
 
 enum class Beta { Free, Zero, Full };  // β as drawn, or saturated at σ → 0 or σ → 1 (β → s)
 
@@ -51,166 +52,137 @@ struct Case {
   }
 };
 
-// N = 3, 1, 3, 5, 2, 1; K = 4, 4, 1, 3, 4, 2; T = 7 (inside a chunk), 37 (two chunks and a partial one), 16 (exactly
-// one), 20 and 19 (across), 5; β ∈ (0, 2) in two of them.
-const Case kCases[] = {
-    {6, 2, 4, 2, 7}, {3, 3, 4, 1, 37}, {6, 2, 1, 2, 16}, {5, 1, 3, 1, 20, true}, {4, 2, 4, 2, 19, true}, {1, 1, 2, 2, 5},
-};
-
-// A layer with random parameters far from the initialisation, so that every term matters: decays α across (0, 1),
-// β across its range, gains away from 1. With β saturated, W_β's row 0 is ∓30 and the inputs' channel 0 is 1 (see
-// Forwarded), the rest of W_β small: u·W_β = ∓30 ± 0.5 at every row.
-struct Layer : OpLayer<DeltaNetTensors, Layer> {
-  DeltaNetDims d;  // tensors in deltanet_tensor_slots order
-
-  Layer(const DeltaNetDims& dims, uint32_t seed, Beta beta = Beta::Free) : d(dims) {
-    std::mt19937 rng(seed);
-    for (const auto& slot : deltanet_tensor_slots<const float*>(d)) {
-      const TensorDecl& s = slot.decl;
-      size_t n = 1;
-      for (int64_t k : s.shape) n *= (size_t)k;
-      double lo = -0.6;
-      double hi = 0.6;
-      if (s.name == "deltanet.A_log") lo = -1.5, hi = 1.0;
-      if (s.name == "deltanet.dt_bias") lo = -2.0, hi = 0.5;
-      if (s.name == "deltanet.norm.weight") lo = 0.5, hi = 1.5;
-      std::vector<double> v = uniform(n, rng, lo, hi);
-      if (beta != Beta::Free && s.name == "deltanet.beta.weight") {
-        for (double& x : v) x *= 0.1;
-        for (int h = 0; h < d.H; h++) v[h] = beta == Beta::Zero ? -30.0 : 30.0;  // row 0, every head
-      }
-      tensors.emplace_back(s.name, v);
-    }
-  }
+// Gated DeltaNet's op and textbook as the harness (tests/op_harness.h) runs them.
+struct DeltaNetOp {
+  using Case = ::Case;
+  using Dims = DeltaNetDims;
   template <typename Ptr>
-  Ptr DeltaNetTensors<Ptr>::*slot(size_t i) const {
-    return deltanet_tensor_slots<Ptr>(d)[i].member;
-  }
-};
+  using Tensors = DeltaNetTensors<Ptr>;
+  using Activations = DeltaNetActivations;
+  static constexpr double kTol = 1e-5;
+  static constexpr double kGradTol = 5e-5;
+  static constexpr size_t kTwoThreadSamples = 12;
+  static constexpr int kChunk = kDeltaNetChunk;
 
-// A case's layer, input u, upstream gradient R (the loss is Σ out ⊙ R), and the fast forward on u.
-struct Forwarded : OpInputs {
-  Case c;
-  DeltaNetDims d;
-  Layer L;
-  std::vector<float> acts, scratch, out;
-  DeltaNetActivations a;
-  Forwarded(const Case& cs, uint32_t seed)
-      : OpInputs((size_t)cs.B * cs.T * cs.C, seed), c(cs), d(cs.dims()), L(d, seed, cs.beta),
-        acts(deltanet_activation_floats(d, cs.B, cs.T), NAN), scratch(deltanet_scratch_floats(d, cs.B, cs.T), NAN),
-        out((size_t)cs.B * cs.T * cs.C, NAN), a(deltanet_activations(acts.data(), d, cs.B, cs.T)) {
-    if (cs.beta != Beta::Free) {  // channel 0 is 1 at every row, so that W_β's row 0 saturates σ
-      for (size_t r = 0; r < (size_t)cs.B * cs.T; r++) u[r * cs.C] = 1.0;
-      u_f = to_float(u);
+  // N = 3, 1, 3, 5, 2, 1; K = 4, 4, 1, 3, 4, 2; T = 7 (inside a chunk), 37 (two chunks and a partial one), 16
+  // (exactly one), 20 and 19 (across), 5; β ∈ (0, 2) in two of them.
+  static std::vector<Case> cases() {
+    return {
+        {6, 2, 4, 2, 7},        {3, 3, 4, 1, 37},       {6, 2, 1, 2, 16},
+        {5, 1, 3, 1, 20, true}, {4, 2, 4, 2, 19, true}, {1, 1, 2, 2, 5},
+    };
+  }
+  // B·T·C·N = 53760 and 34560 ≥ worth_threads' 32768: two heads, and one head.
+  static std::vector<Case> two_thread_cases() { return {Case{32, 2, 4, 3, 35, true}, Case{24, 1, 3, 3, 20}}; }
+  static ArenaCase<Case> arena_case() {
+    ArenaCase<Case> arena;
+    arena.run = Case{6, 2, 4, 2, 18, true};
+    arena.carved_B = 3;
+    arena.carved_T = 40;
+    return arena;
+  }
+  static Case long_decode_case() { return Case{6, 2, 4, 1, 300}; }
+  static Case five_point_case() { return Case{6, 2, 3, 2, 9, true}; }
+  static Case step_case(const Case& c) { return c; }
+  static uint32_t case_seed(const Case& c) { return c.T; }
+
+  // Parameters far from the initialisation, so that every term matters: decays α across (0, 1), β across its
+  // range, gains away from 1. With β saturated, W_β's row 0 is ∓30 and the inputs' channel 0 is 1 (see
+  // BetaNearZeroAndNearTwo), the rest of W_β small: u·W_β = ∓30 ± 0.5 at every row.
+  static std::vector<double> draw_tensor(const TensorDecl& s, const Case& c, std::mt19937& rng) {
+    TensorRange range(s.name);
+    range.set("deltanet.A_log", -1.5, 1.0);
+    range.set("deltanet.dt_bias", -2.0, 0.5);
+    range.set("deltanet.norm.weight", 0.5, 1.5);
+    std::vector<double> v = uniform(numel(s), rng, range.lo, range.hi);
+    if (c.beta != Beta::Free && s.name == "deltanet.beta.weight") {
+      for (double& x : v) x *= 0.1;
+      for (int h = 0; h < c.H; h++) v[h] = c.beta == Beta::Zero ? -30.0 : 30.0;  // row 0, every head
     }
-    deltanet_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
+    return v;
   }
-  void backward(float* du) {
-    deltanet_backward(du, L.grads(), R_f.data(), u_f.data(), a, L.weights(), d, c.B, c.T, scratch.data());
+
+  template <typename Ptr>
+  static auto tensor_slots(const Dims& d) {
+    return deltanet_tensor_slots<Ptr>(d);
   }
-  std::vector<double> ref_out() {
-    std::vector<double> o(u.size());
-    ref_deltanet_forward(o.data(), u.data(), L.ref(), d, c.B, c.T);
-    return o;
+  static constexpr auto activation_floats = &deltanet_activation_floats;
+  static constexpr auto activations = &deltanet_activations;
+  static constexpr auto scratch_floats = &deltanet_scratch_floats;
+  static constexpr auto forward = &deltanet_forward;
+  static constexpr auto backward = &deltanet_backward;
+  static constexpr auto ref_forward = &ref_deltanet_forward<double>;
+  static constexpr auto ref_backward = &ref_deltanet_backward<double>;
+
+  // Decoding: the convolutions' last K − 1 inputs (3·(K − 1)·C floats), then S per head; a zeroed state is the
+  // start of a sequence.
+  static constexpr auto state_floats = &deltanet_state_floats;
+  static size_t state_floats_by_hand(const Dims& d) {
+    return 3 * (size_t)(d.K - 1) * d.C + (size_t)d.H * d.N * d.N;
+  }
+  static void state_reset(float* state, const Dims& d) {
+    std::fill(state, state + deltanet_state_floats(d), 0.0f);
+  }
+  static constexpr auto step_scratch_floats = &deltanet_step_scratch_floats;
+  static constexpr auto step = &deltanet_step;
+
+  static void implied_attention(float* M, const Activations& a, const DeltaNetWeights&, const Dims& d, int B, int T) {
+    deltanet_implied_attention(M, a, d, B, T);
+  }
+  static constexpr auto ref_implied_attention = &ref_deltanet_implied_attention<double>;
+
+  // The chunked recurrence: S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ, y_t = S_t q_t, and
+  // M[t, s] = β_s ∏α k_sᵀ E_{s+1}⋯E_t q_t.
+  static std::vector<double> ref_recurrence(const double* u, const Tensors<const double*>& w, const Dims& d, int B,
+                                            int T, std::vector<double>* S) {
+    return ref_deltanet_recurrence(ref_deltanet_inputs(u, w, d, B, T), d, B, T, S);
+  }
+  static std::vector<double> ref_attention_form(const double* u, const Tensors<const double*>& w, const Dims& d,
+                                                int B, int T) {
+    return ref_deltanet_attention_form(ref_deltanet_inputs(u, w, d, B, T), d, B, T);
+  }
+  // S is a sum of terms of the size of β·v, which may cancel (N = 1: a scalar): measured against that size.
+  static double state_scale(const double* u, const Tensors<const double*>& w, const Dims& d, int B, int T) {
+    const RefDeltaNetInputs<double> in = ref_deltanet_inputs(u, w, d, B, T);
+    return 2 * max_abs(in.v.data(), in.v.size());
+  }
+  static size_t matrix_state_offset(const Dims& d) { return 3 * (size_t)(d.K - 1) * d.C; }  // after the convs'
+  static constexpr auto final_state = &deltanet_final_state;
+  static constexpr auto state_from_forward = &deltanet_state_from_forward;
+  static Dims recurrence_dims(int C, int H) { return DeltaNetDims::make(C, H, 4, 1); }
+  // q, v; k not normalised; β anywhere in (0, 2), α in (0.5, 1), one per head.
+  static std::vector<RecurrenceInput> recurrence_inputs(const Dims& d) {
+    return {recurrence_input("q", d.C),
+            recurrence_input("k", d.C, -0.7, 0.7),
+            recurrence_input("v", d.C),
+            recurrence_input("β", d.H, 0.0, 2.0),
+            recurrence_input("α", d.H, 0.5, 1.0)};
+  }
+  static void recurrence_forward(float* y, float* state, const std::vector<const float*>& in, const Dims& d, int B,
+                                 int T) {
+    deltanet_recurrence_forward(y, state, in[0], in[1], in[2], in[3], in[4], d, B, T);
+  }
+  static void recurrence_backward(const std::vector<float*>& din, const float* dy, const float* state,
+                                  const std::vector<const float*>& in, const Dims& d, int B, int T, float* scratch) {
+    deltanet_recurrence_backward(din[0], din[1], din[2], din[3], din[4], dy, state, in[0], in[1], in[2], in[3], in[4],
+                                 d, B, T, scratch);
+  }
+  static std::vector<double> ref_recurrence_of(const std::vector<std::vector<double>>& in, const Dims& d, int B,
+                                               int T) {
+    RefDeltaNetInputs<double> r;
+    r.q = in[0];
+    r.k = in[1];
+    r.v = in[2];
+    r.beta = in[3];
+    r.alpha = in[4];
+    return ref_deltanet_recurrence(r, d, B, T);
   }
 };
-
-void expect_gradients(const std::vector<GradCheck>& checks) { testutil::expect_gradients(checks, kGradTol); }
-
-// Every gradient of the layer (du and the 13 tensors) against central finite differences of the textbook forward;
-// then a second backward checks the convention (parameters +=, du =).
-void expect_backward_matches_textbook(Forwarded& f) {
-  std::vector<float> du(f.u.size(), NAN);
-  f.backward(du.data());
-  auto loss = [&] { return dot(f.ref_out(), f.R); };
-  std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, f.u.data(), f.u.size())}};
-  for (OpTensor& t : f.L.tensors) checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
-  expect_gradients(checks);
-
-  std::vector<std::vector<float>> first;
-  for (OpTensor& t : f.L.tensors) first.push_back(t.grad);
-  const std::vector<float> first_du = du;
-  f.backward(du.data());
-  for (size_t i = 0; i < first.size(); i++)
-    for (size_t k = 0; k < first[i].size(); k++)
-      ASSERT_NEAR(f.L.tensors[i].grad[k], 2 * first[i][k], 1e-6 * (1 + std::fabs(first[i][k])))
-          << f.L.tensors[i].name << " gradient is added to";
-  for (size_t k = 0; k < du.size(); k++) ASSERT_EQ(du[k], first_du[k]) << "du is written";
-}
 
 }  // namespace
 
-// The textbook against itself: the recurrence (S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ, y_t = S_t q_t)
-// and the attention form (M[t, s] = β_s ∏α k_sᵀ E_{s+1}⋯E_t q_t, y_t = Σ_s M[t, s] v_s) give the same y, in double.
-TEST(DeltaNetTextbook, RecurrenceEqualsAttentionForm) {
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    const DeltaNetDims d = c.dims();
-    Layer L(d, 3 + c.T);
-    std::mt19937 rng(5);
-    const std::vector<double> u = uniform((size_t)c.B * c.T * c.C, rng);
-    const RefDeltaNetInputs<double> in = ref_deltanet_inputs(u.data(), L.ref(), d, c.B, c.T);
-    const std::vector<double> y1 = ref_deltanet_recurrence(in, d, c.B, c.T);
-    const std::vector<double> y2 = ref_deltanet_attention_form(in, d, c.B, c.T);
-    EXPECT_TRUE(all_close(y1, y2, 1e-12, 1e-12 * (1 + max_abs(y1.data(), y1.size())), "recurrence vs M"));
-  }
-}
-
-// The textbook's backward is central differences of its forward, one coordinate at a time (h = 1e-6). Held here to
-// a second numerical route: the directional derivative along a random direction in the input and every tensor at
-// once, by a five-point stencil with h = 1e-4.
-TEST(DeltaNetTextbook, BackwardMatchesAFivePointDirectionalDerivative) {
-  const Case c{6, 2, 3, 2, 9, true};
-  const DeltaNetDims d = c.dims();
-  Layer L(d, 77);
-  std::mt19937 rng(78);
-  std::vector<double> u = uniform((size_t)c.B * c.T * c.C, rng);
-  const std::vector<double> R = uniform(u.size(), rng);
-  std::vector<double> du(u.size());
-  std::vector<std::vector<double>> grads;
-  for (OpTensor& t : L.tensors) grads.emplace_back(t.v.size(), 0.0);
-  DeltaNetTensors<double*> g;
-  const auto gslots = deltanet_tensor_slots<double*>(d);
-  for (size_t i = 0; i < gslots.size(); i++) g.*gslots[i].member = grads[i].data();
-  ref_deltanet_backward(du.data(), g, R.data(), u.data(), L.ref(), d, c.B, c.T);
-  // The direction: e_u for u, e_i for each tensor.
-  const std::vector<double> eu = uniform(u.size(), rng);
-  std::vector<std::vector<double>> e;
-  for (OpTensor& t : L.tensors) e.push_back(uniform(t.v.size(), rng));
-  double predicted = dot(du, eu);
-  for (size_t i = 0; i < e.size(); i++) predicted += dot(grads[i], e[i]);
-  auto loss_at = [&](double eps) {
-    std::vector<double> x = u;
-    for (size_t i = 0; i < x.size(); i++) x[i] += eps * eu[i];
-    Layer moved = L;
-    for (size_t i = 0; i < moved.tensors.size(); i++)
-      for (size_t k = 0; k < moved.tensors[i].v.size(); k++) moved.tensors[i].v[k] += eps * e[i][k];
-    std::vector<double> out(u.size());
-    ref_deltanet_forward(out.data(), x.data(), moved.ref(), d, c.B, c.T);
-    return dot(out, R);
-  };
-  const double h = 1e-4;
-  const double numeric = (-loss_at(2 * h) + 8 * loss_at(h) - 8 * loss_at(-h) + loss_at(-2 * h)) / (12 * h);
-  EXPECT_NEAR(predicted, numeric, 1e-6 * (1 + std::fabs(numeric)));
-}
-
-TEST(DeltaNetOp, ForwardMatchesTextbook) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 11 + c.T);
-    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "deltanet out"));
-  }
-}
-
-TEST(DeltaNetOp, BackwardMatchesFiniteDifferencesOfTextbook) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 21 + c.T);
-    expect_backward_matches_textbook(f);
-  }
-}
+INSTANTIATE_TYPED_TEST_SUITE_P(DeltaNet, RecurrentOp, DeltaNetOp);
+INSTANTIATE_TYPED_TEST_SUITE_P(DeltaNet, ChunkedRecurrenceOp, DeltaNetOp);
 
 // β saturated: near 0 (the state only decays: nothing written, nothing erased) and near 2 with the negative
 // eigenvalues on (the transition along k is α(1 − β) ≈ −α: the recall flips sign), and near 1 without them (the
@@ -220,7 +192,10 @@ TEST(DeltaNetOp, BetaNearZeroAndNearTwo) {
   for (const Case& c : {Case{6, 2, 4, 2, 19, false, Beta::Zero}, Case{6, 2, 4, 2, 19, true, Beta::Full},
                         Case{4, 1, 2, 1, 18, false, Beta::Full}, Case{4, 2, 3, 1, 17, true, Beta::Zero}}) {
     SCOPED_TRACE(c.describe());
-    Forwarded f(c, 51 + c.T);
+    // channel 0 is 1 at every row, so that W_β's row 0 saturates σ
+    Forwarded<DeltaNetOp> f(c, 51 + c.T, [&c](std::vector<double>& u) {
+      for (size_t r = 0; r < (size_t)c.B * c.T; r++) u[r * c.C] = 1.0;
+    });
     const float top = c.negative ? 2.0f : 1.0f;
     for (size_t i = 0; i < (size_t)c.B * c.T * c.H; i++) {
       if (c.beta == Beta::Zero) {
@@ -229,159 +204,8 @@ TEST(DeltaNetOp, BetaNearZeroAndNearTwo) {
         ASSERT_GT(f.a.beta[i], top * (1 - 1e-6f)) << "β saturates at its top";
       }
     }
-    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "deltanet out"));
+    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), DeltaNetOp::kTol, "deltanet out"));
     expect_backward_matches_textbook(f);
-  }
-}
-
-// The recurrence alone: its five input gradients against finite differences of the textbook's recurrence, with
-// inputs drawn directly (k not normalised, β anywhere in (0, 2)), T = 37 across three chunks.
-TEST(DeltaNetOp, RecurrenceBackwardMatchesFiniteDifferences) {
-  set_threads(1);
-  for (int N : {1, 4}) {
-    SCOPED_TRACE("N=" + std::to_string(N));
-    const int H = 2, C = H * N, B = 2, T = 37;
-    const DeltaNetDims d = DeltaNetDims::make(C, H, 4, 1);
-    const size_t n = (size_t)B * T * C;
-    const size_t nh = (size_t)B * T * H;
-    std::mt19937 rng(N);
-    RefDeltaNetInputs<double> in;
-    in.q = float_exact(uniform(n, rng));
-    in.k = float_exact(uniform(n, rng, -0.7, 0.7));
-    in.v = float_exact(uniform(n, rng));
-    in.beta = float_exact(uniform(nh, rng, 0.0, 2.0));
-    in.alpha = float_exact(uniform(nh, rng, 0.5, 1.0));
-    const std::vector<double> R = float_exact(uniform(n, rng));
-    std::vector<float> y(n);
-    std::vector<float> state((size_t)B * H * (d.chunks(T) + 1) * N * N, NAN);
-    const std::vector<float> q = to_float(in.q);
-    const std::vector<float> k = to_float(in.k);
-    const std::vector<float> v = to_float(in.v);
-    const std::vector<float> beta = to_float(in.beta);
-    const std::vector<float> alpha = to_float(in.alpha);
-    deltanet_recurrence_forward(y.data(), state.data(), q.data(), k.data(), v.data(), beta.data(), alpha.data(), d, B,
-                                T);
-    EXPECT_TRUE(close_to_reference(y, ref_deltanet_recurrence(in, d, B, T), kTol, "y"));
-    std::vector<float> dq(n, NAN), dk(n, NAN), dv(n, NAN), dbeta(nh, NAN), dalpha(nh, NAN);
-    std::vector<float> scratch((size_t)B * H * (kDeltaNetChunk + 2) * N * N, NAN);
-    deltanet_recurrence_backward(dq.data(), dk.data(), dv.data(), dbeta.data(), dalpha.data(), to_float(R).data(),
-                                 state.data(), q.data(), k.data(), v.data(), beta.data(), alpha.data(), d, B, T,
-                                 scratch.data());
-    auto loss = [&] { return dot(ref_deltanet_recurrence(in, d, B, T), R); };
-    expect_gradients({{"dq", dq, finite_differences(loss, in.q.data(), n)},
-                      {"dk", dk, finite_differences(loss, in.k.data(), n)},
-                      {"dv", dv, finite_differences(loss, in.v.data(), n)},
-                      {"dβ", dbeta, finite_differences(loss, in.beta.data(), nh)},
-                      {"dα", dalpha, finite_differences(loss, in.alpha.data(), nh)}});
-  }
-}
-
-// With two threads, at sizes where worth_threads splits the recurrence's (batch, head) pairs and the row loops:
-// two heads, and one head, where the two threads run the same head of different sequences at once (each pair's
-// scratch must be its own). The two-thread results against the one-thread ones (the same arithmetic per (batch,
-// head) pair, so within float rounding of the products' split: measured up to 1.2e-6 of the scale in the
-// sanitized -O1 build, hence 1e-5), and against the textbook: the forward, and finite
-// differences at 12 spread-out entries of each gradient.
-TEST(DeltaNetOp, TwoThreadsMatchOneThreadAndTextbook) {
-  const int saved = default_threads();
-  // B·T·C·N = 53760 and 34560 ≥ worth_threads' 32768
-  for (const Case& c : {Case{32, 2, 4, 3, 35, true}, Case{24, 1, 3, 3, 20}}) {
-    SCOPED_TRACE(c.describe());
-    set_threads(1);
-    Forwarded one(c, 9);
-    std::vector<float> du1(one.u.size(), NAN);
-    one.backward(du1.data());
-    set_threads(2);
-    Forwarded f(c, 9);
-    std::vector<float> du(f.u.size(), NAN);
-    f.backward(du.data());
-    set_threads(saved);
-    EXPECT_TRUE(close_to_reference(f.out, to_double(one.out.data(), one.out.size()), 1e-5, "2 threads' out vs 1's"));
-    EXPECT_TRUE(close_to_reference(du, to_double(du1.data(), du1.size()), 1e-5, "2 threads' du vs 1's"));
-    for (size_t i = 0; i < f.L.tensors.size(); i++)
-      EXPECT_TRUE(close_to_reference(f.L.tensors[i].grad, to_double(one.L.tensors[i].grad.data(), one.L.tensors[i].grad.size()),
-                                     1e-5, "2 threads' d" + f.L.tensors[i].name + " vs 1's"));
-    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
-    auto loss = [&] { return dot(f.ref_out(), f.R); };
-    expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));
-  }
-}
-
-// Token by token from a zeroed state equals the textbook's rows; the state then holds the convolutions' last K − 1
-// inputs and S_{T−1} as the textbook's recurrence leaves it, and the batched forward's final state is the same.
-TEST(DeltaNetOp, StepChainEqualsTheFullForward) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 31 + c.T);
-    const DeltaNetDims& d = f.d;
-    const std::vector<double> ref = f.ref_out();
-    std::vector<double> S_ref;
-    const RefDeltaNetInputs<double> in = ref_deltanet_inputs(f.u.data(), f.L.ref(), d, c.B, c.T);
-    ref_deltanet_recurrence(in, d, c.B, c.T, &S_ref);
-    // S is a sum of terms of the size of β·v, which may cancel (N = 1: a scalar): measured against that size.
-    const double S_scale = 2 * max_abs(in.v.data(), in.v.size());
-    std::vector<float> state(deltanet_state_floats(d));
-    std::vector<float> scratch(deltanet_step_scratch_floats(d), NAN);
-    std::vector<float> out(f.out.size());
-    const size_t NN = (size_t)d.N * d.N;
-    const size_t conv_floats = 3 * (size_t)(d.K - 1) * d.C;
-    for (int b = 0; b < c.B; b++) {
-      std::fill(state.begin(), state.end(), 0.0f);
-      for (int t = 0; t < c.T; t++) {
-        const size_t o = ((size_t)b * c.T + t) * c.C;
-        deltanet_step(out.data() + o, state.data(), f.u_f.data() + o, f.L.weights(), d, scratch.data());
-      }
-      for (int h = 0; h < d.H; h++) {
-        const auto first = S_ref.begin() + ((size_t)b * d.H + h) * NN;
-        const std::vector<double> S(first, first + NN);
-        EXPECT_TRUE(close_to_reference(state.data() + conv_floats + h * NN, S.data(), NN, kTol, "step's S", S_scale));
-        EXPECT_TRUE(close_to_reference(deltanet_final_state(f.a, d, b, h), S.data(), NN, kTol, "forward's S_{T-1}",
-                                       S_scale));
-      }
-      std::vector<float> refilled(state.size(), NAN);  // the same state from the batched forward
-      deltanet_state_from_forward(refilled.data(), f.a, d, b);
-      EXPECT_TRUE(close_to_reference(refilled, to_double(state.data(), state.size()), kTol, "state_from_forward"));
-    }
-    EXPECT_TRUE(close_to_reference(out, ref, kTol, "step out"));
-  }
-}
-
-// The decoding state is 3·(K − 1)·C + H·N² floats whatever the context: 300 steps write nothing past it (guard
-// floats after it stay as set) and the step's output stays finite.
-TEST(DeltaNetOp, StateSizeIsIndependentOfT) {
-  set_threads(1);
-  const Case c{6, 2, 4, 1, 300};
-  const DeltaNetDims d = c.dims();
-  EXPECT_EQ(deltanet_state_floats(d), (size_t)(3 * 3 * 6 + 2 * 3 * 3));
-  Layer L(d, 5);
-  std::mt19937 rng(6);
-  const std::vector<float> u = to_float(uniform((size_t)c.T * c.C, rng));
-  const size_t n = deltanet_state_floats(d);
-  std::vector<float> state(n + 64, 12345.0f);
-  std::fill(state.begin(), state.begin() + n, 0.0f);
-  std::vector<float> scratch(deltanet_step_scratch_floats(d) + 64, 12345.0f);
-  std::vector<float> out(c.C);
-  for (int t = 0; t < c.T; t++) {
-    deltanet_step(out.data(), state.data(), u.data() + (size_t)t * c.C, L.weights(), d, scratch.data());
-    for (float x : out) ASSERT_TRUE(std::isfinite(x));
-  }
-  for (size_t i = n; i < state.size(); i++) ASSERT_EQ(state[i], 12345.0f) << "written past the state";
-  for (size_t i = deltanet_step_scratch_floats(d); i < scratch.size(); i++)
-    ASSERT_EQ(scratch[i], 12345.0f) << "written past the step's scratch";
-}
-
-TEST(DeltaNetOp, ImpliedAttentionMatchesTextbook) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 41 + c.T);
-    std::vector<float> M((size_t)c.B * c.H * c.T * c.T, NAN);
-    deltanet_implied_attention(M.data(), f.a, f.d, c.B, c.T);
-    EXPECT_TRUE(close_to_reference(M, ref_deltanet_implied_attention(f.u.data(), f.L.ref(), f.d, c.B, c.T), kTol, "M"));
-    for (int i = 0; i < c.B * c.H; i++)
-      for (int t = 0; t < c.T; t++)
-        for (int s = t + 1; s < c.T; s++) ASSERT_EQ(M[((size_t)i * c.T + t) * c.T + s], 0.0f) << "above the diagonal";
   }
 }
 

@@ -1,12 +1,15 @@
-// Tests for the RWKV-7 op layer (src/ops/rwkv.*), each against an independent reference:
-//   the textbook's recurrence (matrices A_t formed, triple loops) against its attention form M[t, s] (no state);
-//   the fast float forward against the textbook in double at odd sizes — T below, at and across the chunk of 16
-//   (T = 37: two whole chunks and a partial one), heads of N = 1 and N > 1, the erase rate a forced to 0 and to 1 —
-//   and with two threads; every gradient (each of the 18 tensors and the input) against central finite differences
-//   of the textbook forward; the recurrence's reverse pass alone against finite differences of the textbook's
-//   recurrence; decoding one token at a time and the state it keeps against the textbook; M against the textbook's.
-// At the end, what is the kind's own in the model: its tensors, their initialisation and optimizer groups, its
-// settings and its state's size.
+// Tests for the RWKV-7 op layer (src/ops/rwkv.*). What every recurrent op satisfies runs here through the shared
+// harness (tests/op_harness.h, each check against an independent reference): the fast float forward against the
+// double-precision textbook (src/textbook/rwkv.h) and every gradient (each of the 18 tensors and the input) against
+// central finite differences of the textbook forward, at odd sizes — T below, at and across the chunk of 16 (T = 37:
+// two whole chunks and a partial one), heads of N = 1 and N > 1, the erase rate a forced to 0 and to 1, the erase
+// off; two threads against one and the textbook; an arena carved for a larger run; decoding one token at a time and
+// the state it keeps against the textbook; the state's size; M against the textbook's; the textbook's recurrence
+// against its attention form and its backward against a five-point derivative; the recurrence's reverse pass alone
+// against finite differences of the textbook's recurrence. This file gives RWKV's traits for it (the cases, how a
+// test layer is drawn) and what is RWKV's own: the state keeping the last input, the initialisation, the settings'
+// checks and tensor names, and at the end the kind in the model (its tensors, their initialisation and optimizer
+// groups, its settings and its state's size).
 //
 // Tolerances. Float against double, measured against each tensor's largest magnitude (close_to_reference).
 // Forward: measured ≤ 1e-6 of the scale, so kTol = 1e-5. Gradients: float results against double finite
@@ -28,7 +31,7 @@
 #include "model/model.h"
 #include "ops/rwkv.h"
 #include "model_check.h"
-#include "op_layer.h"
+#include "op_harness.h"
 #include "program_util.h"
 #include "test_util.h"
 #include "textbook/rwkv.h"
@@ -36,9 +39,6 @@
 using namespace testutil;
 
 namespace {
-
-constexpr double kTol = 1e-5;
-constexpr double kGradTol = 5e-5;
 
 enum class Rate { Free, Zero, One };  // a = σ(a0 + …) as drawn, or forced to 0 (no erase) or 1 (full erase)
 
@@ -54,247 +54,145 @@ struct Case {
   }
 };
 
-// N = 3, 1, 5 and 2; T = 7 (inside a chunk), 16 (exactly one), 37 and 20 (across chunks, the last partial); the
-// erase off (A_t = diag(d_t)) with a free and with a = 1.
-const Case kCases[] = {
-    {6, 2, 3, 2, 7},  {3, 3, 2, 1, 37}, {6, 2, 2, 2, 16},           {5, 1, 2, 1, 20},
-    {4, 2, 2, 2, 19, Rate::Zero},       {4, 2, 2, 1, 21, Rate::One}, {1, 1, 1, 2, 5},
-    {6, 2, 2, 2, 18, Rate::Free, false}, {4, 2, 1, 1, 9, Rate::One, false},
-};
-
-// A layer with random parameters far from the initialisation, so that every term matters: decays d from ~0.55 to
-// ~0.95, rates a across (0, 1) (or forced: a0 = ∓30 with the rate LoRA zero), gains away from 1.
-struct Layer : OpLayer<RwkvTensors, Layer> {
-  RwkvDims d;  // tensors in rwkv_tensor_slots order
-
-  Layer(const RwkvDims& dims, uint32_t seed, Rate rate = Rate::Free) : d(dims) {
-    std::mt19937 rng(seed);
-    for (const auto& slot : rwkv_tensor_slots<const float*>(d)) {
-      const TensorDecl& s = slot.decl;
-      size_t n = 1;
-      for (int64_t k : s.shape) n *= (size_t)k;
-      double lo = -0.6, hi = 0.6;
-      if (s.name == "rwkv.mix") lo = 0.0, hi = 1.0;
-      if (s.name == "rwkv.w0") lo = -2.0, hi = 1.0;
-      if (s.name == "rwkv.a0") lo = -1.0, hi = 1.0;
-      if (s.name == "rwkv.k_k" || s.name == "rwkv.k_a" || s.name == "rwkv.ln_x.weight") lo = 0.5, hi = 1.5;
-      if (s.name == "rwkv.ln_x.bias") lo = -0.3, hi = 0.3;
-      std::vector<double> v = uniform(n, rng, lo, hi);
-      if (rate != Rate::Free && (s.name == "rwkv.a1" || s.name == "rwkv.a2")) v.assign(n, 0.0);
-      if (rate != Rate::Free && s.name == "rwkv.a0") v.assign(n, rate == Rate::Zero ? -30.0 : 30.0);
-      tensors.emplace_back(s.name, v);
-    }
-  }
+// RWKV-7's op and textbook as the harness (tests/op_harness.h) runs them.
+struct RwkvOp {
+  using Case = ::Case;
+  using Dims = RwkvDims;
   template <typename Ptr>
-  Ptr RwkvTensors<Ptr>::*slot(size_t i) const {
-    return rwkv_tensor_slots<Ptr>(d)[i].member;
+  using Tensors = RwkvTensors<Ptr>;
+  using Activations = RwkvActivations;
+  static constexpr double kTol = 1e-5;
+  static constexpr double kGradTol = 5e-5;
+  static constexpr size_t kTwoThreadSamples = 12;
+  static constexpr int kChunk = kRwkvChunk;
+
+  // N = 3, 1, 5 and 2; T = 7 (inside a chunk), 16 (exactly one), 37 and 20 (across chunks, the last partial); the
+  // erase off (A_t = diag(d_t)) with a free and with a = 1.
+  static std::vector<Case> cases() {
+    return {
+        {6, 2, 3, 2, 7},  {3, 3, 2, 1, 37}, {6, 2, 2, 2, 16},           {5, 1, 2, 1, 20},
+        {4, 2, 2, 2, 19, Rate::Zero},       {4, 2, 2, 1, 21, Rate::One}, {1, 1, 1, 2, 5},
+        {6, 2, 2, 2, 18, Rate::Free, false}, {4, 2, 1, 1, 9, Rate::One, false},
+    };
+  }
+  // B·T·C·N = 53760 and 34560 ≥ worth_threads' 32768: two heads, and one head.
+  static std::vector<Case> two_thread_cases() { return {Case{32, 2, 4, 3, 35}, Case{24, 1, 4, 3, 20}}; }
+  static ArenaCase<Case> arena_case() {
+    ArenaCase<Case> arena;
+    arena.run = Case{6, 2, 3, 2, 18};
+    arena.carved_B = 3;
+    arena.carved_T = 40;
+    return arena;
+  }
+  static Case long_decode_case() { return Case{6, 2, 3, 1, 300}; }
+  static Case five_point_case() { return Case{6, 2, 3, 2, 9}; }
+  static Case step_case(const Case& c) { return c; }
+  static uint32_t case_seed(const Case& c) { return c.T; }
+
+  // Parameters far from the initialisation, so that every term matters: decays d from ~0.55 to ~0.95, rates a
+  // across (0, 1) (or forced: a0 = ∓30 with the rate LoRA zero), gains away from 1.
+  static std::vector<double> draw_tensor(const TensorDecl& s, const Case& c, std::mt19937& rng) {
+    TensorRange range(s.name);
+    range.set("rwkv.mix", 0.0, 1.0);
+    range.set("rwkv.w0", -2.0, 1.0);
+    range.set("rwkv.a0", -1.0, 1.0);
+    range.set("rwkv.k_k", 0.5, 1.5);
+    range.set("rwkv.k_a", 0.5, 1.5);
+    range.set("rwkv.ln_x.weight", 0.5, 1.5);
+    range.set("rwkv.ln_x.bias", -0.3, 0.3);
+    std::vector<double> v = uniform(numel(s), rng, range.lo, range.hi);
+    if (c.rate != Rate::Free && (s.name == "rwkv.a1" || s.name == "rwkv.a2")) v.assign(v.size(), 0.0);
+    if (c.rate != Rate::Free && s.name == "rwkv.a0") v.assign(v.size(), c.rate == Rate::Zero ? -30.0 : 30.0);
+    return v;
+  }
+
+  template <typename Ptr>
+  static auto tensor_slots(const Dims& d) {
+    return rwkv_tensor_slots<Ptr>(d);
+  }
+  static constexpr auto activation_floats = &rwkv_activation_floats;
+  static constexpr auto activations = &rwkv_activations;
+  static constexpr auto scratch_floats = &rwkv_scratch_floats;
+  static constexpr auto forward = &rwkv_forward;
+  static constexpr auto backward = &rwkv_backward;
+  static constexpr auto ref_forward = &ref_rwkv_forward<double>;
+  static constexpr auto ref_backward = &ref_rwkv_backward<double>;
+
+  // Decoding: u_{t−1} (C floats), then S per head; a zeroed state is the start of a sequence.
+  static constexpr auto state_floats = &rwkv_state_floats;
+  static size_t state_floats_by_hand(const Dims& d) { return (size_t)d.C + (size_t)d.H * d.N * d.N; }
+  static void state_reset(float* state, const Dims& d) { std::fill(state, state + rwkv_state_floats(d), 0.0f); }
+  static constexpr auto step_scratch_floats = &rwkv_step_scratch_floats;
+  static constexpr auto step = &rwkv_step;
+
+  static void implied_attention(float* M, const Activations& a, const RwkvWeights&, const Dims& d, int B, int T) {
+    rwkv_implied_attention(M, a, d, B, T);
+  }
+  static constexpr auto ref_implied_attention = &ref_rwkv_implied_attention<double>;
+
+  // The chunked recurrence: S_t = S_{t−1}A_t + v_t k̃_tᵀ, y_t = S_t r_t, and M[t, s] = k̃_sᵀ A_{s+1}⋯A_t r_t.
+  static std::vector<double> ref_recurrence(const double* u, const Tensors<const double*>& w, const Dims& d, int B,
+                                            int T, std::vector<double>* S) {
+    return ref_rwkv_recurrence(ref_rwkv_inputs(u, w, d, B, T), d, B, T, S);
+  }
+  static std::vector<double> ref_attention_form(const double* u, const Tensors<const double*>& w, const Dims& d,
+                                                int B, int T) {
+    return ref_rwkv_attention_form(ref_rwkv_inputs(u, w, d, B, T), d, B, T);
+  }
+  static double state_scale(const double*, const Tensors<const double*>&, const Dims&, int, int) {
+    return 0;  // S against its own largest entry
+  }
+  static size_t matrix_state_offset(const Dims& d) { return (size_t)d.C; }  // after u_{t−1}
+  static constexpr auto final_state = &rwkv_final_state;
+  static constexpr auto state_from_forward = &rwkv_state_from_forward;
+  static Dims recurrence_dims(int C, int H) { return RwkvDims::make(C, H, 1); }
+  // r, k̃, v; the decay d in (0.5, 1); κ not normalised; the rate a anywhere in (0, 1).
+  static std::vector<RecurrenceInput> recurrence_inputs(const Dims& d) {
+    return {recurrence_input("r", d.C),
+            recurrence_input("k̃", d.C),
+            recurrence_input("v", d.C),
+            recurrence_input("d", d.C, 0.5, 1.0),
+            recurrence_input("κ", d.C, -0.7, 0.7),
+            recurrence_input("a", d.C, 0.0, 1.0)};
+  }
+  static void recurrence_forward(float* y, float* state, const std::vector<const float*>& in, const Dims& d, int B,
+                                 int T) {
+    rwkv_recurrence_forward(y, state, in[0], in[1], in[2], in[3], in[4], in[5], d, B, T);
+  }
+  static void recurrence_backward(const std::vector<float*>& din, const float* dy, const float* state,
+                                  const std::vector<const float*>& in, const Dims& d, int B, int T, float* scratch) {
+    rwkv_recurrence_backward(din[0], din[1], din[2], din[3], din[4], din[5], dy, state, in[0], in[1], in[2], in[3],
+                             in[4], in[5], d, B, T, scratch);
+  }
+  static std::vector<double> ref_recurrence_of(const std::vector<std::vector<double>>& in, const Dims& d, int B,
+                                               int T) {
+    RefRwkvInputs<double> r;
+    r.r = in[0];
+    r.kt = in[1];
+    r.v = in[2];
+    r.dec = in[3];
+    r.kap = in[4];
+    r.a = in[5];
+    return ref_rwkv_recurrence(r, d, B, T);
   }
 };
-
-// A case's layer, input u, upstream gradient R (the loss is Σ out ⊙ R), and the fast forward on u.
-struct Forwarded : OpInputs {
-  Case c;
-  RwkvDims d;
-  Layer L;
-  std::vector<float> acts, scratch, out;
-  RwkvActivations a;
-  Forwarded(const Case& cs, uint32_t seed)
-      : OpInputs((size_t)cs.B * cs.T * cs.C, seed), c(cs), d(cs.dims()), L(d, seed, cs.rate),
-        acts(rwkv_activation_floats(d, cs.B, cs.T), NAN), scratch(rwkv_scratch_floats(d, cs.B, cs.T), NAN),
-        out((size_t)cs.B * cs.T * cs.C, NAN), a(rwkv_activations(acts.data(), d, cs.B, cs.T)) {
-    rwkv_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
-  }
-  void backward(float* du) {
-    rwkv_backward(du, L.grads(), R_f.data(), u_f.data(), a, L.weights(), d, c.B, c.T, scratch.data());
-  }
-  std::vector<double> ref_out() {
-    std::vector<double> o(u.size());
-    ref_rwkv_forward(o.data(), u.data(), L.ref(), d, c.B, c.T);
-    return o;
-  }
-};
-
-void expect_gradients(const std::vector<GradCheck>& checks) { testutil::expect_gradients(checks, kGradTol); }
 
 }  // namespace
 
-// The textbook against itself: the recurrence (S_t = S_{t−1}A_t + v_t k̃_tᵀ, y_t = S_t r_t) and the attention form
-// (M[t, s] = k̃_sᵀ A_{s+1}⋯A_t r_t, y_t = Σ_s M[t, s] v_s) give the same y, in double.
-TEST(TextbookRwkv, RecurrenceEqualsAttentionForm) {
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    const RwkvDims d = c.dims();
-    Layer L(d, 3 + c.T, c.rate);
-    std::mt19937 rng(5);
-    const std::vector<double> u = uniform((size_t)c.B * c.T * c.C, rng);
-    const RefRwkvInputs<double> in = ref_rwkv_inputs(u.data(), L.ref(), d, c.B, c.T);
-    const std::vector<double> y1 = ref_rwkv_recurrence(in, d, c.B, c.T), y2 = ref_rwkv_attention_form(in, d, c.B, c.T);
-    EXPECT_TRUE(all_close(y1, y2, 1e-12, 1e-12 * (1 + max_abs(y1.data(), y1.size())), "recurrence vs M"));
-  }
-}
+INSTANTIATE_TYPED_TEST_SUITE_P(OpsRwkv, RecurrentOp, RwkvOp);
+INSTANTIATE_TYPED_TEST_SUITE_P(OpsRwkv, ChunkedRecurrenceOp, RwkvOp);
 
-TEST(OpsRwkv, ForwardMatchesTextbook) {
+// After a sequence the decoding state holds its last input u_{T−1} (the token shift's), as the step read it.
+TEST(OpsRwkv, StepStateKeepsTheLastInput) {
   set_threads(1);
-  for (const Case& c : kCases) {
+  for (const Case& c : RwkvOp::cases()) {
     SCOPED_TRACE(c.describe());
-    Forwarded f(c, 11 + c.T);
-    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "rwkv out"));
-  }
-}
-
-// Every gradient against central finite differences of the textbook forward; then a second backward checks the
-// convention (parameters +=, du =).
-TEST(OpsRwkv, BackwardMatchesFiniteDifferencesOfTextbook) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 21 + c.T);
-    std::vector<float> du(f.u.size(), NAN);
-    f.backward(du.data());
-    auto loss = [&] { return dot(f.ref_out(), f.R); };
-    std::vector<GradCheck> checks = {{"du", du, finite_differences(loss, f.u.data(), f.u.size())}};
-    for (OpTensor& t : f.L.tensors)
-      checks.push_back({"d" + t.name, t.grad, finite_differences(loss, t.v.data(), t.v.size())});
-    expect_gradients(checks);
-
-    std::vector<std::vector<float>> first;
-    for (OpTensor& t : f.L.tensors) first.push_back(t.grad);
-    const std::vector<float> first_du = du;
-    f.backward(du.data());
-    for (size_t i = 0; i < first.size(); i++)
-      for (size_t k = 0; k < first[i].size(); k++)
-        ASSERT_NEAR(f.L.tensors[i].grad[k], 2 * first[i][k], 1e-6 * (1 + std::fabs(first[i][k])))
-            << f.L.tensors[i].name << " gradient is added to";
-    for (size_t k = 0; k < du.size(); k++) ASSERT_EQ(du[k], first_du[k]) << "du is written";
-  }
-}
-
-// The recurrence alone: its six input gradients against finite differences of the textbook's recurrence, with
-// inputs drawn directly (κ not normalised, a anywhere in (0, 1)), T = 37 across three chunks.
-TEST(OpsRwkv, RecurrenceBackwardMatchesFiniteDifferences) {
-  set_threads(1);
-  for (int N : {1, 4}) {
-    SCOPED_TRACE("N=" + std::to_string(N));
-    const int H = 2, C = H * N, B = 2, T = 37;
-    const RwkvDims d = RwkvDims::make(C, H, 1);
-    const size_t n = (size_t)B * T * C;
-    std::mt19937 rng(N);
-    RefRwkvInputs<double> in;
-    in.r = float_exact(uniform(n, rng)), in.kt = float_exact(uniform(n, rng)), in.v = float_exact(uniform(n, rng));
-    in.dec = float_exact(uniform(n, rng, 0.5, 1.0)), in.kap = float_exact(uniform(n, rng, -0.7, 0.7));
-    in.a = float_exact(uniform(n, rng, 0.0, 1.0));
-    const std::vector<double> R = float_exact(uniform(n, rng));
-    std::vector<float> y(n), state((size_t)B * H * (d.chunks(T) + 1) * N * N, NAN);
-    std::vector<float> r = to_float(in.r), kt = to_float(in.kt), v = to_float(in.v), dec = to_float(in.dec),
-                       kap = to_float(in.kap), a = to_float(in.a);
-    rwkv_recurrence_forward(y.data(), state.data(), r.data(), kt.data(), v.data(), dec.data(), kap.data(), a.data(), d,
-                            B, T);
-    EXPECT_TRUE(close_to_reference(y, ref_rwkv_recurrence(in, d, B, T), kTol, "y"));
-    std::vector<float> dr(n, NAN), dkt(n, NAN), dv(n, NAN), ddec(n, NAN), dkap(n, NAN), da(n, NAN),
-        scratch((size_t)B * H * (kRwkvChunk + 2) * N * N, NAN);
-    rwkv_recurrence_backward(dr.data(), dkt.data(), dv.data(), ddec.data(), dkap.data(), da.data(), to_float(R).data(),
-                             state.data(), r.data(), kt.data(), v.data(), dec.data(), kap.data(), a.data(), d, B, T,
-                             scratch.data());
-    auto loss = [&] { return dot(ref_rwkv_recurrence(in, d, B, T), R); };
-    expect_gradients({{"dr", dr, finite_differences(loss, in.r.data(), n)},
-                      {"dk̃", dkt, finite_differences(loss, in.kt.data(), n)},
-                      {"dv", dv, finite_differences(loss, in.v.data(), n)},
-                      {"dd", ddec, finite_differences(loss, in.dec.data(), n)},
-                      {"dκ", dkap, finite_differences(loss, in.kap.data(), n)},
-                      {"da", da, finite_differences(loss, in.a.data(), n)}});
-  }
-}
-
-// With two threads, at sizes where worth_threads splits the recurrence's (batch, head) pairs and the projections:
-// two heads, and one head, where the two threads run the same head of different sequences at once (each pair's
-// scratch must be its own). Finite differences at 12 spread-out entries of each gradient.
-TEST(OpsRwkv, TwoThreadsMatchTextbook) {
-  const int saved = default_threads();
-  // B·T·C·N = 53760 and 34560 ≥ worth_threads' 32768
-  for (const Case& c : {Case{32, 2, 4, 3, 35}, Case{24, 1, 4, 3, 20}}) {
-    SCOPED_TRACE(c.describe());
-    set_threads(2);
-    Forwarded f(c, 9);
-    std::vector<float> du(f.u.size(), NAN);
-    f.backward(du.data());
-    set_threads(saved);
-    EXPECT_TRUE(close_to_reference(f.out, f.ref_out(), kTol, "out"));
-    auto loss = [&] { return dot(f.ref_out(), f.R); };
-    expect_gradients(sampled_checks(du, f.u, f.L.tensors, loss, 12));
-  }
-}
-
-// Activations and scratch carved for a larger (B, T) serve a smaller run.
-TEST(OpsRwkv, ArenaCarvedForALargerRunServesASmallerOne) {
-  set_threads(1);
-  const Case c{6, 2, 3, 2, 18};
-  const RwkvDims d = c.dims();
-  Forwarded big(Case{6, 2, 3, 3, 40}, 61);  // only for its arena sizes
-  Layer L(d, 61);
-  std::mt19937 rng(61);
-  std::vector<double> u = float_exact(uniform((size_t)c.B * c.T * c.C, rng));
-  const std::vector<double> R = float_exact(uniform(u.size(), rng));
-  const RwkvActivations a = rwkv_activations(big.acts.data(), d, c.B, c.T);
-  std::vector<float> out(u.size(), NAN), du(u.size(), NAN);
-  const std::vector<float> u_f = to_float(u);
-  rwkv_forward(out.data(), a, u_f.data(), L.weights(), d, c.B, c.T);
-  rwkv_backward(du.data(), L.grads(), to_float(R).data(), u_f.data(), a, L.weights(), d, c.B, c.T, big.scratch.data());
-  std::vector<double> ref(u.size());
-  auto forward = [&] {
-    ref_rwkv_forward(ref.data(), u.data(), L.ref(), d, c.B, c.T);
-    return ref;
-  };
-  EXPECT_TRUE(close_to_reference(out, forward(), kTol, "out"));
-  auto loss = [&] { return dot(forward(), R); };
-  EXPECT_TRUE(close_to_reference(du, finite_differences(loss, u.data(), u.size()), kGradTol, "du"));
-}
-
-// Token by token from a zeroed state equals the textbook's rows; the state then holds u_{T−1} and S_{T−1} as the
-// textbook's recurrence leaves them, and the batched forward's final state is the same S.
-TEST(OpsRwkv, StepEqualsTheFullForwardRowByRow) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 31 + c.T);
-    const RwkvDims& d = f.d;
-    const std::vector<double> ref = f.ref_out();
-    std::vector<double> S_ref;
-    ref_rwkv_recurrence(ref_rwkv_inputs(f.u.data(), f.L.ref(), d, c.B, c.T), d, c.B, c.T, &S_ref);
-    std::vector<float> state(rwkv_state_floats(d)), scratch(rwkv_step_scratch_floats(d), NAN), out(f.out.size());
+    const Forwarded<RwkvOp> f(c, 31 + c.T);
+    const StepChain chain = run_step_chain(f);
     for (int b = 0; b < c.B; b++) {
-      std::fill(state.begin(), state.end(), 0.0f);
-      for (int t = 0; t < c.T; t++) {
-        const size_t o = ((size_t)b * c.T + t) * c.C;
-        rwkv_step(out.data() + o, state.data(), f.u_f.data() + o, f.L.weights(), d, scratch.data());
-      }
-      const size_t NN = (size_t)d.N * d.N;
-      for (int h = 0; h < d.H; h++) {
-        const auto first = S_ref.begin() + ((size_t)b * d.H + h) * NN;
-        const std::vector<double> S(first, first + NN);
-        EXPECT_TRUE(close_to_reference(state.data() + d.C + h * NN, S.data(), NN, kTol, "step's S"));
-        EXPECT_TRUE(close_to_reference(rwkv_final_state(f.a, d, b, h), S.data(), NN, kTol, "forward's S_{T-1}"));
-      }
       const size_t last = ((size_t)b * c.T + c.T - 1) * c.C;
-      for (int ch = 0; ch < c.C; ch++) EXPECT_EQ(state[ch], f.u_f[last + ch]) << "u_{T−1}";
-      std::vector<float> refilled(state.size(), NAN);  // the same state from the batched forward
-      rwkv_state_from_forward(refilled.data(), f.a, d, b);
-      EXPECT_TRUE(close_to_reference(refilled, to_double(state.data(), state.size()), kTol, "state_from_forward"));
+      for (int ch = 0; ch < c.C; ch++) EXPECT_EQ(chain.states[b][ch], f.u_f[last + ch]) << "u_{T−1}";
     }
-    EXPECT_TRUE(close_to_reference(out, ref, kTol, "step out"));
-  }
-}
-
-TEST(OpsRwkv, ImpliedAttentionMatchesTextbook) {
-  set_threads(1);
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.describe());
-    Forwarded f(c, 41 + c.T);
-    std::vector<float> M((size_t)c.B * c.H * c.T * c.T, NAN);
-    rwkv_implied_attention(M.data(), f.a, f.d, c.B, c.T);
-    EXPECT_TRUE(close_to_reference(M, ref_rwkv_implied_attention(f.u.data(), f.L.ref(), f.d, c.B, c.T), kTol, "M"));
-    for (int i = 0; i < c.B * c.H; i++)
-      for (int t = 0; t < c.T; t++)
-        for (int s = t + 1; s < c.T; s++) ASSERT_EQ(M[((size_t)i * c.T + t) * c.T + s], 0.0f) << "above the diagonal";
   }
 }
 

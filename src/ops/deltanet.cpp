@@ -74,17 +74,13 @@ Scratch layout_scratch(float* base, const DeltaNetDims& d, int B, int T, size_t*
 }  // namespace
 
 size_t deltanet_activation_floats(const DeltaNetDims& d, int B, int T) {
-  size_t n = 0;
-  layout_activations(nullptr, d, B, T, &n);
-  return n;
+  return counted_floats(layout_activations, d, B, T);
 }
 DeltaNetActivations deltanet_activations(float* memory, const DeltaNetDims& d, int B, int T) {
   return layout_activations(memory, d, B, T, nullptr);
 }
 size_t deltanet_scratch_floats(const DeltaNetDims& d, int B, int T) {
-  size_t n = 0;
-  layout_scratch(nullptr, d, B, T, &n);
-  return n;
+  return counted_floats(layout_scratch, d, B, T);
 }
 
 // ---- The pieces of one row, shared by the batched forward and the one-token step (one float arithmetic) -----------

@@ -85,9 +85,7 @@ inline float sigmoid(float v) { return 1.0f / (1.0f + fast_exp(-v)); }
 }  // namespace
 
 size_t mamba_activation_floats(const MambaDims& d, int B, int T) {
-  size_t n = 0;
-  layout_activations(nullptr, d, B, T, &n);
-  return n;
+  return counted_floats(layout_activations, d, B, T);
 }
 
 MambaActivations mamba_activations(float* memory, const MambaDims& d, int B, int T) {
@@ -95,9 +93,7 @@ MambaActivations mamba_activations(float* memory, const MambaDims& d, int B, int
 }
 
 size_t mamba_scratch_floats(const MambaDims& d, int B, int T) {
-  size_t n = 0;
-  layout_scratch(nullptr, d, B, T, &n);
-  return n;
+  return counted_floats(layout_scratch, d, B, T);
 }
 
 size_t mamba_scan_scratch_floats(const MambaDims& d, int B, int T) { return scan_scratch(d, B, T); }

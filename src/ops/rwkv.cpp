@@ -144,17 +144,13 @@ inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 }  // namespace
 
 size_t rwkv_activation_floats(const RwkvDims& d, int B, int T) {
-  size_t n = 0;
-  layout_activations(nullptr, d, B, T, &n);
-  return n;
+  return counted_floats(layout_activations, d, B, T);
 }
 RwkvActivations rwkv_activations(float* memory, const RwkvDims& d, int B, int T) {
   return layout_activations(memory, d, B, T, nullptr);
 }
 size_t rwkv_scratch_floats(const RwkvDims& d, int B, int T) {
-  size_t n = 0;
-  layout_scratch(nullptr, d, B, T, &n);
-  return n;
+  return counted_floats(layout_scratch, d, B, T);
 }
 
 // ---- The pieces of one row, shared by the batched forward and the one-token step (one float arithmetic) -----------

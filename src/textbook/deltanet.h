@@ -229,9 +229,7 @@ void ref_deltanet_backward(F* du, const DeltaNetTensors<F*>& g, const F* dout, c
 // A layer's tensors "deltanet.*" through w(name) (parameters or gradients).
 template <typename Ptr, typename W>
 DeltaNetTensors<Ptr> ref_deltanet_tensors(W w, const DeltaNetDims& d) {
-  DeltaNetTensors<Ptr> t;
-  for (const auto& s : deltanet_tensor_slots<Ptr>(d)) t.*s.member = w(s.decl.name);
-  return t;
+  return bind_by_name(deltanet_tensor_slots<Ptr>(d), w);
 }
 
 // The textbook mixer "deltanet": the layer above; the weights it reports are M (B, H = NH, T, T), and its backward

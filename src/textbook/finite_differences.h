@@ -3,7 +3,8 @@
 // x_i perturbed in place and restored. In double with h = 1e-6 the truncation error is ~h² = 1e-12 and the
 // rounding ~1e-16/h = 1e-10 of f's scale. Used by the tests (tests/test_util.h), the tour's gradient check
 // (tests/tour/gradcheck.cpp) and the backward of the textbook recurrences (textbook/mamba.h, rwkv.h, deltanet.h),
-// through ref_backward_by_differences below.
+// through ref_backward_by_differences below, which takes their layers' tensors by their ops' tables
+// (base/tensor_slot.h), as bind_by_name binds them.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -25,6 +26,15 @@ std::vector<F> ref_finite_differences(Loss&& f, F* x, size_t n, F h = F(1e-6)) {
     grad[i] = (up - down) / (2 * h);
   }
   return grad;
+}
+
+// A textbook layer's tensor struct from its op's tensor table: each row's member points at find(name) (the
+// reference model's parameters or gradients, found by name); a member without a row stays null.
+template <template <typename> class Tensors, typename Ptr, typename Find>
+Tensors<Ptr> bind_by_name(const std::vector<TensorSlot<Tensors, Ptr>>& slots, Find find) {
+  Tensors<Ptr> t;
+  for (const TensorSlot<Tensors, Ptr>& s : slots) t.*s.member = find(s.decl.name);
+  return t;
 }
 
 // A textbook layer's backward by central differences, for a kind whose textbook derives none (the fast op's

@@ -173,16 +173,11 @@ void ref_mamba_backward(F* du, const MambaTensors<F*>& g, const F* dout, const F
                               });
 }
 
-// A mamba layer's tensors "mamba.*" through w(name) (parameters or gradients); those its variant lacks stay null.
+// A mamba layer's tensors "mamba.*" through w(name) (parameters or gradients), by its table's rows
+// (mamba_tensor_slots); those its variant lacks (the conv's without a conv, B and C when selective) stay null.
 template <typename Ptr, typename W>
 MambaTensors<Ptr> ref_mamba_tensors(W w, const MambaDims& d) {
-  MambaTensors<Ptr> m;
-  m.in_proj_w = w("mamba.in_proj.weight");
-  if (d.has_conv()) m.conv_w = w("mamba.conv1d.weight"), m.conv_b = w("mamba.conv1d.bias");
-  m.dt_bias = w("mamba.dt_bias"), m.A_log = w("mamba.A_log"), m.D = w("mamba.D");
-  if (!d.selective) m.B_const = w("mamba.B"), m.C_const = w("mamba.C");
-  m.norm_w = w("mamba.norm.weight"), m.out_proj_w = w("mamba.out_proj.weight");
-  return m;
+  return bind_by_name(mamba_tensor_slots<Ptr>(d), w);
 }
 
 // The textbook mixer "mamba": the layer above; the weights it reports are its hidden attention M (B, H = NH, T, T),

@@ -214,9 +214,7 @@ void ref_rwkv_backward(F* du, const RwkvTensors<F*>& g, const F* dout, const F* 
 // A layer's tensors "rwkv.*" through w(name) (parameters or gradients).
 template <typename Ptr, typename W>
 RwkvTensors<Ptr> ref_rwkv_tensors(W w, const RwkvDims& d) {
-  RwkvTensors<Ptr> t;
-  for (const auto& s : rwkv_tensor_slots<Ptr>(d)) t.*s.member = w(s.decl.name);
-  return t;
+  return bind_by_name(rwkv_tensor_slots<Ptr>(d), w);
 }
 
 // The textbook mixer "rwkv": the layer above; the weights it reports are M (B, H = NH, T, T), and its backward is
