@@ -131,13 +131,16 @@ class Block(nn.Module):
             self._bias_cache[T] = torch.zeros(T, T).masked_fill(~allowed, float("-inf")).to(device)
         return self._bias_cache[T]
 
-    def attention(self, x):
+    def heads(self, x):
+        """q, k, v of x (B, T, C), each (B, NH, T, C / NH)."""
         B, T, C = x.shape
         NH = self.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)
-        q = q.view(B, T, NH, C // NH).transpose(1, 2)
-        k = k.view(B, T, NH, C // NH).transpose(1, 2)
-        v = v.view(B, T, NH, C // NH).transpose(1, 2)
+        return [t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v)]
+
+    def attention(self, x):
+        B, T, C = x.shape
+        q, k, v = self.heads(x)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att + self.attn_bias(T, x.device)
         att = F.softmax(att, dim=-1)
@@ -153,11 +156,7 @@ class Block(nn.Module):
         """Causal attention of x's t new positions over the cached keys and values and their own: the KV cache as
         PyTorch users add one to nanoGPT (each layer's k and v grow by torch.cat). cache is None for a new window."""
         B, T, C = x.shape
-        NH = self.n_head
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q = q.view(B, T, NH, C // NH).transpose(1, 2)
-        k = k.view(B, T, NH, C // NH).transpose(1, 2)
-        v = v.view(B, T, NH, C // NH).transpose(1, 2)
+        q, k, v = self.heads(x)
         if cache is not None:
             k = torch.cat((cache[0], k), dim=2)
             v = torch.cat((cache[1], v), dim=2)

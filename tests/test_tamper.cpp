@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "io/crc32c.h"
 #include "io/safetensors.h"
+#include "model/mixers/registry.h"
 #include "ops/mask.h"
 #include "checkpoint_bytes.h"
 #include "program_util.h"
@@ -286,16 +287,33 @@ TEST(TamperHeader, UnknownKeysOfAFormat2FileAreRefusedByName) {
   }
 }
 
+// The files the test below takes keys out of: a shared setting and the objective in a model of the first kind, and
+// every registered kind's own settings, first and last, in a model of the first kind and that kind.
+std::vector<std::pair<std::string, std::string>> mixers_and_a_key_each() {
+  const std::string first = mixer_kinds().front()->name;
+  std::vector<std::pair<std::string, std::string>> cases = {{first, "attn_scale"}, {first, "objective"}};
+  for (const MixerKind* kind : mixer_kinds()) {
+    std::vector<std::string> stored;
+    for (const Setting<ModelConfig>& row : kind->settings)
+      if (row.key) stored.push_back(row.key);
+    if (stored.empty()) continue;
+    const std::string mixers = first + "," + kind->name;
+    cases.push_back({mixers, stored.front()});
+    if (stored.size() > 1) cases.push_back({mixers, stored.back()});
+  }
+  return cases;
+}
+
 // A format-3 (as a format-2) file written before a setting existed lacks its key: it loads with the value every earlier file meant
 // (the row's default here), as a format-1 file does, and says which settings it defaulted. Shown by taking the keys
-// out of real files (header checksum recomputed): a shared setting, and a mixer kind's own (Mamba's).
+// out of real files (header checksum recomputed): a shared setting, and each mixer kind's own.
 TEST(TamperHeader, AFormat2FileOlderThanASettingLoadsWithItsDefault) {
   TempDir dir;
   const std::string path = dir / "c.safetensors";
-  for (const auto& [attention, key] : std::vector<std::pair<std::string, std::string>>{
-           {"softmax", "attn_scale"}, {"softmax,mamba", "ssm_selective"}, {"softmax,mamba", "ssm_state"},
-           {"softmax", "objective"}}) {
-    SCOPED_TRACE(key);
+  const std::vector<std::pair<std::string, std::string>> cases = mixers_and_a_key_each();
+  ASSERT_GT(cases.size(), 2u) << "no registered kind has settings of its own";
+  for (const auto& [attention, key] : cases) {
+    SCOPED_TRACE(attention + ": " + key);
     const std::string good = write_resumable(path, attention);
     const Checkpoint before = load_checkpoint(path);
     ojson header = header_of(good);
