@@ -38,6 +38,7 @@
 #include "io/atomic_file.h"
 #include "ops/cross_entropy.h"
 #include "lab/head_scores.h"
+#include "model/mixers/registry.h"
 #include "model/model.h"
 #include "train/loop.h"
 #include "train/plan.h"
@@ -114,12 +115,29 @@ static std::vector<HeadScores> row_share_scores(GPT& model, int vocab, int B, ui
   return scores;
 }
 
+// Every registered kind's own settings, as rows of ./train's table, in the order of kinds.h: a layer of any kind is
+// configured here as in ./train.
+static std::vector<Setting<TrainConfig>> kinds_settings() {
+  std::vector<Setting<TrainConfig>> rows;
+  for (const MixerKind* kind : mixer_kinds()) {
+    for (const Setting<ModelConfig>& own : kind->settings) {
+      for (const Setting<TrainConfig>& row : train_settings()) {
+        if (own.key && row.key && std::string(row.key) == own.key) rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
 // The settings this experiment shares with ./train, read through ./train's own table (train/train_config.cpp): the same
 // flags, help lines and ranges; only the defaults are the experiment's (recipe()).
 static std::vector<Setting<TrainConfig>> shared_settings() {
-  return select_settings(train_settings(), {"n_head", "n_embd", "block_size", "mixer", "ssm_state", "ssm_expand",
-                                            "ssm_conv", "ssm_selective", "batch", "steps", "eval_every", "lr",
-                                            "weight_decay", "seed", "threads"});
+  std::vector<Setting<TrainConfig>> rows = select_settings(train_settings(), {"n_head", "n_embd", "block_size", "mixer"});
+  for (const Setting<TrainConfig>& row : kinds_settings()) rows.push_back(row);
+  const std::vector<Setting<TrainConfig>> run = select_settings(
+      train_settings(), {"batch", "steps", "eval_every", "lr", "weight_decay", "seed", "threads"});
+  rows.insert(rows.end(), run.begin(), run.end());
+  return rows;
 }
 static TrainConfig recipe() {
   TrainConfig r;
@@ -195,7 +213,7 @@ int main(int argc, char** argv) {
     ("vocab", "distinct tokens", cxxopts::value<int>()->default_value("64"))
     ("n-min", "shortest period or copied segment", cxxopts::value<int>()->default_value("4"))
     ("n-max", "longest period or copied segment (0 = block / 2)", cxxopts::value<int>()->default_value("0"))
-    ("mlp", "give every block its MLP (default: attention-only; Mamba-2 blocks in the paper have none)", cxxopts::value<bool>()->default_value("false"));
+    ("mlp", "give every block its MLP (default: attention-only, as the induction-head models of Olsson et al.)", cxxopts::value<bool>()->default_value("false"));
   // clang-format on
   add_flags(options, shared_settings(), recipe());
   try {

@@ -2,7 +2,7 @@
 #   make explore        serve make train's checkpoints (out/tiny) on http://127.0.0.1:8000/ (or the next free port)
 #   make test-explore   start the server on a small model, drive the page in headless Chromium through the DevTools
 #                       protocol (tests/explore_page.py): type, check the colouring, bars, head maps, generation
-#                       and that a hostile vocabulary and checkpoint name render as text, a Mamba layer's signed
+#                       and that a hostile vocabulary and checkpoint name render as text, a signed layer's (EXPLORE_SIGNED_KIND)
 #                       weights, a masked LM's fill, one request per key, the layout at 390 to 1920 px, contrast,
 #                       labels, the keyboard and the issue's list of small bugs; save a screenshot
 #                       (skipped without Chromium or python3; REQUIRE_CHROMIUM=1 makes that a failure, as on CI)
@@ -27,6 +27,11 @@ explore: build/bin/inspect
 EXPLORE_TEST_DIR := build/test-explore
 PYTHON3  ?= $(shell command -v python3)
 HOSTILE  := <img src=x onerror=window.__pwned=1>
+# A registered mixer kind whose implied weights are signed (MixerLab::weights_are_probabilities is false and some
+# are negative), for the page's blue-and-red drawing: the test's second checkpoint has one layer of it, trained 30
+# steps, whose strips must be less than half white. Mamba's are; Gated DeltaNet's, whose M decays along each row,
+# were 79% white (2026-12-06), so the test would say nothing of its drawing.
+EXPLORE_SIGNED_KIND ?= mamba
 test-explore: build/bin/train build/bin/inspect
 	@if [ -z "$(CHROMIUM)" ] || [ -z "$(PYTHON3)" ]; then \
 	  if [ -n "$(REQUIRE_CHROMIUM)" ]; then echo "test-explore: FAILED: no chromium or no python3, and REQUIRE_CHROMIUM is set"; exit 1; fi; \
@@ -37,8 +42,9 @@ test-explore: build/bin/train build/bin/inspect
 	  --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/m > $$D/train.log; \
 	cp $$D/m/ckpt.safetensors "$$D/m/$(HOSTILE).safetensors"; \
 	OMP_WAIT_POLICY=passive ./build/bin/train --n-layer 2 --n-head 2 --n-embd 32 --block 64 --batch 8 --steps 30 \
-	  --layer-mixer softmax,mamba --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/mamba > $$D/train-mamba.log; \
-	cp $$D/mamba/ckpt.safetensors $$D/m/mamba.safetensors; \
+	  --layer-mixer softmax,$(EXPLORE_SIGNED_KIND) --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/signed \
+	  > $$D/train-signed.log; \
+	cp $$D/signed/ckpt.safetensors $$D/m/signed.safetensors; \
 	OMP_WAIT_POLICY=passive ./build/bin/train --n-layer 2 --n-head 2 --n-embd 32 --block 64 --batch 8 --steps 30 \
 	  --objective mlm --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/bert > $$D/train-bert.log; \
 	cp $$D/bert/ckpt.safetensors $$D/m/bert.safetensors; \
@@ -47,7 +53,7 @@ test-explore: build/bin/train build/bin/inspect
 	url=; for i in $$(seq 300); do url=$$(grep -o 'http://[^ ]*' $$D/serve.log || true); [ -n "$$url" ] && break; sleep 0.1; done; \
 	if [ -z "$$url" ]; then echo "test-explore: FAILED: the server did not start"; cat $$D/serve.log; exit 1; fi; \
 	$(PYTHON3) tests/explore_page.py --chromium $(CHROMIUM) --url "$$url" --prompt 'Tom $(HOSTILE) & "</b>"' \
-	  --hostile-ckpt '$(HOSTILE).safetensors' --mamba-ckpt mamba.safetensors \
+	  --hostile-ckpt '$(HOSTILE).safetensors' --signed-ckpt signed.safetensors --signed-kind $(EXPLORE_SIGNED_KIND) \
 	  --mlm-ckpt bert.safetensors --folder $$D/m --screenshot $$D/page.png
 
 # The two latency goals of docs/explore.md, measured. Key → every panel (the page's data-latency: the debounce, the

@@ -144,7 +144,7 @@ TSAN_NAMED    := ExploreApi.SeveralClientsAtOnceGetTheAnswersOneClientGets \
                  ExploreHardening.ParsingALargeCheckpointDoesNotHoldUpOtherModels \
                  Hardening3Files.MetricsFileItselfNeverReadsAFifo \
                  OptimizerClip.GlobalNormOfALongVectorMatchesTheDoubleSum \
-                 MaskGradients.LinearAndHybridStacksMatchReferenceAndFiniteDifferences
+                 MaskGradients.KindsThatTakeEveryMaskAndTheirHybridMatchReferenceAndFiniteDifferences
 TSAN_EMPTY    :=
 TSAN_COMMA    := ,
 TSAN_FILTER   ?= *Thread*:*Replica*:*Team*:$(subst $(TSAN_EMPTY) $(TSAN_EMPTY),:,$(strip $(TSAN_NAMED)))

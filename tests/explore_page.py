@@ -11,7 +11,7 @@ Checks, in order (each failure is printed and makes the exit status 1):
   typing            Input.insertText per character (real input events, through the page's debounce)
   surprisal         one coloured span per character (the first has no prediction), a bits/char total, a tooltip
   heads             one strip per layer × head, no full map until a strip is clicked, then that head's map
-  mamba             (--mamba-ckpt) a Mamba layer's signed weights drawn blue and red, and its own note
+  signed            (--signed-ckpt, --signed-kind) a layer's signed weights drawn blue and red, and its own note
   bars              the next-character bars; temperature 0 leaves one bar at 100%
   generate          streams 30 characters into the text box
   hostile text      the prompt and a checkpoint file name holding HTML render as text: no <img> in the page, its
@@ -412,7 +412,7 @@ def vanished_checks(dt, folder, check):
     default = dt.js("S.ckpt")
     default_info = dt.js("document.getElementById('info').textContent")
     gone = os.path.join(folder, "gone.safetensors")
-    shutil.copy(os.path.join(folder, "mamba.safetensors"), gone)
+    shutil.copy(os.path.join(folder, "signed.safetensors"), gone)
     wait = refreshed(dt)
     dt.js("document.getElementById('relist').click(); 1")
     dt.wait_for(*wait)
@@ -443,15 +443,16 @@ def mlm_checks(dt, name, prompt, check):
     check(dt.js("document.querySelectorAll('#strip span.filled').length") == 2, "the underlines stay after a click")
 
 
-def mamba_checks(dt, name, check):
-    """A softmax + Mamba checkpoint: the Mamba layer's signed weights are drawn (red where negative), not blank,
-    and its note is Mamba's own."""
+def signed_checks(dt, name, kind, check):
+    """A checkpoint whose layer 1 is of a kind with signed implied weights (--signed-kind): that layer's weights are
+    drawn (red where negative), not blank, its label names its kind, and its map's note is the layer's own (the
+    server's description of that mixer) with the signed scale's explanation."""
     refreshes = dt.js("+document.body.dataset.refreshes")
     dt.js(f"(() => {{ const s = document.getElementById('ckpt'); s.value = {json.dumps(name)};"
           " s.dispatchEvent(new Event('change')); return 1; })()")
     check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && S.ckpt === {json.dumps(name)} && "
-                      "document.body.dataset.status === 'ok'"), "the Mamba checkpoint opens")
-    # Every pixel of every strip of layer 1 (Mamba): how many are white, bluish, reddish.
+                      "document.body.dataset.status === 'ok'"), "the signed checkpoint opens")
+    # Every pixel of every strip of layer 1: how many are white, bluish, reddish.
     px = dt.js("""(() => {
       const out = {white: 0, blue: 0, red: 0, all: 0};
       for (const c of document.querySelectorAll('#heads canvas[data-layer="1"]')) {
@@ -465,16 +466,17 @@ def mamba_checks(dt, name, check):
       }
       return out; })()""")
     check(px["all"] > 0 and px["white"] < px["all"] / 2,
-          f"the Mamba layer's strips are not blank ({px['white']} of {px['all']} pixels white)")
+          f"the {kind} layer's strips are not blank ({px['white']} of {px['all']} pixels white)")
     check(px["red"] > 0, f"its negative weights are drawn red ({px['red']} red, {px['blue']} blue pixels)")
     label = dt.js("document.querySelector('#heads tr:nth-child(2) th').textContent")
-    check("mamba" in label, "the layer's label names its kind: " + label)
+    check(kind in label, "the layer's label names its kind: " + label)
+    about = dt.js("S.A.mixers[1].about")
+    check(not dt.js("S.A.mixers[1].probabilities"), f"the server says the {kind} layer's weights are not probabilities")
     refreshes = dt.js("+document.body.dataset.refreshes")
     dt.js("document.querySelector('#heads canvas[data-layer=\"1\"]').click(); 1")
     dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && document.getElementById('map').width > 0")
     note = dt.js("document.getElementById('mapnote').textContent")
-    check("Mamba" in note and "signed" in note and "implies" not in note,
-          "the map's note is Mamba's own, not linear attention's: " + note)
+    check(about and about in note and "signed" in note, f"the map's note is the layer's own ({about!r}): " + note)
 
 
 def main():
@@ -484,7 +486,8 @@ def main():
     ap.add_argument("--prompt", required=True, help="typed into the page; every character in the vocabulary")
     ap.add_argument("--outside", default="\u00e9", help="a character outside the vocabulary (negative control)")
     ap.add_argument("--hostile-ckpt", default="", help="a checkpoint file name the picker must show verbatim")
-    ap.add_argument("--mamba-ckpt", default="", help="a softmax + Mamba checkpoint in the folder (signed weights)")
+    ap.add_argument("--signed-ckpt", default="", help="a checkpoint in the folder whose layer 1 has signed weights")
+    ap.add_argument("--signed-kind", default="", help="the mixer kind of --signed-ckpt's layer 1")
     ap.add_argument("--mlm-ckpt", default="", help="a masked-LM checkpoint in the folder (fill)")
     ap.add_argument("--folder", default="", help="the served folder (a checkpoint is added to it and removed)")
     ap.add_argument("--screenshot", required=True)
@@ -617,8 +620,8 @@ def main():
             phone_checks(dt, a.prompt, check)
             small_bug_checks(dt, a, n, check)
 
-            if a.mamba_ckpt:
-                mamba_checks(dt, a.mamba_ckpt, check)
+            if a.signed_ckpt:
+                signed_checks(dt, a.signed_ckpt, a.signed_kind, check)
                 if a.folder:
                     open_ckpt(dt, "ckpt.safetensors")
                     vanished_checks(dt, a.folder, check)

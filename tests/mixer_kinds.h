@@ -4,6 +4,7 @@
 // by its registration line and its own textbook, with no edit to any test.
 #pragma once
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "base/layer_list.h"
 #include "model/config.h"
 #include "model/mixers/registry.h"
+#include "ops/mask.h"
 #include "textbook/mixer.h"
 
 namespace testutil {
@@ -36,6 +38,28 @@ inline std::vector<std::string> every_pair_of_kinds() {
   for (size_t a = 0; a < kinds.size(); a++)
     for (size_t b = a + 1; b < kinds.size(); b++) pairs.push_back(kinds[a] + "," + kinds[b]);
   return pairs;
+}
+
+// The registered kinds whose layers take every mask, bidirectional among them (the kinds that are not recurrences),
+// in the order of kinds.h: what the tests that sweep masks over kinds run.
+inline std::vector<std::string> kinds_that_take_every_mask() {
+  ModelConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.block_size = 8;
+  c.vocab_size = 5;
+  std::vector<std::string> kinds;
+  for (const MixerKind* kind : mixer_kinds()) {
+    c.mixer = kind->name;
+    const std::unique_ptr<Mixer> mixer = kind->make(c);
+    try {
+      mixer->check_mask(AttentionMask::parse("bidirectional"));
+      kinds.push_back(kind->name);
+    } catch (const std::runtime_error&) {
+    }
+  }
+  return kinds;
 }
 
 // The textbook of `kind`, which its own header registers; throws saying what is missing.

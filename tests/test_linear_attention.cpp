@@ -3,7 +3,8 @@
 // differences, the per-layer choice in checkpoints (old files without the key load as softmax), and the lab's view
 // of a linear layer (implied weights, head scores, attention statistics).
 // The model-level checks (mixed stacks vs ReferenceGPT, finite differences, the receptive field) are in
-// test_masks.cpp beside softmax's; the decoder's O(1)-state generation in test_sampling.cpp.
+// test_masks.cpp and test_model.cpp, the decoder's generation from the state in test_sampling.cpp, each over every
+// kind that takes every mask; what the decoder keeps for a linear layer is here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "model/decoder.h"
 #include "io/safetensors.h"
 #include "lab/attention_stats.h"
 #include "lab/head_scores.h"
@@ -385,4 +387,21 @@ TEST(LinearAttentionEps, KeysOrQueriesFarNegativeLeaveTheDenominatorExactlyEps) 
     EXPECT_EQ(linear_state_read(y.data(), S.data(), z.data(), phi_q.data(), C), kLinearAttentionEps);
     for (float v : y) EXPECT_TRUE(std::isfinite(v));
   }
+}
+
+// What the decoder keeps: a causal linear layer its state, NH·(HS² + HS) floats (S and z per head: 2·(64 + 8) at 2
+// heads of 8), whatever the context; a softmax layer beside it its keys and values, 2·block·C.
+TEST(LinearAttentionDecoder, KeepsItsStateInsteadOfACache) {
+  ModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 8;
+  c.vocab_size = 11;
+  c.mixer = "linear";
+  GPT linear(c, parse_layer_masks("causal", 2));
+  EXPECT_EQ(Decoder(linear).memory_floats(), 2u * 2 * (64 + 8));
+  c.mixer = "linear,softmax";
+  GPT hybrid(c, parse_layer_masks("causal", 2));
+  EXPECT_EQ(Decoder(hybrid).memory_floats(), 2u * (64 + 8) + 2 * 8 * 16);
 }

@@ -30,6 +30,7 @@
 #include "data/objective.h"
 #include "model/params.h"
 #include "textbook/reference.h"
+#include "mixer_kinds.h"
 #include "model_check.h"
 #include "test_util.h"
 #include "base/threads.h"
@@ -78,17 +79,7 @@ ModelConfig make_config(int n_layer, int n_head, int n_embd, int block_size, int
 // by construction and refuses the rest: the conformance suite checks that), everywhere, and a hybrid of them for
 // an n_layer stack (the last such kind on even layers, the first on odd ones).
 std::vector<std::string> attention_variants(int n_layer) {
-  std::vector<std::string> kinds;
-  ModelConfig c = make_config(1, 2, 8, 8, 5);
-  for (const MixerKind* kind : mixer_kinds()) {
-    c.mixer = kind->name;
-    const std::unique_ptr<Mixer> mixer = kind->make(c);
-    try {
-      mixer->check_mask(AttentionMask::parse("bidirectional"));
-      kinds.push_back(kind->name);
-    } catch (const std::runtime_error&) {
-    }
-  }
+  std::vector<std::string> kinds = testutil::kinds_that_take_every_mask();
   std::string hybrid;
   for (int l = 0; l < n_layer; l++) hybrid += std::string(l ? "," : "") + (l % 2 == 0 ? kinds.back() : kinds.front());
   kinds.push_back(hybrid);
@@ -447,15 +438,15 @@ TEST(MaskGradients, FastModelMatchesReferenceUnderEveryMask) {
   }
 }
 
-// Linear-attention layers (all linear, and hybrids with softmax) under every mask: the fast model against the
-// double reference (every stack at the short length, a few at the long one), and the reference against finite
+// Layers of the other kinds that take every mask (attention_variants: linear attention today), every layer of one
+// kind and the hybrid, under every mask: the fast model against the double reference (every stack at the short length, a few at the long one), and the reference against finite
 // differences on one stack of each mask kind (finite differences of the whole model are the slow part).
 static bool representative(const std::string& stack) {
   return stack == "causal" || stack == "bidirectional" || stack == "prefix:3" || stack == "window:3" ||
          stack == "causal,window:2,bidirectional";
 }
 
-TEST(MaskGradients, LinearAndHybridStacksMatchReferenceAndFiniteDifferences) {
+TEST(MaskGradients, KindsThatTakeEveryMaskAndTheirHybridMatchReferenceAndFiniteDifferences) {
   SingleThread one_thread;
   const int B = 2;
   for (int T : {kShortT, kLongT}) {
@@ -478,11 +469,12 @@ TEST(MaskGradients, LinearAndHybridStacksMatchReferenceAndFiniteDifferences) {
       expect_reference_matches_finite_differences(make_config(s.n_layer, 2, 8, T, 7, attention),
                                                   stack_of(s.text, s.n_layer), x, y, B, T);
     }
-  // Two threads split the (batch, head) pairs of the linear op too.
+  // Two threads split the (batch, head) pairs of the other kinds' ops too: the three-layer hybrid of
+  // attention_variants, the last kind that takes every mask around the first.
   const int saved = omp_get_max_threads();
   set_threads(2);
   const std::vector<int> xl = testutil::random_ids(B * kLongT, 9, 351), yl = random_targets(B * kLongT, 9, 352);
-  expect_fast_matches_reference(make_config(3, 2, 8, kLongT, 9, "linear,softmax,linear"),
+  expect_fast_matches_reference(make_config(3, 2, 8, kLongT, 9, attention_variants(3).back()),
                                 stack_of("causal,window:2,bidirectional", 3), xl, yl, B, kLongT);
   set_threads(saved);
 }

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "model/params.h"
 #include "textbook/reference.h"
+#include "mixer_kinds.h"
 #include "test_util.h"
 
 using namespace testutil;
@@ -227,23 +228,27 @@ TEST(FastModel, MatchesReferenceAtInitialisation) {
 }
 
 // Every option of the fast model against the textbook (src/textbook/reference.h), under every kind of mask:
-// the attention scale (sqrt, inv, none, a number), blocks without MLPs, head gates (ξ ≠ 1, one ξ = 0), and
-// linear attention (every layer, or a softmax/linear hybrid).
+// the attention scale (sqrt, inv, none, a number), blocks without MLPs, head gates (ξ ≠ 1, one ξ = 0), and every
+// other registered kind that takes every mask (every layer, or a hybrid after the first kind).
 TEST(FastModel, MatchesReferenceUnderEveryOption) {
   struct Option {
-    const char* name;
+    std::string name;
     const char* attn_scale;
     bool no_mlp, gates;
-    const char* mixer = "softmax";
+    std::string mixer = "softmax";
   };
-  const Option options[] = {{"scale inv", "inv", false, false},     {"scale none", "none", false, false},
-                            {"scale 0.7", "0.7", false, false},     {"no MLP", "sqrt", true, false},
-                            {"head gates", "sqrt", false, true},    {"all three", "inv", true, true},
-                            {"linear", "sqrt", false, false, "linear"},
-                            {"hybrid, gated, inv", "inv", false, true, "softmax,linear"}};
+  std::vector<Option> options = {{"scale inv", "inv", false, false},     {"scale none", "none", false, false},
+                                 {"scale 0.7", "0.7", false, false},     {"no MLP", "sqrt", true, false},
+                                 {"head gates", "sqrt", false, true},    {"all three", "inv", true, true}};
+  // And every other kind that takes these masks: alone, and as the second layer after a gated first kind.
+  const std::vector<std::string> kinds = testutil::kinds_that_take_every_mask();
+  for (size_t k = 1; k < kinds.size(); k++) {
+    options.push_back({kinds[k], "sqrt", false, false, kinds[k]});
+    options.push_back({"hybrid, gated, inv: " + kinds[0] + "," + kinds[k], "inv", false, true, kinds[0] + "," + kinds[k]});
+  }
   for (const Option& o : options)
     for (const char* masks : {"causal", "bidirectional", "prefix:3", "window:2", "causal,window:3"}) {
-      SCOPED_TRACE(std::string(o.name) + ", masks " + masks);
+      SCOPED_TRACE(o.name + ", masks " + masks);
       ModelConfig c = tiny_config();
       c.attn_scale = o.attn_scale, c.no_mlp = o.no_mlp, c.mixer = o.mixer;
       GPT fast(c, masks_from(masks, 2));

@@ -23,6 +23,7 @@
 #include "generate/generate.h"
 #include "generate/sampling.h"
 #include "decoder_check.h"
+#include "mixer_kinds.h"
 #include "test_util.h"
 #include "base/threads.h"
 
@@ -115,25 +116,29 @@ TEST(SamplingDecoder, OddBlockSizeSlides) {
   check_decoder_matches_forward(*model, random_tokens(25, 11, 8), true);
 }
 
-// Linear-attention layers generate from their running state (S, z per head) instead of a key/value cache; the
-// logits must match a full forward at every step, across slides (the state is the decoder's shadow's, stepped over
-// the kept half at its new positions), under window masks (keys leave the state again) and beside softmax layers.
-TEST(SamplingDecoder, LinearLayersStateMatchesFullRecompute) {
+// Layers of the other kinds that take every mask generate from their running state instead of a key/value cache
+// (linear attention: S and z per head); the logits must match a full forward at every step, across slides (the
+// state is the decoder's shadow's, stepped over the kept half at its new positions), under window masks (keys
+// leave the state again) and beside layers of the first kind. Each such kind alone, after the first and before it.
+TEST(SamplingDecoder, StatefulLayersUnderEveryMaskMatchFullRecompute) {
   set_threads(1);
-  for (const char* attention : {"linear", "linear,softmax", "softmax,linear"})
-    for (const char* mask : {"causal", "window:3", "window:2,causal"}) {
-      SCOPED_TRACE(std::string("attention ") + attention + ", mask " + mask);
-      auto model = random_model(mask, 2, 8, 11, 3, attention);
-      check_decoder_matches_forward(*model, random_tokens(29, 11, 12), true);
+  const std::vector<std::string> kinds = testutil::kinds_that_take_every_mask();
+  ASSERT_GE(kinds.size(), 2u) << "no kind but the first takes every mask: this test has nothing to run";
+  for (size_t k = 1; k < kinds.size(); k++) {
+    for (const std::string& attention : {kinds[k], kinds[k] + "," + kinds[0], kinds[0] + "," + kinds[k]}) {
+      for (const char* mask : {"causal", "window:3", "window:2,causal"}) {
+        SCOPED_TRACE("attention " + attention + ", mask " + mask);
+        auto model = random_model(mask, 2, 8, 11, 3, attention);
+        check_decoder_matches_forward(*model, random_tokens(29, 11, 12), true);
+      }
     }
-  // Memory: a causal linear layer keeps NH·(HS² + HS) = 2·(64 + 8) floats, a softmax layer 2·block·C = 2·8·16.
-  EXPECT_EQ(Decoder(*random_model("causal", 2, 8, 11, 3, "linear")).memory_floats(), 2u * 2 * (64 + 8));
-  EXPECT_EQ(Decoder(*random_model("causal", 2, 8, 11, 3, "linear,softmax")).memory_floats(), 2u * (64 + 8) + 2 * 8 * 16);
-  auto odd = random_model("causal", 3, 7, 11, 4, "linear,softmax,linear");
-  check_decoder_matches_forward(*odd, random_tokens(25, 11, 13), true);
-  // A bidirectional linear model has no recurrent form for the next token: full recompute, same answers.
-  auto bidir = random_model("bidirectional", 2, 8, 11, 5, "linear");
-  check_decoder_matches_forward(*bidir, random_tokens(21, 11, 14), false);
+    const std::string odd_stack = kinds[k] + "," + kinds[0] + "," + kinds[k];
+    auto odd = random_model("causal", 3, 7, 11, 4, odd_stack);
+    check_decoder_matches_forward(*odd, random_tokens(25, 11, 13), true);
+    // A bidirectional model has no recurrent form for the next token: full recompute, same answers.
+    auto bidir = random_model("bidirectional", 2, 8, 11, 5, kinds[k]);
+    check_decoder_matches_forward(*bidir, random_tokens(21, 11, 14), false);
+  }
 }
 
 TEST(SamplingDecoder, BidirectionalModelRecomputesAndStillMatches) {

@@ -413,13 +413,14 @@ TEST(RenamedKey, AFreshFileHoldsTheNewKeyAndAFileWithBothKeysIsRefused) {
   progutil::TempDir dir;
   const std::string path = dir / "m.safetensors";
   const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
+  const std::string hybrid = mixer_kinds().back()->name + std::string(",") + mixer_kinds().front()->name;
   ModelConfig c;
-  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.mixer = "linear,softmax";
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.mixer = hybrid;
   GPT model(c);
   model.init_weights(5);
   save_checkpoint(path, model, tok, nullptr);
   SafetensorsContents file = read_safetensors(path);
-  EXPECT_EQ(file.metadata.at("mixer"), "linear,softmax");
+  EXPECT_EQ(file.metadata.at("mixer"), hybrid);
   EXPECT_EQ(file.metadata.count("attention"), 0u);
   EXPECT_TRUE(load_checkpoint(path).notes.empty());
   std::vector<TensorView> views;
@@ -430,7 +431,7 @@ TEST(RenamedKey, AFreshFileHoldsTheNewKeyAndAFileWithBothKeysIsRefused) {
   old.erase("mixer");
   write_safetensors(path, views, old);
   Checkpoint loaded = load_checkpoint(path);
-  EXPECT_EQ(loaded.model->config.mixer, "linear,softmax");
+  EXPECT_EQ(loaded.model->config.mixer, hybrid);
   ASSERT_EQ(loaded.notes.size(), 1u);
   EXPECT_CONTAINS(loaded.notes[0], "key 'attention' is now 'mixer'");
   const std::vector<int> x = {1, 2, 3, 4, 5};
@@ -449,7 +450,7 @@ TEST(RenamedKey, AFreshFileHoldsTheNewKeyAndAFileWithBothKeysIsRefused) {
     EXPECT_CONTAINS(std::string(e.what()), "both 'mixer' and 'attention'");
   }
   TrainConfig t;
-  const nlohmann::json j = {{"mixer", "softmax"}, {"attention", "linear"}};
+  const nlohmann::json j = {{"mixer", mixer_kinds().front()->name}, {"attention", mixer_kinds().back()->name}};
   EXPECT_THROW(settings_from_json(train_settings(), j, t), std::runtime_error);
   // The table knows the old key as the row's, and writes only the new one.
   const std::vector<std::string> keys = stored_keys(model_settings());

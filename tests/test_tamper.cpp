@@ -140,7 +140,7 @@ TEST(TamperHeader, EditsOfTheSettingsStepAndTensorTableAreRefused) {
       {"adam_t", [](ojson& h) { h["__metadata__"]["adam_t"] = "3"; }},
       {"batch_rng", [](ojson& h) { h["__metadata__"]["batch_rng"] = "987654321"; }},
       {"n_head", [](ojson& h) { h["__metadata__"]["n_head"] = "1"; }},
-      {"mixer", [](ojson& h) { h["__metadata__"]["mixer"] = "linear"; }},
+      {"mixer", [](ojson& h) { h["__metadata__"]["mixer"] = mixer_kinds().back()->name; }},
       {"attn_scale", [](ojson& h) { h["__metadata__"]["attn_scale"] = "inv"; }},
       {"mask", [](ojson& h) { h["__metadata__"]["mask"] = "bidirectional"; }},
       {"optimizer", [](ojson& h) {
