@@ -56,6 +56,19 @@ TWIN = [TWIN_PY, os.path.join(HERE, "torch_twin.py")]
 TOLERANCE = 1e-4  # nats
 
 
+def choose_programs(bin_dir, isa):
+    """Our programs from bin_dir (None: build/bench/bench, ./train, ./sample), and with isa "avx2" the AVX2 proxy's
+    environments; compare.py's --bin and --isa, and frontier.py's."""
+    global OURS, TRAIN, SAMPLE
+    if bin_dir:
+        OURS = os.path.join(os.path.abspath(bin_dir), "bench")
+        TRAIN = os.path.join(os.path.abspath(bin_dir), "train")
+        SAMPLE = os.path.join(os.path.abspath(bin_dir), "sample")
+    if isa == "avx2":
+        ISA_ENV.update(AVX2_ENV)
+        ISA_TWIN_ENV.update(AVX2_TWIN_ENV)
+
+
 def clean_env(extra=None):
     env = dict(os.environ)
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
@@ -286,14 +299,7 @@ def main():
     ap.add_argument("--isa", choices=["avx2"], help="avx2: the AVX2 proxy (with --bin build/avx2/bin): OpenBLAS's "
                                                     "Haswell kernels on both sides, the twin's ATen and oneDNN at AVX2")
     args = ap.parse_args()
-    global OURS, TRAIN, SAMPLE
-    if args.bin:
-        OURS = os.path.join(os.path.abspath(args.bin), "bench")
-        TRAIN = os.path.join(os.path.abspath(args.bin), "train")
-        SAMPLE = os.path.join(os.path.abspath(args.bin), "sample")
-    if args.isa == "avx2":
-        ISA_ENV.update(AVX2_ENV)
-        ISA_TWIN_ENV.update(AVX2_TWIN_ENV)
+    choose_programs(args.bin, args.isa)
     args.json = args.json or os.path.join(HERE, "compare_avx2.json" if args.isa else "compare.json")
     rounds = args.rounds or (3 if args.quick else 5)
     small_rounds = args.small_rounds or (1 if args.quick else 2)

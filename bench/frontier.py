@@ -23,6 +23,9 @@ model) is inside the second run's times only. The frontier recipe runs once, wit
 run's wall time, so the estimator's cost is time the twin gets (a handicap of ours).
 Results: bench/frontier.json; the chart: docs/frontier.svg (drawn by `build/bench/bench --plot`).
 
+`--isa avx2 --bin build/avx2/bin` (make bench-frontier BENCH_ISA=avx2) runs the AVX2 proxy of bench/compare.py:
+our ./train built for x86-64-v3, both sides on OpenBLAS's Haswell kernels, the twin's ATen and oneDNN at AVX2.
+
 Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the make target does): ./train chooses its OpenBLAS kernels as
 a user's would, and the twin is given the same (bench/compare.py, twin_env). Needs python3-torch for
 /usr/bin/python3 for the twin's runs (without it: ours only). A long run: about 35 minutes on two cores.
@@ -37,8 +40,9 @@ import sys
 import tempfile
 import time
 
+import compare  # bench/compare.py: its TRAIN is ./train, or the AVX2 proxy's after choose_programs
 from compare import (HERE, ROOT, TWIN_PY, clean_env, kernel_choice, kernels_line, load_average, torch_available,
-                     twin_env)  # bench/compare.py
+                     twin_env)
 
 THRESHOLDS = (2.0, 1.88, 1.7, 1.6, 1.5, 1.47)
 WINDOWS = 200  # nanoGPT's estimator: ours also scores this many random validation windows at every evaluation
@@ -104,10 +108,16 @@ def main():
     ap.add_argument("--recipes", default="nanogpt,tiny,frontier", help="comma-separated, from: " + ", ".join(RECIPES))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-torch", action="store_true", help="ours only")
-    ap.add_argument("--json", default=os.path.join(HERE, "frontier.json"))
-    ap.add_argument("--svg", default=os.path.join(ROOT, "docs", "frontier.svg"))
+    ap.add_argument("--json", help="default bench/frontier.json (with --isa avx2: bench/frontier_avx2.json)")
+    ap.add_argument("--svg", help="default docs/frontier.svg (with --isa avx2: docs/frontier_avx2.svg)")
     ap.add_argument("--plot-bin", default=os.path.join(ROOT, "build", "bench", "bench"))
+    ap.add_argument("--bin", help="the folder of our train program (the AVX2 proxy's: build/avx2/bin)")
+    ap.add_argument("--isa", choices=["avx2"], help="the AVX2 proxy, as bench/compare.py --isa")
     args = ap.parse_args()
+    compare.choose_programs(args.bin, args.isa)
+    suffix = "_avx2" if args.isa else ""
+    args.json = args.json or os.path.join(HERE, f"frontier{suffix}.json")
+    args.svg = args.svg or os.path.join(ROOT, "docs", f"frontier{suffix}.svg")
     if not os.path.exists(args.data):
         sys.exit(f"frontier: {args.data} does not exist; pass --data (make bench-frontier BENCH_DATA=...)")
     names = [n for n in args.recipes.split(",") if n]
@@ -120,7 +130,7 @@ def main():
               "python3-numpy): ours only")
     log = lambda s: print(s, flush=True)
     results = {"data": os.path.abspath(args.data), "threads": args.threads, "load_average_start": load_average(),
-               "machine": os.uname().machine, "runs": []}
+               "machine": os.uname().machine, "isa": args.isa or "native", "ours": compare.TRAIN, "runs": []}
     try:
         with open("/proc/cpuinfo") as f:
             results["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
@@ -130,7 +140,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="plaingpt-frontier-") as tmp:
         for name in names:
             flags = RECIPES[name][0] + ["--threads", str(args.threads)]
-            ours = lambda out, extra=(): [os.path.join(ROOT, "train"), "--data", args.data, "--out",
+            ours = lambda out, extra=(): [compare.TRAIN, "--data", args.data, "--out",
                                           os.path.join(tmp, out)] + flags + list(extra)
             windows = ["--eval-windows", str(WINDOWS)]
             short = RECIPES[name][1] == 0  # runs to its end: time it as a user runs it, the estimator separately

@@ -8,9 +8,9 @@
 #   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
 #                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
 #                           bench/frontier.json and docs/frontier.svg (~35 min)
-#   make bench-compare BENCH_ISA=avx2
-#                           the same comparison under the AVX2 proxy: what an AVX2 laptop runs, on any x86-64 CPU
-#                           with AVX2 (below)
+#   make bench-compare BENCH_ISA=avx2, make bench-frontier BENCH_ISA=avx2
+#                           the same under the AVX2 proxy: what an AVX2 laptop runs, on any x86-64 CPU with AVX2
+#                           (below); bench/compare_avx2.json, bench/frontier_avx2.json and docs/frontier_avx2.svg
 # Every benchmark command runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the environment pins them for
 # the tests); tests and CI keep them. Our programs then choose their OpenBLAS kernels themselves (src/base/runtime.h),
 # and compare.py and frontier.py give the twin the same core.
@@ -80,7 +80,7 @@ bench-compare: $(COMPARE_NEEDS) programs
 bench-mixers: $(BENCH_BIN)
 	$(BENCH_ENV) OMP_WAIT_POLICY=passive nice -n 5 $(BENCH_BIN) --mixers $(if $(filter-out 0,$(BENCH_QUICK)),--quick)
 
-bench-frontier: $(BENCH_BIN) programs
-	$(BENCH_ENV) $(BENCH_PY) bench/frontier.py --data $(BENCH_DATA) $(BENCH_FRONTIER_FLAGS)
+bench-frontier: $(BENCH_BIN) programs $(if $(filter avx2,$(BENCH_ISA)),$(AVX2_BINS))
+	$(BENCH_ENV) $(BENCH_PY) bench/frontier.py $(COMPARE_ISA) --data $(BENCH_DATA) $(BENCH_FRONTIER_FLAGS)
 
 -include build/bench/bench.d $(wildcard $(AVX2_DIR)/obj/*/*.d $(AVX2_DIR)/obj/*/*/*.d $(AVX2_DIR)/main/*.d)
