@@ -40,15 +40,22 @@ inline std::vector<std::string> every_pair_of_kinds() {
   return pairs;
 }
 
+// A model of `mixer` (one kind, or one per layer) with these sizes and every other setting at its default.
+inline ModelConfig sized_config(const std::string& mixer, int n_layer, int n_head, int n_embd, int block, int vocab) {
+  ModelConfig c;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
+  c.block_size = block;
+  c.vocab_size = vocab;
+  c.mixer = mixer;
+  return c;
+}
+
 // The registered kinds whose layers take every mask, bidirectional among them (the kinds that are not recurrences),
 // in the order of kinds.h: what the tests that sweep masks over kinds run.
 inline std::vector<std::string> kinds_that_take_every_mask() {
-  ModelConfig c;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.block_size = 8;
-  c.vocab_size = 5;
+  ModelConfig c = sized_config("", 1, 2, 8, 8, 5);
   std::vector<std::string> kinds;
   for (const MixerKind* kind : mixer_kinds()) {
     c.mixer = kind->name;
@@ -80,13 +87,8 @@ inline void apply_test_shapes(ModelConfig& c) {
 
 // A model of `mixer` (one kind per layer, n_layer from the list) at the kinds' first test shapes.
 inline ModelConfig kind_config(const std::string& mixer, int n_head, int n_embd, int block, int vocab) {
-  ModelConfig c;
-  c.n_layer = 1 + (int)std::count(mixer.begin(), mixer.end(), ',');
-  c.n_head = n_head;
-  c.n_embd = n_embd;
-  c.block_size = block;
-  c.vocab_size = vocab;
-  c.mixer = mixer;
+  const int n_layer = 1 + (int)std::count(mixer.begin(), mixer.end(), ',');
+  ModelConfig c = sized_config(mixer, n_layer, n_head, n_embd, block, vocab);
   apply_test_shapes(c);
   return c;
 }

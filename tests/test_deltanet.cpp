@@ -29,6 +29,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "ops/deltanet.h"
+#include "mixer_kinds.h"
 #include "op_harness.h"
 #include "program_util.h"
 #include "test_util.h"
@@ -275,13 +276,7 @@ TEST(DeltaNetOp, SettingsAreCheckedAndTensorsNamed) {
 // kind, decoding, masks, checkpoints, the lab, the programs) is the conformance suite's, tests/test_every_kind.cpp.
 
 TEST(DeltaNetModel, TensorsInitAndOptimizerGroups) {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 8;
-  c.vocab_size = 11;
-  c.mixer = "deltanet";
+  const ModelConfig c = testutil::sized_config("deltanet", 2, 2, 16, 8, 11);
   GPT model(c);
   model.init_weights(5);
   for (const TensorSpec& t : model.table()) {

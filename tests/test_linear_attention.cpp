@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "ops/linear_attention.h"
 #include "ops/mask.h"
+#include "mixer_kinds.h"
 #include "program_util.h"
 #include "test_util.h"
 #include "textbook/linear_attention.h"
@@ -392,16 +393,8 @@ TEST(LinearAttentionEps, KeysOrQueriesFarNegativeLeaveTheDenominatorExactlyEps) 
 // What the decoder keeps: a causal linear layer its state, NH·(HS² + HS) floats (S and z per head: 2·(64 + 8) at 2
 // heads of 8), whatever the context; a softmax layer beside it its keys and values, 2·block·C.
 TEST(LinearAttentionDecoder, KeepsItsStateInsteadOfACache) {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 8;
-  c.vocab_size = 11;
-  c.mixer = "linear";
-  GPT linear(c, parse_layer_masks("causal", 2));
+  GPT linear(testutil::sized_config("linear", 2, 2, 16, 8, 11), parse_layer_masks("causal", 2));
   EXPECT_EQ(Decoder(linear).memory_floats(), 2u * 2 * (64 + 8));
-  c.mixer = "linear,softmax";
-  GPT hybrid(c, parse_layer_masks("causal", 2));
+  GPT hybrid(testutil::sized_config("linear,softmax", 2, 2, 16, 8, 11), parse_layer_masks("causal", 2));
   EXPECT_EQ(Decoder(hybrid).memory_floats(), 2u * (64 + 8) + 2 * 8 * 16);
 }
