@@ -397,7 +397,8 @@ def generate_cached(model, idx, n, check=None):
             logits, caches = model.forward_cached(window, None, 0)
             pos = window.size(1)
         else:
-            window = torch.cat((window, token), dim=1)
+            if check is not None:  # the full forward's input, kept only when checking (not in the timed runs)
+                window = torch.cat((window, token), dim=1)
             logits, caches = model.forward_cached(token, caches, pos)
             pos += 1
     return idx

@@ -391,10 +391,12 @@ TEST(LinearAttentionEps, KeysOrQueriesFarNegativeLeaveTheDenominatorExactlyEps) 
 }
 
 // What the decoder keeps: a causal linear layer its state, NH·(HS² + HS) floats (S and z per head: 2·(64 + 8) at 2
-// heads of 8), whatever the context; a softmax layer beside it its keys and values, 2·block·C.
+// heads of 8), whatever the context; a layer of the first kind (the GPT's softmax attention) beside it its keys and
+// values, 2·block·C.
 TEST(LinearAttentionDecoder, KeepsItsStateInsteadOfACache) {
   GPT linear(testutil::sized_config("linear", 2, 2, 16, 8, 11), parse_layer_masks("causal", 2));
   EXPECT_EQ(Decoder(linear).memory_floats(), 2u * 2 * (64 + 8));
-  GPT hybrid(testutil::sized_config("linear,softmax", 2, 2, 16, 8, 11), parse_layer_masks("causal", 2));
+  const std::string hybrid_mixers = std::string("linear,") + mixer_kinds().front()->name;
+  GPT hybrid(testutil::sized_config(hybrid_mixers, 2, 2, 16, 8, 11), parse_layer_masks("causal", 2));
   EXPECT_EQ(Decoder(hybrid).memory_floats(), 2u * (64 + 8) + 2 * 8 * 16);
 }

@@ -24,6 +24,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/mixers/registry.h"
+#include "mixer_kinds.h"
 #include "program_util.h"
 #include "train/metrics_file.h"
 #include "train/train_config.h"
@@ -414,8 +415,7 @@ TEST(RenamedKey, AFreshFileHoldsTheNewKeyAndAFileWithBothKeysIsRefused) {
   const std::string path = dir / "m.safetensors";
   const Tokenizer tok = Tokenizer::from_text(U"abcdefg hij");
   const std::string hybrid = mixer_kinds().back()->name + std::string(",") + mixer_kinds().front()->name;
-  ModelConfig c;
-  c.n_layer = 2, c.n_head = 2, c.n_embd = 8, c.block_size = 8, c.vocab_size = tok.size(), c.mixer = hybrid;
+  const ModelConfig c = testutil::sized_config(hybrid, 2, 2, 8, 8, tok.size());
   GPT model(c);
   model.init_weights(5);
   save_checkpoint(path, model, tok, nullptr);
