@@ -217,6 +217,22 @@ def one_request_per_key_checks(dt, check):
     dt.js("window.fetch = window.__fetch; delete window.__fetch; 1")
 
 
+def superseded_checks(dt, check):
+    """Two refreshes in a row: the first one's request is cancelled (its fetch aborted), both carry the page's tab and
+    their seq, and the page ends drawn by the second."""
+    dt.js("window.__calls = []; if (!window.__fetch) { window.__fetch = window.fetch;"
+          " window.fetch = (u, o) => { window.__calls.push({u: String(u), body: String(o && o.body), signal: o && o.signal});"
+          " return window.__fetch(u, o); }; } 1")
+    wait = refreshed(dt, "document.body.dataset.status === 'ok'")
+    dt.js("refresh(); refresh(); 1")
+    check(dt.wait_for(*wait), "two refreshes in a row end in a drawn page")
+    calls = dt.js("window.__calls.filter(c => c.u === '/api/refresh').map(c => [c.signal.aborted, c.body])")
+    check(len(calls) == 2 and calls[0][0] is True and calls[1][0] is False,
+          f"the superseded refresh's request is cancelled ({[c[0] for c in calls]})")
+    check(all("tab=" in c[1] and "seq=" in c[1] for c in calls), "each refresh names its page (tab) and its number (seq)")
+    dt.js("window.fetch = window.__fetch; delete window.__fetch; 1")
+
+
 def layout_checks(dt, check):
     """Wide: the attention panel beside the text and its strip; a phone: stacked, nothing wider than the screen."""
     def boxes():
@@ -302,6 +318,7 @@ def keyboard_checks(dt, n, check):
     check(dt.wait_for(*wait), "Enter on the second head's button opens its map")
     dt.js("document.getElementById('map').focus(); 1")
     check(dt.js("document.activeElement === document.getElementById('map')"), "the map takes the keyboard focus")
+    dt.js("S.mapKey = 0; 1")
     key(dt, "ArrowRight", 39)
     read = dt.js("document.getElementById('mapread').textContent")
     check("key 1 " in read, "→ on the map reads the next key out: " + read)
@@ -363,6 +380,19 @@ def small_bug_checks(dt, a, n, check):
     wide = dt.js("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     check(ok and seconds < 5 and wide[0] <= wide[1],
           f"1000 characters: answered in {seconds:.1f} s, the page {wide[0]} px wide in a {wide[1]} px window")
+    # Far from the chosen (last) character the refresh lists no predictions; pointing at one asks for its list.
+    far = dt.js("S.score.top[10] === null")
+    dt.js("""(() => { const sp = document.querySelectorAll('#strip span')[10], r = sp.getBoundingClientRect();
+             sp.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.left + 2, clientY: r.top + 2}));
+             return 1; })()""")
+    got = dt.wait_for("document.getElementById('tip').textContent.split('\\n').length >= 12", 10)
+    j = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text})")
+    lines = dt.js("document.getElementById('tip').textContent").split("\n")[2:]
+    expected = [visible(c) + f"{100 * p:.1f}".rjust(5) + "%" for c, p in j["top"][10]]
+    check(far and got and [l.replace("\u25b6", "").replace(" ", "") for l in lines[:10]] ==
+          [e.replace(" ", "") for e in expected],
+          "a long text's far character: its predictions are asked for when it is pointed at, and shown")
+    dt.js("hideTip(true); 1")
     wait = refreshed(dt)
     set_text(dt, a.prompt)
     dt.wait_for(*wait)
@@ -495,6 +525,12 @@ def main():
     ap.add_argument("--measure", type=int, default=0,
                     help="then type this many more characters one at a time, each after the page answered the last, "
                          "and print the milliseconds from each key to every panel redrawn (the page's data-latency)")
+    ap.add_argument("--long", type=int, default=0,
+                    help="before --measure and --burst: replace the text with this many characters (the prompt repeated)")
+    ap.add_argument("--burst", type=int, default=0,
+                    help="then type this many characters --interval ms apart without waiting for the page, and print "
+                         "the milliseconds from the last key to every panel redrawn with the whole text")
+    ap.add_argument("--interval", type=int, default=200, help="milliseconds between the keys of --burst")
     ap.add_argument("--pick", type=int, default=-1, help="for the screenshot: click this character (its attention)")
     ap.add_argument("--hover", type=int, default=-1, help="for the screenshot: rest the pointer on this character")
     a = ap.parse_args()
@@ -614,6 +650,7 @@ def main():
             check(dt.js("document.body.dataset.status") == "ok", "still no script error")
 
             one_request_per_key_checks(dt, check)
+            superseded_checks(dt, check)
             layout_checks(dt, check)
             accessibility_checks(dt, check)
             keyboard_checks(dt, n, check)
@@ -628,6 +665,14 @@ def main():
             if a.mlm_ckpt:
                 mlm_checks(dt, a.mlm_ckpt, a.prompt, check)
 
+        if a.long:
+            long_text = (a.prompt * (a.long // len(a.prompt) + 1))[:a.long]
+            wait = refreshed(dt, f"document.querySelectorAll('#strip span').length === {a.long}", 120)
+            start = time.time()
+            set_text(dt, long_text)
+            dt.wait_for(*wait)
+            dt.js("document.getElementById('text').focus(); document.getElementById('text').setSelectionRange(1e9, 1e9); 1")
+            print(f"  {a.long} characters pasted: drawn in {time.time() - start:.1f} s")
         if a.measure:
             times = []
             for i in range(a.measure):
@@ -637,7 +682,21 @@ def main():
                 times.append(int(dt.js("+document.body.dataset.latency")))
             times.sort()
             print(f"  key -> every panel: median {times[len(times) // 2]} ms, max {times[-1]} ms over {len(times)} keys "
-                  f"(the page's debounce included)")
+                  f"(the page's debounce included; min {times[0]} ms, quartiles {times[len(times) // 4]}-"
+                  f"{times[3 * len(times) // 4]} ms)")
+        if a.burst:
+            # The keys of a typist who does not wait: the page may drop or cancel superseded refreshes, and what
+            # counts is when the panels show the whole text.
+            final = dt.js("Array.from(document.getElementById('text').value).length") + a.burst
+            for i in range(a.burst):
+                dt.call("Input.insertText", text=a.prompt[i % len(a.prompt)])
+                last_key = time.time()
+                if i + 1 < a.burst:
+                    time.sleep(a.interval / 1000)
+            done = dt.wait_for(f"document.querySelectorAll('#strip span').length === {final} && "
+                               f"document.body.dataset.status === 'ok' && S.typedAt === 0", 120)
+            print(f"  {a.burst} keys {a.interval} ms apart: every panel drawn {1000 * (time.time() - last_key):.0f} ms "
+                  f"after the last key" + ("" if done else " (NOT drawn within 120 s)"))
 
         if a.pick >= 0:
             refreshes = dt.js("+document.body.dataset.refreshes")

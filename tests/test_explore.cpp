@@ -807,6 +807,84 @@ TEST(ExploreApi, ALongTextIsScoredWithSlidingWindows) {
   EXPECT_CONTAINS(r.out, expected);
 }
 
+// Typing into a long text (issue 48): a key reruns only the score windows whose characters it changed, the others
+// come from the model's window cache, and the answer is still the textbook's for the new text. Counted through the
+// refresh's `forwards`: attention's window is one forward, each changed score window one more.
+TEST(ExploreApi, AKeyInALongTextRescoresOnlyTheWindowsItChanged) {
+  Folder f;
+  Running server(f.ckpt());
+  std::string text;
+  for (int i = 0; i < 4; i++) text += kText + " ";  // 92 characters, block 32: windows at 0, 16, 32, 48 and 59
+  const int n = 92, V = f.tok.size(), B = 32;
+  auto [s1, first] = server.post("/api/refresh", {{"text", text}});
+  ASSERT_EQ(s1, 200) << first.dump();
+  EXPECT_EQ(first["forwards"], 1 + 5);
+  EXPECT_EQ(server.post("/api/refresh", {{"text", text}}).second["forwards"], 1) << "the same text again";
+  // Character 50 changed: the windows that read it (or predict it) are those at 32 and 48 (written out here).
+  // Attention's window, the last 32 characters, is unchanged and was the last forward: it is reused.
+  text[50] = text[50] == 'a' ? 'b' : 'a';
+  auto [s2, j] = server.post("/api/refresh", {{"text", text}});
+  ASSERT_EQ(s2, 200) << j.dump();
+  EXPECT_EQ(j["forwards"], 2);
+  const std::vector<int> ids = f.ids(text);
+  const std::vector<long> starts = {0, 16, 32, 48, n - 1 - B};
+  long until = 0;
+  for (long s : starts) {
+    ReferenceGPT<double> ref = reference_of(*f.model, std::vector<int>(ids.begin() + s, ids.begin() + s + B));
+    for (long i = std::max(s, until); i < s + B; i++)
+      EXPECT_NEAR(j["score"]["bits"][i + 1].get<double>(), surprisal_bits(&ref.logits[(size_t)(i - s) * V], V, ids[i + 1]),
+                  1e-4) << "character " << i + 1;
+    until = s + B;
+  }
+}
+
+// The window cache keeps at most kMaxPositions predictions, dropping the window used least recently.
+TEST(ExploreApi, TheWindowCacheIsBounded) {
+  WindowCache cache;
+  const size_t half = WindowCache::kMaxPositions / 2;
+  cache.put({1, 2}, std::vector<Prediction>(half));
+  cache.put({3, 4}, std::vector<Prediction>(half));
+  ASSERT_NE(cache.find({1, 2}), nullptr);  // now the most recently used: {3, 4} goes first
+  cache.put({5, 6}, std::vector<Prediction>(half));
+  EXPECT_EQ(cache.windows(), 2u);
+  EXPECT_LE(cache.positions(), WindowCache::kMaxPositions);
+  EXPECT_NE(cache.find({1, 2}), nullptr);
+  EXPECT_EQ(cache.find({3, 4}), nullptr);
+  EXPECT_NE(cache.find({5, 6}), nullptr);
+}
+
+// A page numbers its refreshes (tab, seq): one that arrives, or waits for the model, after a newer one from the
+// same page is answered 409 without being computed; other pages and requests without a tab are not affected.
+TEST(ExploreApi, ASupersededRefreshIsNotComputed) {
+  Folder f;
+  Running server(f.ckpt());
+  EXPECT_EQ(server.post("/api/refresh", {{"text", kText}, {"tab", "t1"}, {"seq", "5"}}).first, 200);
+  auto [status, j] = server.post("/api/refresh", {{"text", kText}, {"tab", "t1"}, {"seq", "4"}});
+  EXPECT_EQ(status, 409);
+  EXPECT_CONTAINS(j.value("error", ""), "superseded");
+  EXPECT_EQ(server.post("/api/refresh", {{"text", kText}, {"tab", "t2"}, {"seq", "1"}}).first, 200);
+  EXPECT_EQ(server.post("/api/refresh", {{"text", kText}}).first, 200);
+  EXPECT_EQ(server.post("/api/refresh", {{"text", kText}, {"tab", "t1"}, {"seq", "x"}}).first, 400);
+}
+
+// top_from, top_to: the ten most likely characters are listed for those characters only (null elsewhere), and
+// they are the full answer's.
+TEST(ExploreApi, TopListsCanBeAskedForARangeOfCharacters) {
+  Folder f;
+  Running server(f.ckpt());
+  std::string text;
+  for (int i = 0; i < 4; i++) text += kText + " ";
+  const json all = server.post("/api/score", {{"text", text}}).second;
+  const json some = server.post("/api/refresh", {{"text", text}, {"top_from", "40"}, {"top_to", "45"}}).second["score"];
+  ASSERT_EQ(some["top"].size(), all["top"].size());
+  for (size_t t = 0; t < all["top"].size(); t++) {
+    if (t >= 40 && t <= 45) EXPECT_EQ(some["top"][t], all["top"][t]) << t;
+    else EXPECT_TRUE(some["top"][t].is_null()) << t;
+  }
+  EXPECT_EQ(some["bits"], all["bits"]);
+  EXPECT_EQ(some["rank"], all["rank"]);
+}
+
 // A masked LM's long score (one forward per character) lets other requests in between its batches: another tab's
 // request is answered while it runs, not after it.
 TEST(ExploreApi, ALongMaskedScoreDoesNotHoldTheModelForEveryTab) {

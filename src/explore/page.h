@@ -136,6 +136,8 @@ const S = {           // what the page shows now
   A: null, aw: null, w: null,  // the last attention answer, its window, the scored text
   map: false,         // whether that map is asked for (a head was clicked): at T = 1000 it is a million numbers
   seq: 0,             // refresh counter: an answer to an older refresh is dropped
+  tab: Math.random().toString(36).slice(2),  // names this page to the server, which skips its superseded refreshes
+  refreshing: null,   // AbortController of the refresh in flight: a newer refresh cancels it
   generating: null,   // AbortController of the running generation
   typedAt: 0,         // performance.now() of the last key not yet answered by a refresh
   filled: [],         // positions in the box that Fill wrote (underlined until the text is edited)
@@ -218,8 +220,15 @@ async function refresh() {
       const T = Array.from(w.text).length;
       if (S.pos >= T) S.pos = -1;
       const pos = S.pos < 0 ? T - 1 : S.pos;
+      // The refresh before this one, if still in flight, is cancelled: its connection closes and the server, told
+      // this page's newest seq, does not compute it if it has not begun.
+      if (S.refreshing) S.refreshing.abort();
+      const ctrl = S.refreshing = new AbortController();
       const R = await api('/api/refresh', Object.assign({ ckpt: S.ckpt, text: w.text, position: pos, layer: S.layer,
-                                                          head: S.head, map: S.map ? 1 : 0 }, samplingParams()));
+                                                          head: S.head, map: S.map ? 1 : 0, tab: S.tab, seq,
+                                                          top_from: Math.max(0, pos - w.B), top_to: pos + w.B },
+                                                        samplingParams()), ctrl.signal);
+      if (S.refreshing === ctrl) S.refreshing = null;
       if (seq !== S.seq) return;
       showError(null);
       S.w = w;
@@ -269,33 +278,53 @@ function ink(rgb) {
   const L = 0.2126 * lin(+m[1]) + 0.7152 * lin(+m[2]) + 0.0722 * lin(+m[3]);
   return (L + 0.05) / 0.05 >= 1.05 / (L + 0.05) ? '#000' : '#fff';
 }
+// What the model expected at character t of the last score: its top 10, the actual character marked ▶ (and added
+// below with its rank when it is not among them).
+function predictionText(score, t) {
+  const c = score.chars[t], bits = score.bits[t];
+  if (bits === null) return '\u00ab' + visible(c) + '\u00bb  first character: nothing to predict it from';
+  if (score.top[t] === null) {  // far from the chosen character of a long text: asked for now
+    askTop(score, t);
+    return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
+           '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected: (asking the server\u2026)';
+  }
+  const line = (ch, p) => (ch === c ? '\u25b6 ' : '  ') + visible(ch).padEnd(3) + (100 * p).toFixed(1).padStart(5) + '%';
+  const lines = score.top[t].map(([ch, p]) => line(ch, p));
+  if (score.rank[t] > score.top[t].length) lines.push('  \u2026', line(c, score.p[t]) + '  rank ' + score.rank[t]);
+  return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
+         '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected:\n' + lines.join('\n');
+}
+// A refresh lists what the model expected only near the chosen character (at 10,000 characters the lists were 2 MB
+// of every answer); another character's list is asked for when it is pointed at, and the tooltip redrawn.
+let asking = -1;
+function askTop(score, t) {
+  if (asking === t) return;
+  asking = t;
+  api('/api/score', { ckpt: S.ckpt, text: S.w.text, top_from: t, top_to: t }).then(j => {
+    asking = -1;
+    if (S.score !== score) return;
+    score.top[t] = j.top[t];
+    if (tip.style.display === 'block' && S.tipAt === t) tip.textContent = predictionText(score, t);
+  }).catch(e => { asking = -1; showError(e); });
+}
+// The strip's spans are kept from one refresh to the next and only what changed is written (a key changes one
+// character of a long text: 10,000 new spans, each with its own listeners, took ~180 ms to build); the pointer is
+// followed by the strip's own listeners (below), which find the character under it by the span's _t.
 function drawStrip(score, w) {
   const strip = $('strip'), T = score.chars.length;
-  strip.replaceChildren();
-  const chosen = S.pos < 0 ? T - 1 : S.pos;
-  score.chars.forEach((c, t) => {
-    const span = document.createElement('span');
-    span.textContent = c === '\n' ? '\u21b5\n' : c;
-    const bits = score.bits[t];
-    span.style.background = bits === null ? '#eeeeee' : heat(bits);
-    span.dataset.bits = bits === null ? '' : bits.toFixed(3);
-    if (t === chosen) span.classList.add('sel');
-    if (S.filled.includes(w.start + t)) span.classList.add('filled');
-    // What the model expected here: its top 10, the actual character marked ▶ (and added below with its rank when
-    // it is not among them).
-    const tipText = () => {
-      if (bits === null) return '\u00ab' + visible(c) + '\u00bb  first character: nothing to predict it from';
-      const line = (ch, p) => (ch === c ? '\u25b6 ' : '  ') + visible(ch).padEnd(3) + (100 * p).toFixed(1).padStart(5) + '%';
-      const lines = score.top[t].map(([ch, p]) => line(ch, p));
-      if (score.rank[t] > score.top[t].length) lines.push('  \u2026', line(c, score.p[t]) + '  rank ' + score.rank[t]);
-      return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
-             '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected:\n' + lines.join('\n');
-    };
-    span.addEventListener('mousemove', e => showTip(e, tipText()));
-    span.addEventListener('mouseleave', hideTip);
-    span.addEventListener('click', e => { S.pos = t; showTip(e, tipText(), true); refresh(); });
-    strip.appendChild(span);
-  });
+  S.score = score;
+  while (strip.children.length > T) strip.lastChild.remove();
+  while (strip.children.length < T) strip.appendChild(document.createElement('span'));
+  const spans = strip.children, chosen = S.pos < 0 ? T - 1 : S.pos;
+  for (let t = 0; t < T; t++) {
+    const span = spans[t], c = score.chars[t], bits = score.bits[t];
+    const shown = c === '\n' ? '\u21b5\n' : c, b = bits === null ? '' : bits.toFixed(3);
+    if (span.textContent !== shown) span.textContent = shown;
+    if (span.dataset.bits !== b) span.dataset.bits = b;
+    span._t = t;
+    span.classList.toggle('sel', t === chosen);
+    span.classList.toggle('filled', S.filled.includes(w.start + t));
+  }
   $('total').textContent = score.bits_per_char === null ? '' :
       score.bits_per_char.toFixed(3) + ' bits/char over ' + score.predicted + ' predicted characters' +
       (w.start > 0 ? ' (the last ' + T + ' of ' + w.total + ' characters: a masked LM reads ' + T + ')' :
@@ -306,19 +335,27 @@ function drawStrip(score, w) {
 // The text coloured by attention: one head's weights from the chosen character to every character of the window
 // attention read (or to it from every one), or the largest over all heads (a signed head's |weight| over its
 // scale). Characters outside that window are left white. dataset.w holds the weight drawn (tests read it).
+// A span's colours, written only when they change (10,000 spans restyled at every key took ~200 ms).
+const inkOf = new Map();
+function paint(sp, background) {
+  if (sp._bg === background) return;
+  sp._bg = background;
+  sp.style.background = background;
+  if (!inkOf.has(background)) inkOf.set(background, ink(background));
+  sp.style.color = inkOf.get(background);
+}
 function paintStrip() {
   const spans = $('strip').children, A = S.A, aw = S.aw, w = S.w;
   for (let t = 0; t < spans.length; t++) {
     const sp = spans[t], bits = sp.dataset.bits;
     if (S.lens === 'surprise' || !A || !w) {
-      sp.style.background = bits === '' ? '#eeeeee' : heat(+bits);
-      sp.style.color = ink(sp.style.background);
-      delete sp.dataset.w;
+      paint(sp, bits === '' ? '#eeeeee' : heat(+bits));
+      if (sp.dataset.w !== undefined) delete sp.dataset.w;
       continue;
     }
     const k = w.start + t - aw.start, from = S.lens === 'from';
     const values = from ? A.rows : A.cols, allowed = from ? A.mask_rows : A.mask_cols;
-    if (k < 0 || k >= A.T) { sp.style.background = '#ffffff'; sp.style.color = '#000'; sp.dataset.w = ''; continue; }
+    if (k < 0 || k >= A.T) { paint(sp, '#ffffff'); sp.dataset.w = ''; continue; }
     if (S.maxHeads) {
       let best = -1;
       for (let l = 0; l < A.n_layer; l++)
@@ -327,15 +364,14 @@ function paintStrip() {
           const v = values[l][h][k], s = A.scale[l][h];
           best = Math.max(best, A.mixers[l].probabilities ? v : (s > 0 ? Math.abs(v) / s : 0));
         }
-      sp.style.background = best < 0 ? '#c8c8c8' : weightColor(best);
+      paint(sp, best < 0 ? '#c8c8c8' : weightColor(best));
       sp.dataset.w = best < 0 ? '' : best.toFixed(6);
     } else {
       const head = S.preview || { l: S.layer, h: S.head };
       const ok = allowed[head.l][k], v = values[head.l][head.h][k];
-      sp.style.background = ok ? headColor(A, head.l, head.h, v) : '#c8c8c8';
+      paint(sp, ok ? headColor(A, head.l, head.h, v) : '#c8c8c8');
       sp.dataset.w = ok ? v.toFixed(6) : '';
     }
-    sp.style.color = ink(sp.style.background);
   }
   const head = S.preview || { l: S.layer, h: S.head };
   $('lensnote').textContent = S.lens === 'surprise' || !A ? '' : S.maxHeads ?
@@ -620,6 +656,21 @@ $('top_k').addEventListener('input', nextSoon);
 for (const r of document.querySelectorAll('input[name=lens]'))
   r.addEventListener('change', () => { S.lens = r.value; paintStrip(); });
 $('maxheads').addEventListener('change', () => { S.maxHeads = $('maxheads').checked; paintStrip(); });
+// The strip's characters under the pointer: what the model expected there; a click chooses the character.
+$('strip').addEventListener('mousemove', e => {
+  if (e.target._t === undefined || !S.score) return;
+  S.tipAt = e.target._t;
+  showTip(e, predictionText(S.score, e.target._t));
+});
+$('strip').addEventListener('mouseout', e => { if (e.target._t !== undefined) hideTip(); });
+$('strip').addEventListener('click', e => {
+  const t = e.target._t;
+  if (t === undefined || !S.score) return;
+  S.pos = t;
+  S.tipAt = t;
+  showTip(e, predictionText(S.score, t), true);
+  refresh();
+});
 // The strip by keyboard: arrows move the chosen character, Home and End go to the ends.
 $('strip').addEventListener('keydown', e => {
   const T = $('strip').children.length, now = S.pos < 0 ? T - 1 : S.pos;
