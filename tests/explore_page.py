@@ -316,8 +316,13 @@ def keyboard_checks(dt, n, check):
     wait = refreshed(dt, "document.getElementById('maptitle').textContent === 'Layer 0, head 1'")
     key(dt, "Enter", 13, "\r")
     check(dt.wait_for(*wait), "Enter on the second head's button opens its map")
-    dt.js("document.getElementById('map').focus(); 1")
-    check(dt.js("document.activeElement === document.getElementById('map')"), "the map takes the keyboard focus")
+    check(dt.wait_for("document.activeElement === document.getElementById('map')", 5),
+          "and moves the keyboard focus to the map (now on " + str(dt.js("document.activeElement.id || document.activeElement.tagName")) + ")")
+    dt.js("document.querySelectorAll('#heads button.head')[0].focus(); 1")
+    wait = refreshed(dt, "document.getElementById('maptitle').textContent === 'Layer 0, head 0'")
+    key(dt, " ", 32, " ")
+    check(dt.wait_for(*wait) and dt.wait_for("document.activeElement === document.getElementById('map')", 5),
+          "Space on the first head's button opens its map and moves the focus there")
     dt.js("S.mapKey = 0; 1")
     key(dt, "ArrowRight", 39)
     read = dt.js("document.getElementById('mapread').textContent")
@@ -326,6 +331,35 @@ def keyboard_checks(dt, n, check):
     wait = refreshed(dt, f"S.pos === {before - 1}")
     key(dt, "ArrowUp", 38)
     check(dt.wait_for(*wait), f"↑ on the map chooses the character before ({before} to {dt.js('S.pos')})")
+    dt.js("S.pos = -1; 1")
+
+
+def card_checks(dt, prompt, check):
+    """The prediction card: what the model expected at the chosen character, as text in a live region that Tab
+    reaches, following the chosen character when the arrows move it (the tooltip follows the pointer only)."""
+    card = dt.js("(() => { const c = document.getElementById('card'); return {tab: c.tabIndex, role: c.getAttribute('role'),"
+                 " live: c.getAttribute('aria-live')}; })()")
+    check(card == {"tab": 0, "role": "status", "live": "polite"}, f"the prediction card is focusable and a live region ({card})")
+    wait = refreshed(dt, f"document.querySelectorAll('#strip span').length === {len(prompt)}")
+    set_text(dt, prompt)
+    dt.wait_for(*wait)
+    dt.js("document.getElementById('strip').focus(); 1")
+    key(dt, "End", 35)
+    dt.wait_for("S.pos === -1 || S.pos === document.querySelectorAll('#strip span').length - 1", 5)
+    wait = refreshed(dt, f"S.pos === {len(prompt) - 2}")
+    key(dt, "ArrowLeft", 37)
+    dt.wait_for(*wait)
+    t = len(prompt) - 2
+    j = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text})")
+    actual = prompt[t]
+    expected = [("\u25b6 " if c == actual else "") + visible(c).ljust(3) + f"{100 * p:.1f}".rjust(5) + "%" for c, p in j["top"][t]]
+    text = dt.js("document.getElementById('card').textContent")
+    shown = [line.strip() for line in text.split("\n")[2:]]
+    check(text.startswith(f"character {t} (chosen):") and shown[:len(expected)] == [e.strip() for e in expected],
+          "← on the strip moves the card to the character before, with the API's predictions there: " +
+          text.replace("\n", " | ")[:120])
+    key(dt, "Tab", 9)
+    check(dt.js("document.activeElement.id") == "card", "Tab from the strip reaches the card")
     dt.js("S.pos = -1; 1")
 
 
@@ -654,6 +688,7 @@ def main():
             layout_checks(dt, check)
             accessibility_checks(dt, check)
             keyboard_checks(dt, n, check)
+            card_checks(dt, a.prompt, check)
             phone_checks(dt, a.prompt, check)
             small_bug_checks(dt, a, n, check)
 

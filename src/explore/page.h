@@ -53,6 +53,8 @@ section { min-width: 0; }
 #map:focus-visible, #strip:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 #tip { position: absolute; display: none; background: #ffffe8; border: 1px solid #888; padding: 3px 7px;
        font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; color: #000; }
+#card { font: 12px monospace; white-space: pre-wrap; margin-top: 4px; }
+#card:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 #error { color: #a00000; font-size: 13px; min-height: 1em; white-space: pre-wrap; }
 button { font-size: 13px; }
 #ckpt { max-width: calc(100vw - 130px); }
@@ -85,6 +87,7 @@ button { font-size: 13px; }
 <div class="note">Colour = &minus;log<sub>2</sub> p(character | what the model sees), 0 <span id="legend"></span> 10+ bits.
   Hover a character for what the model expected there; click it to see its attention.</div>
 <div id="strip" tabindex="0" role="group" aria-label="the text, coloured; arrow keys move the chosen character"></div>
+<div id="card" class="note" tabindex="0" role="status" aria-live="polite"></div>
 <div class="controls" style="margin-top:10px">
   <label>temperature <input id="temperature" type="range" min="0" max="2" step="0.05" value="0.8"> <span id="tval">0.80</span></label>
   <label>top-k <input id="top_k" type="number" min="0" value="40"></label>
@@ -253,7 +256,7 @@ async function refresh() {
 const refreshSoon = debounce(refresh, 120);
 
 function clearPanels(note) {
-  for (const id of ['strip', 'bars', 'heads', 'thumbs']) $(id).replaceChildren();
+  for (const id of ['strip', 'bars', 'heads', 'thumbs', 'card']) $(id).replaceChildren();
   $('attntitle').textContent = 'Attention';
   $('nextnote').textContent = '';
   $('total').textContent = note;
@@ -325,6 +328,9 @@ function drawStrip(score, w) {
     span.classList.toggle('sel', t === chosen);
     span.classList.toggle('filled', S.filled.includes(w.start + t));
   }
+  // The chosen character's prediction as text, for the keyboard and screen readers (the tooltip follows the
+  // pointer only): a live region, so moving the chosen character with the arrows reads it out, and Tab reaches it.
+  $('card').textContent = 'character ' + (w.start + chosen) + ' (chosen): ' + predictionText(score, chosen);
   $('total').textContent = score.bits_per_char === null ? '' :
       score.bits_per_char.toFixed(3) + ' bits/char over ' + score.predicted + ' predicted characters' +
       (w.start > 0 ? ' (the last ' + T + ' of ' + w.total + ' characters: a masked LM reads ' + T + ')' :
@@ -438,7 +444,7 @@ function drawAttention(A, aw) {
       button.addEventListener('focus', () => { S.preview = { l, h }; paintStrip(); });
       button.addEventListener('mouseleave', () => { hideTip(); S.preview = null; paintStrip(); });
       button.addEventListener('blur', () => { S.preview = null; paintStrip(); });
-      button.addEventListener('click', () => { S.layer = l; S.head = h; S.map = true; refresh(); });
+      button.addEventListener('click', () => openMap(l, h));
       label.className = 'hl';
       label.textContent = 'H' + h;
       button.appendChild(c);
@@ -454,6 +460,18 @@ function drawAttention(A, aw) {
     $('maptitle').textContent = '';
     $('mapnote').textContent = 'Click a strip for that head\u2019s full map.';
   }
+}
+// A head chosen (its strip or its thumbnail clicked): its map is asked for and drawn. Enter or Space on the button
+// moves the focus to the map, which the redrawn panel would otherwise drop to the page body, about 30 Tabs away.
+let keyedHead = false;  // Enter or Space went down on a head's button: the click that follows is the keyboard's
+document.addEventListener('keydown', e => {
+  keyedHead = (e.key === 'Enter' || e.key === ' ') && !!e.target.closest && !!e.target.closest('#heads, #thumbs');
+});
+function openMap(l, h) {
+  S.layer = l; S.head = h; S.map = true;
+  const byKeyboard = keyedHead;
+  keyedHead = false;
+  refresh().then(() => { if (byKeyboard && $('map').width > 0) $('map').focus(); });
 }
 // Every head's whole pattern, small, with its head scores; a click chooses the head as a strip's click does.
 function drawThumbs(A) {
@@ -475,7 +493,7 @@ function drawThumbs(A) {
           ' dup ' + f(sc.duplicate_token) + ' sink ' + f(sc.sink) : ' (signed)');
       b.setAttribute('aria-label', 'layer ' + l + ' head ' + h + ', whole pattern: show its map');
       b.setAttribute('aria-pressed', l === A.layer && h === A.head && A.map ? 'true' : 'false');
-      b.addEventListener('click', () => { S.layer = l; S.head = h; S.map = true; refresh(); });
+      b.addEventListener('click', () => openMap(l, h));
       b.appendChild(c); fig.appendChild(b); fig.appendChild(cap); grid.appendChild(fig);
     }
 }
