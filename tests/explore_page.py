@@ -491,6 +491,31 @@ def vanished_checks(dt, folder, check):
           "↻ after it vanished opens the default, and the info line describes the default: " + info)
 
 
+def broken_checks(dt, folder, check):
+    """A checkpoint that cannot be loaded: the previous model's info line and panels go, and the error names the file
+    and says what is wrong with it."""
+    panels = "['strip', 'bars', 'heads', 'thumbs'].map(id => document.getElementById(id).children.length)"
+    check(dt.js(panels)[0] > 0 and dt.js("document.getElementById('info').textContent") != "",
+          "before: a model's info line and panels are shown")
+    broken = os.path.join(folder, "broken.safetensors")
+    with open(broken, "wb") as f:
+        f.write(b"this is not a checkpoint" * 10)
+    wait = refreshed(dt)
+    dt.js("document.getElementById('relist').click(); 1")
+    dt.wait_for(*wait)
+    dt.js("(() => { const s = document.getElementById('ckpt'); s.value = 'broken.safetensors';"
+          " s.dispatchEvent(new Event('change')); return 1; })()")
+    ok = dt.wait_for("document.getElementById('error').textContent.includes('broken.safetensors could not be opened')", 10)
+    err = dt.js("document.getElementById('error').textContent")
+    info = dt.js("document.getElementById('info').textContent")
+    check(ok and info == "" and dt.js(panels) == [0, 0, 0, 0] and len(err) > len("broken.safetensors could not be opened: "),
+          f"a broken checkpoint clears the old model's info ({info!r}) and panels ({dt.js(panels)}) and says: {err}")
+    os.remove(broken)
+    wait = refreshed(dt, "S.ckpt === 'ckpt.safetensors' && S.model !== null")
+    dt.js("document.getElementById('relist').click(); 1")
+    check(dt.wait_for(*wait), "↻ after the broken file went opens the default again")
+
+
 def mlm_checks(dt, name, prompt, check):
     """A masked LM: Fill underlines what it filled, and the underlines stay when a character is clicked."""
     check(open_ckpt(dt, name), "the masked-LM checkpoint opens")
@@ -697,6 +722,7 @@ def main():
                 if a.folder:
                     open_ckpt(dt, "ckpt.safetensors")
                     vanished_checks(dt, a.folder, check)
+                    broken_checks(dt, a.folder, check)
             if a.mlm_ckpt:
                 mlm_checks(dt, a.mlm_ckpt, a.prompt, check)
 

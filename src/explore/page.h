@@ -654,7 +654,15 @@ async function listCheckpoints() {
 }
 async function openCheckpoint(name) {
   S.ckpt = name;
-  S.model = await api('/api/model', { ckpt: name });
+  try {
+    S.model = await api('/api/model', { ckpt: name });
+  } catch (e) {
+    // Nothing of the model shown before stays on the page under the name that failed.
+    S.model = null;
+    $('info').textContent = '';
+    clearPanels('');
+    throw new Error(name + ' could not be opened: ' + e.message);
+  }
   const M = S.model;
   $('info').textContent = M.n_layer + ' layers \u00d7 ' + M.n_head + ' heads, ' + M.n_embd + ' wide, block ' +
       M.block_size + ', ' + M.objective + ', masks ' + Array.from(new Set(M.masks)).join('/') + ', ' +
