@@ -561,11 +561,54 @@ def signed_checks(dt, name, kind, check):
     check(kind in label, "the layer's label names its kind: " + label)
     about = dt.js("S.A.mixers[1].about")
     check(not dt.js("S.A.mixers[1].probabilities"), f"the server says the {kind} layer's weights are not probabilities")
+    # Each signed strip is scaled by its own row: its largest |weight| is drawn at the darkest blue (positive) or red.
+    full = "(v, d) => v < 0 ? d[0] === 165 && d[1] === 25 && d[2] === 35 : d[0] === 8 && d[1] === 48 && d[2] === 107"
+    peaks = dt.js(f"""(() => {{ const full = {full}, out = [];
+      for (const c of document.querySelectorAll('#heads canvas[data-layer="1"]')) {{
+        const row = S.A.rows[1][+c.dataset.head], ok = S.A.mask_rows[1];
+        let k = -1; for (let i = 0; i < row.length; i++) if (ok[i] && (k < 0 || Math.abs(row[i]) > Math.abs(row[k]))) k = i;
+        const cell = c.width / S.A.T, d = c.getContext('2d').getImageData(Math.floor(k * cell + cell / 2), 6, 1, 1).data;
+        out.push(full(row[k], d)); }}
+      return out; }})()""")
+    check(len(peaks) >= 1 and all(peaks), f"each {kind} strip reaches its darkest colour at its row's largest |weight| ({peaks})")
+    check("each row scaled" in label, "the layer's label says what the signed scale is: " + label)
+    # "max over all heads" on a hybrid: a signed head's weight counts as its share of its row's total |weight|.
+    dt.js("(() => { const r = document.querySelector('input[name=lens][value=from]'); r.checked = true;"
+          " r.dispatchEvent(new Event('change')); const m = document.getElementById('maxheads'); m.checked = true;"
+          " m.dispatchEvent(new Event('change')); return 1; })()")
+    got = dt.js("""(() => { const A = S.A, out = [];
+      Array.from(document.querySelectorAll('#strip span')).forEach((sp, t) => {
+        const k = S.w.start + t - S.aw.start; let best = -1;
+        for (let l = 0; l < A.n_layer; l++) for (let h = 0; h < A.n_head; h++) {
+          if (!A.mask_rows[l][k]) continue;
+          let sum = 0; A.rows[l][h].forEach((v, j) => { if (A.mask_rows[l][j]) sum += Math.abs(v); });
+          best = Math.max(best, A.mixers[l].probabilities ? A.rows[l][h][k] : Math.abs(A.rows[l][h][k]) / sum); }
+        out.push([sp.dataset.w, best < 0 ? '' : best.toFixed(6)]); });
+      return out; })()""")
+    check(len(got) > 0 and all(a == b for a, b in got), "max over all heads: a signed head counts its share of its row's "
+          "total |weight| " + str([g for g in got if g[0] != g[1]][:3]))
+    dt.js("(() => { const m = document.getElementById('maxheads'); m.checked = false; m.dispatchEvent(new Event('change'));"
+          " const r = document.querySelector('input[name=lens][value=surprise]'); r.checked = true;"
+          " r.dispatchEvent(new Event('change')); return 1; })()")
     refreshes = dt.js("+document.body.dataset.refreshes")
     dt.js("document.querySelector('#heads canvas[data-layer=\"1\"]').click(); 1")
     dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && document.getElementById('map').width > 0")
     note = dt.js("document.getElementById('mapnote').textContent")
-    check(about and about in note and "signed" in note, f"the map's note is the layer's own ({about!r}): " + note)
+    check(about and about in note and "signed" in note and "own largest" in note,
+          f"the map's note is the layer's own ({about!r}) and says what the scale is: " + note)
+    rows = dt.js(f"""(() => {{ const full = {full}, A = S.A, c = document.getElementById('map'), T = A.T;
+      const cell = Math.floor(c.width / T), pad = c.width - T * cell, ctx = c.getContext('2d');
+      let drawn = 0, rows = 0;
+      for (let q = 0; q < T; q++) {{
+        const m = A.map[q]; let i = -1;
+        for (let j = 0; j < m.length; j++) if (i < 0 || Math.abs(m[j]) > Math.abs(m[i])) i = j;
+        if (i < 0 || m[i] === 0) continue;
+        rows++;
+        const x = pad + (A.map_begin[q] + i) * cell + Math.floor(cell / 2), y = pad + q * cell + Math.floor(cell / 2);
+        if (full(m[i], ctx.getImageData(x, y, 1, 1).data)) drawn++; }}
+      return [drawn, rows]; }})()""")
+    check(rows[1] > 0 and rows[0] == rows[1], f"every row of the {kind} map reaches its darkest colour at its own largest "
+          f"|weight| ({rows[0]} of {rows[1]} rows)")
 
 
 def main():

@@ -67,7 +67,7 @@ button { font-size: 13px; }
 @media (max-width: 600px) {  /* a phone: nothing wider than the screen */
   body { margin: 8px; }
   .bar .track { width: 130px; }
-  #heads th { width: 100%; }
+  #heads th { width: 100%; white-space: normal; }
 }
 </style></head>
 <body data-status="loading" data-refreshes="0">
@@ -351,7 +351,15 @@ function paint(sp, background) {
   sp.style.color = inkOf.get(background);
 }
 function paintStrip() {
-  const spans = $('strip').children, A = S.A, aw = S.aw, w = S.w;
+  const spans = $('strip').children, A = S.A, aw = S.aw, w = S.w, from = S.lens === 'from';
+  const values = A && (from ? A.rows : A.cols), allowed = A && (from ? A.mask_rows : A.mask_cols);
+  const head = S.preview || { l: S.layer, h: S.head };
+  // A signed head's scale on the text: its row's (or column's) largest |weight|; in "max over all heads", each
+  // weight's share of its row's total |weight|, which like a probability sums to 1 over the row, so a signed head
+  // is not always at its darkest beside a softmax one (each head at its own largest, hybrids were all dark).
+  const scale = A && S.lens !== 'surprise' ? rowScale(values[head.l][head.h], allowed[head.l]) : 0;
+  const total = A && S.lens !== 'surprise' && S.maxHeads ?
+      values.map((heads, l) => heads.map(row => row.reduce((sum, v, k) => sum + (allowed[l][k] ? Math.abs(v) : 0), 0))) : null;
   for (let t = 0; t < spans.length; t++) {
     const sp = spans[t], bits = sp.dataset.bits;
     if (S.lens === 'surprise' || !A || !w) {
@@ -359,29 +367,28 @@ function paintStrip() {
       if (sp.dataset.w !== undefined) delete sp.dataset.w;
       continue;
     }
-    const k = w.start + t - aw.start, from = S.lens === 'from';
-    const values = from ? A.rows : A.cols, allowed = from ? A.mask_rows : A.mask_cols;
+    const k = w.start + t - aw.start;
     if (k < 0 || k >= A.T) { paint(sp, '#ffffff'); sp.dataset.w = ''; continue; }
     if (S.maxHeads) {
       let best = -1;
       for (let l = 0; l < A.n_layer; l++)
         for (let h = 0; h < A.n_head; h++) {
           if (!allowed[l][k]) continue;
-          const v = values[l][h][k], s = A.scale[l][h];
-          best = Math.max(best, A.mixers[l].probabilities ? v : (s > 0 ? Math.abs(v) / s : 0));
+          const v = values[l][h][k];
+          best = Math.max(best, A.mixers[l].probabilities ? v : (total[l][h] > 0 ? Math.abs(v) / total[l][h] : 0));
         }
       paint(sp, best < 0 ? '#c8c8c8' : weightColor(best));
       sp.dataset.w = best < 0 ? '' : best.toFixed(6);
     } else {
-      const head = S.preview || { l: S.layer, h: S.head };
       const ok = allowed[head.l][k], v = values[head.l][head.h][k];
-      paint(sp, ok ? headColor(A, head.l, head.h, v) : '#c8c8c8');
+      paint(sp, ok ? headColor(A, head.l, v, scale) : '#c8c8c8');
       sp.dataset.w = ok ? v.toFixed(6) : '';
     }
   }
-  const head = S.preview || { l: S.layer, h: S.head };
+  const signed = A && A.mixers.some(m => !m.probabilities);
   $('lensnote').textContent = S.lens === 'surprise' || !A ? '' : S.maxHeads ?
-      'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' :
+      'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' +
+      (signed ? ' (a signed head: the weight\u2019s share of its row\u2019s total |weight|)' : '') :
       'the text: layer ' + head.l + ', head ' + head.h + (S.preview ? ' (preview)' : '') + ', weights ' +
       (S.lens === 'from' ? 'from' : 'to') + ' the chosen character';
 }
@@ -396,17 +403,27 @@ function negativeColor(p) {  // white → dark red
   return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
 }
 // A weight's colour. A layer whose weights are probabilities: 0 white to 1 dark blue. One whose weights are signed
-// and not normalised (a recurrence's implied M): each head divided by its largest |weight|, positive blue, negative red, as
-// ./inspect attention's page draws them.
-function headColor(A, l, h, v) {
+// and not normalised (a recurrence's implied M): divided by s, the largest |weight| of the row it is drawn in (a
+// strip, one row of the map or of a thumbnail), positive blue, negative red. Scaled by the head's largest
+// |weight| over its whole map, as ./inspect attention's page does, a Mamba layer 0's row peaked at 6-14% of it
+// (almost white) while the decay's early rows took the scale.
+function headColor(A, l, v, s) {
   if (A.mixers[l].probabilities) return weightColor(v);
-  const s = A.scale[l][h], w = s > 0 ? v / s : 0;
+  const w = s > 0 ? v / s : 0;
   return w < 0 ? negativeColor(-w) : weightColor(w);
 }
+// The largest |weight| of a row (the allowed entries only, when a 0/1 mask row is given).
+function rowScale(row, allowed) {
+  let s = 0;
+  for (let k = 0; k < row.length; k++) if (!allowed || allowed[k]) s = Math.max(s, Math.abs(row[k]));
+  return s;
+}
+const kSignedScale = 'signed, each row scaled to its own largest |weight|';
 function kindNote(A, l) {
   const m = A.mixers[l];
   return m.about + (m.probabilities ? '' : '; its weights are signed and not normalised: blue positive, red negative, ' +
-                    'each head scaled by its largest |weight|');
+                    'here each row (a strip, a row of the map or of a thumbnail) is scaled by its own largest ' +
+                    '|weight|, not the whole head\u2019s');
 }
 function drawAttention(A, aw) {
   const T = A.T, pos = aw.position;
@@ -417,7 +434,8 @@ function drawAttention(A, aw) {
   table.replaceChildren();
   for (let l = 0; l < A.n_layer; l++) {
     const tr = document.createElement('tr'), th = document.createElement('th');
-    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + ' \u00b7 ' + A.mixers[l].kind;
+    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + ' \u00b7 ' + A.mixers[l].kind +
+        (A.mixers[l].probabilities ? '' : ' \u00b7 ' + kSignedScale);
     th.title = kindNote(A, l);
     tr.appendChild(th);
     for (let h = 0; h < A.n_head; h++) {
@@ -425,9 +443,9 @@ function drawAttention(A, aw) {
       c.width = T * cell; c.height = 12;
       c.style.width = Math.min(T * cell, 240) + 'px'; c.style.height = '12px';
       c.dataset.layer = l; c.dataset.head = h;
-      const ctx = c.getContext('2d');
+      const ctx = c.getContext('2d'), scale = rowScale(A.rows[l][h], A.mask_rows[l]);
       for (let k = 0; k < T; k++) {
-        ctx.fillStyle = A.mask_rows[l][k] ? headColor(A, l, h, A.rows[l][h][k]) : '#c8c8c8';
+        ctx.fillStyle = A.mask_rows[l][k] ? headColor(A, l, A.rows[l][h][k], scale) : '#c8c8c8';
         ctx.fillRect(k * cell, 0, cell, 12);
       }
       if (l === A.layer && h === A.head) c.classList.add('sel');
@@ -484,10 +502,13 @@ function drawThumbs(A) {
       const cap = document.createElement('figcaption');
       c.width = c.height = S0;
       const ctx = c.getContext('2d');
-      A.thumbs[l][h].forEach((v, i) => {
-        ctx.fillStyle = headColor(A, l, h, v);
-        ctx.fillRect(i % S0, Math.floor(i / S0), 1, 1);
-      });
+      for (let r = 0; r < S0; r++) {
+        const row = A.thumbs[l][h].slice(r * S0, (r + 1) * S0), scale = rowScale(row);
+        row.forEach((v, i) => {
+          ctx.fillStyle = headColor(A, l, v, scale);
+          ctx.fillRect(i, r, 1, 1);
+        });
+      }
       const sc = A.head_scores[l][h];
       cap.textContent = 'L' + l + 'H' + h + (sc ? ' prev ' + f(sc.previous_token) + ' ind ' + f(sc.induction) +
           ' dup ' + f(sc.duplicate_token) + ' sink ' + f(sc.sink) : ' (signed)');
@@ -519,12 +540,14 @@ function drawMap(A, pos) {
     ctx.fillText(visible(A.chars[i]), pad + i * cell + cell / 2, 10);
     ctx.fillText(visible(A.chars[i]), 6, pad + i * cell + cell / 2 + 4);
   }
-  for (let q = 0; q < T; q++)
+  for (let q = 0; q < T; q++) {
+    const scale = rowScale(A.map[q]);  // the allowed keys only: the answer holds no others
     for (let k = 0; k < T; k++) {
       const v = mapAt(A, q, k);
-      ctx.fillStyle = v === null ? '#c8c8c8' : headColor(A, l, h, v);
+      ctx.fillStyle = v === null ? '#c8c8c8' : headColor(A, l, v, scale);
       ctx.fillRect(pad + k * cell, pad + q * cell, cell, cell);
     }
+  }
   ctx.strokeStyle = '#e08000'; ctx.lineWidth = 2;
   ctx.strokeRect(pad + 1, pad + pos * cell + 1, T * cell - 2, cell - 2);
   $('maptitle').textContent = 'Layer ' + l + ', head ' + h;
