@@ -19,7 +19,7 @@
 // Safety. It listens on 127.0.0.1 unless told otherwise, and then answers only requests whose Host header names
 // a loopback address (a web page elsewhere cannot reach it by renaming itself, "DNS rebinding"). A request names
 // a checkpoint by file name, and only names the server itself lists from the folder are ever opened. Bodies are
-// capped at 64 KiB, texts at the model's block size, generation at max_generate tokens.
+// capped at 1 MiB (65,536 characters for /api/score, however encoded), texts at the model's block size, generation at max_generate tokens.
 //
 // Concurrency. The server answers on several threads (several tabs at once); every use of a model holds one
 // mutex, so requests are computed one at a time, and a generation holds it until it ends or its reader goes away.
