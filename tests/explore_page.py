@@ -394,6 +394,16 @@ def small_bug_checks(dt, a, n, check):
     set_text(dt, "")
     dt.wait_for(*wait)
     check(dt.js(panels) == [0, 0, 0, 0] and err() == "", f"an empty box leaves no panel and no error ({dt.js(panels)})")
+    # Half of a character (an unpaired UTF-16 surrogate): a message, no stale panel, and the page still answers.
+    set_text(dt, "ab")
+    dt.js("(() => { const b = document.getElementById('text'); b.value = 'ab\\ud83d'; b.dispatchEvent(new Event('input'));"
+          " return 1; })()")
+    ok = dt.wait_for("document.getElementById('error').textContent.includes('unpaired UTF-16 surrogate')", 10)
+    check(ok and "U+D83D at character 2" in err() and dt.js(panels) == [0, 0, 0, 0],
+          f"an unpaired surrogate is answered with a message, no panel left ({dt.js(panels)}): " + err())
+    wait = refreshed(dt, "document.querySelectorAll('#strip span').length === 3")
+    set_text(dt, a.prompt[:3])
+    check(dt.wait_for(*wait) and err() == "", "and the page answers the next text")
     # A #text= link followed in the same tab.
     wait = refreshed(dt, f"document.querySelectorAll('#strip span').length === 4")
     dt.js(f"location.hash = '#text=' + encodeURIComponent({json.dumps(a.prompt[:4])}); 1")

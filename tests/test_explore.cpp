@@ -576,6 +576,16 @@ TEST(ExploreHardening, AScoredTextOf65536CharactersIsAcceptedAndOneMoreRefused) 
   EXPECT_CONTAINS(refused->body, "text has 65537 characters; this model reads at most 65536");
 }
 
+// Half of a character: a UTF-16 surrogate encoded on its own (CESU-8, what a lone surrogate becomes when encoded
+// naively) is not UTF-8, and is answered 400 with a message naming the parameter, not a crash or a blank answer.
+TEST(ExploreHardening, AnEncodedSurrogateIsAClearError) {
+  Folder f;
+  Running server(f.ckpt());
+  auto [status, j] = server.post("/api/refresh", {{"text", "ab\xed\xa0\xbd"}});
+  EXPECT_EQ(status, 400) << j.dump();
+  EXPECT_CONTAINS(j.value("error", ""), "text");
+}
+
 // Only the page itself may call the API: a "simple" POST from a page elsewhere carries its Origin (or Referer),
 // and a browser marks every cross-site request with Sec-Fetch-Site.
 TEST(ExploreHardening, PostsFromAnotherOriginAreRefused) {

@@ -206,9 +206,29 @@ function samplingParams() {
 // One refresh: one request, /api/refresh, whose score, attention and next come from one forward pass when the
 // text fits the block; drawn together, so the panels never disagree. "busy" shows after 300 ms. An error leaves
 // no stale panel behind, and stays until a refresh succeeds.
+// The first half of a character left alone in the text (an unpaired UTF-16 surrogate, e.g. one half of an emoji
+// deleted), as "U+D83D at character 3", or ''. It cannot be sent as UTF-8: encodeURIComponent throws on it, and
+// the page stopped there without a word.
+function unpairedSurrogate(text) {
+  let chars = 0;
+  for (let i = 0; i < text.length; i++, chars++) {
+    const u = text.charCodeAt(i);
+    if (u >= 0xd800 && u <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { i++; continue; }
+    if (u >= 0xd800 && u <= 0xdfff) return 'U+' + u.toString(16).toUpperCase() + ' at character ' + chars;
+  }
+  return '';
+}
 async function refresh() {
   const seq = ++S.seq;
   const w = windowText();
+  const broken = unpairedSurrogate(box.value);
+  if (broken) {
+    showError('the text holds half of a character (an unpaired UTF-16 surrogate, ' + broken + '): delete it or ' +
+              'complete the character');
+    clearPanels('');
+    document.body.dataset.status = 'ok';
+    return;
+  }
   history.replaceState(null, '', '#text=' + encodeURIComponent(box.value) + '&ckpt=' + encodeURIComponent(S.ckpt));
   const n = Array.from(w.text).length;
   $('busy').textContent = 'computing\u2026' + (S.model && S.model.masked_lm && n > 64 ? ' (a masked LM scores each of the ' +
