@@ -586,6 +586,26 @@ TEST(ExploreHardening, AnEncodedSurrogateIsAClearError) {
   EXPECT_CONTAINS(j.value("error", ""), "text");
 }
 
+// A mistyped folder is named as a missing folder, not as a file name with the wrong ending; an existing file with
+// the wrong ending still gets that message.
+TEST(ExploreHardening, AMissingFolderIsNamedAsSuch) {
+  Folder f;
+  const std::string missing = f.dir / "tinny";
+  try {
+    ExploreServer server(missing);
+    FAIL() << "a missing folder was served";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(std::string(e.what()), missing + ": no such folder or file");
+  }
+  progutil::write_file(f.dir / "notes.txt", "not a checkpoint");
+  try {
+    ExploreServer server(f.dir / "notes.txt");
+    FAIL() << "a .txt file was served";
+  } catch (const std::runtime_error& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "does not end in .safetensors");
+  }
+}
+
 // Only the page itself may call the API: a "simple" POST from a page elsewhere carries its Origin (or Referer),
 // and a browser marks every cross-site request with Sec-Fetch-Site.
 TEST(ExploreHardening, PostsFromAnotherOriginAreRefused) {

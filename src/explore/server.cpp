@@ -675,6 +675,10 @@ void ExploreServer::Impl::generate(const Params& p, httplib::Response& res) {
 }
 
 ExploreServer::ExploreServer(const std::string& ckpt, const ServeOptions& options) {
+  // A mistyped folder (out/tinny) was reported as a file name that "does not end in .safetensors".
+  struct stat st;
+  if (::stat(ckpt.c_str(), &st) != 0)
+    throw std::runtime_error(ckpt + ": no such folder or file (--ckpt takes a run folder or a .safetensors file)");
   const std::string file = resolve_checkpoint(ckpt);
   const size_t slash = file.rfind('/');
   const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
