@@ -143,8 +143,17 @@ def attention_on_text_checks(dt, n, check):
     def lens(value):
         dt.js(f"(() => {{ const r = document.querySelector('input[name=lens][value={value}]'); r.checked = true;"
               " r.dispatchEvent(new Event('change')); return 1; })()")
+    legend = ("[document.getElementById('striptitle').textContent, document.getElementById('legendtext').textContent,"
+              " document.getElementById('legendhigh').textContent, document.getElementById('legend').style.background]")
+    before = dt.js(legend)
+    check(before[0].startswith("Surprise") and "log" in before[1] and "bits" in before[2],
+          f"coloured by surprise, the heading and legend say so ({before[:3]})")
     # The chosen head's weights from the chosen (last) character, on each character of the text.
     lens("from")
+    after = dt.js(legend)
+    check(after[0].startswith("Attention") and "weight from the chosen character" in after[1] and after[2] == "1" and
+          "rgb(8, 48, 107)" in after[3] and "surprise" not in (after[0] + after[1]).lower(),
+          f"coloured by attention, the heading and legend say so, with attention's colours ({after})")
     got = dt.js("""(() => { const A = S.A, out = [];
       Array.from(document.querySelectorAll('#strip span')).forEach((sp, t) => {
         const k = S.w.start + t - S.aw.start;

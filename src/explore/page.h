@@ -82,9 +82,10 @@ button { font-size: 13px; }
 <textarea id="text" rows="4" spellcheck="false" placeholder="Type here"></textarea>
 <div id="error" role="alert"></div>
 <div id="busy" class="note" role="status" hidden>computing&hellip;</div>
-<h2>Surprise of each character <span class="note" id="total" aria-live="polite"></span> <span class="note" id="lensnote"
+<h2><span id="striptitle">Surprise of each character</span> <span class="note" id="total" aria-live="polite"></span> <span class="note" id="lensnote"
   aria-live="polite"></span></h2>
-<div class="note">Colour = &minus;log<sub>2</sub> p(character | what the model sees), 0 <span id="legend"></span> 10+ bits.
+<div class="note"><span id="legendtext">Colour = &minus;log&#8322; p(character | what the model sees)</span>,
+  <span id="legendlow">0</span> <span id="legend"></span> <span id="legendhigh">10+ bits</span>.
   Hover a character for what the model expected there; click it to see its attention.</div>
 <div id="strip" tabindex="0" role="group" aria-label="the text, coloured; arrow keys move the chosen character"></div>
 <div id="card" class="note" tabindex="0" role="status" aria-live="polite"></div>
@@ -283,6 +284,7 @@ function clearPanels(note) {
   $('map').width = $('map').height = 0;
   $('maptitle').textContent = $('mapnote').textContent = $('lensnote').textContent = '';
   S.A = null;
+  drawLegend();
 }
 
 // ---- surprisal: white (0 bits) through yellow to red (10 bits and more).
@@ -405,12 +407,42 @@ function paintStrip() {
       sp.dataset.w = ok ? v.toFixed(6) : '';
     }
   }
+  drawLegend();
   const signed = A && A.mixers.some(m => !m.probabilities);
   $('lensnote').textContent = S.lens === 'surprise' || !A ? '' : S.maxHeads ?
       'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' +
       (signed ? ' (a signed head: the weight\u2019s share of its row\u2019s total |weight|)' : '') :
       'the text: layer ' + head.l + ', head ' + head.h + (S.preview ? ' (preview)' : '') + ', weights ' +
       (S.lens === 'from' ? 'from' : 'to') + ' the chosen character';
+}
+
+// The strip's heading and legend say what colours the text now: surprise, or attention (one head's, signed or a
+// probability, or the largest over every head). They said "surprise" whatever the text was coloured by.
+function drawLegend() {
+  const A = S.A, head = S.preview || { l: S.layer, h: S.head };
+  const direction = S.lens === 'from' ? 'from' : 'to';
+  let text, low, high, stops;
+  if (S.lens === 'surprise' || !A) {
+    text = 'Colour = \u2212log\u2082 p(character | what the model sees)';
+    low = '0'; high = '10+ bits';
+    stops = [0, 2.5, 5, 7.5, 10].map(heat);
+  } else if (!S.maxHeads && !A.mixers[head.l].probabilities) {
+    text = 'Colour = layer ' + head.l + ', head ' + head.h + '\u2019s signed weight ' + direction +
+           ' the chosen character, over its largest |weight| there';
+    low = '\u2212largest'; high = '+largest';
+    stops = [negativeColor(1), negativeColor(0.25), '#ffffff', weightColor(0.25), weightColor(1)];
+  } else {
+    text = 'Colour = ' + (S.maxHeads ? 'the largest attention weight over every head' :
+                          'layer ' + head.l + ', head ' + head.h + '\u2019s attention weight') + ' ' + direction +
+           ' the chosen character';
+    low = '0'; high = '1';
+    stops = [0, 0.25, 0.5, 0.75, 1].map(weightColor);
+  }
+  $('striptitle').textContent = S.lens === 'surprise' || !A ? 'Surprise of each character' : 'Attention on each character';
+  $('legendtext').textContent = text;
+  $('legendlow').textContent = low;
+  $('legendhigh').textContent = high;
+  $('legend').style.background = 'linear-gradient(to right,' + stops.join(',') + ')';
 }
 
 // ---- attention: one strip per head (the chosen query's row), one full map on request.
@@ -764,10 +796,7 @@ window.addEventListener('hashchange', () => {
   const name = hash.get('ckpt');
   (name && name !== S.ckpt ? openCheckpoint(name) : refresh()).catch(showError);
 });
-(function legend() {
-  const stops = [0, 2.5, 5, 7.5, 10].map(b => heat(b)).join(',');
-  $('legend').style.background = 'linear-gradient(to right,' + stops + ')';
-})();
+drawLegend();
 
 // Start: the address's #text=…&ckpt=… if any, else a first sentence.
 (async function start() {
