@@ -524,6 +524,46 @@ TEST(ExploreServer, TwoServersGetTwoPorts) {
   EXPECT_GT(moved, 0);
 }
 
+// A server on ::1 and one on 127.0.0.1 may bind the same port number ("localhost" then reaches either): the first
+// free port is free on both. A plain listening socket on one loopback address takes a port; a server on the other
+// must move past it. Skipped where the machine has no IPv6 loopback.
+TEST(ExploreServer, TheFirstFreePortIsFreeOnBothLoopbackAddresses) {
+  Folder f;
+  for (const bool taken_on_v6 : {true, false}) {
+    const int fd = ::socket(taken_on_v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_loopback;
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool bound = taken_on_v6 ? ::bind(fd, (sockaddr*)&a6, sizeof a6) == 0 : ::bind(fd, (sockaddr*)&a4, sizeof a4) == 0;
+    if (!bound || ::listen(fd, 1) != 0) {
+      ::close(fd);
+      GTEST_SKIP() << "no IPv6 loopback here";
+    }
+    sockaddr_storage got{};
+    socklen_t len = sizeof got;
+    ::getsockname(fd, (sockaddr*)&got, &len);
+    const int taken = ntohs(taken_on_v6 ? ((sockaddr_in6*)&got)->sin6_port : ((sockaddr_in*)&got)->sin_port);
+    ServeOptions options;
+    options.host = taken_on_v6 ? "127.0.0.1" : "::1";
+    ExploreServer server(f.ckpt(), options);
+    int port = -1;
+    try {
+      port = server.bind_first_free(taken, 20);
+    } catch (const std::runtime_error& e) {
+      ::close(fd);
+      GTEST_SKIP() << "cannot listen on " << options.host << ": " << e.what();
+    }
+    EXPECT_NE(port, taken) << (taken_on_v6 ? "::1" : "127.0.0.1") << " holds " << taken << "; a server on "
+                           << options.host << " took the same number";
+    EXPECT_GT(port, 0);
+    ::close(fd);
+  }
+}
+
 // A chunked body has no Content-Length for cpp-httplib's cap to compare: the server must stop reading it at its
 // cap (1 MiB) itself (it read on to 1 GB before) and answer 413, long before the client is done sending.
 TEST(ExploreHardening, ChunkedBodiesAreCutAtTheCap) {

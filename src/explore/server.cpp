@@ -1,6 +1,7 @@
 #include "explore/server.h"
 
 #include <dirent.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
@@ -718,8 +720,31 @@ int ExploreServer::bind(int port) {
   return impl_->port = bound;
 }
 
+// Does another program hold `port` on 127.0.0.1 or on ::1? A server on one and a server on the other may bind the
+// same port number, and "localhost" then reaches either (a browser tries ::1 first): the first free port is
+// chosen free on both. A probe that cannot bind for another reason (no IPv6 here) finds nothing.
+static bool loopback_port_taken(int port) {
+  const int v4 = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool taken4 = v4 >= 0 && ::bind(v4, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EADDRINUSE;
+  if (v4 >= 0) ::close(v4);
+  const int v6 = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 b{};
+  b.sin6_family = AF_INET6;
+  b.sin6_port = htons((uint16_t)port);
+  b.sin6_addr = in6addr_loopback;
+  const bool taken6 = v6 >= 0 && ::bind(v6, reinterpret_cast<sockaddr*>(&b), sizeof b) != 0 && errno == EADDRINUSE;
+  if (v6 >= 0) ::close(v6);
+  return taken4 || taken6;
+}
+
 int ExploreServer::bind_first_free(int first, int count) {
+  const bool loopback = is_loopback_host(impl_->options.host);
   for (int port = first; port < first + count && port <= 65535; port++) {
+    if (loopback && loopback_port_taken(port)) continue;
     try {
       return bind(port);
     } catch (const std::runtime_error&) {

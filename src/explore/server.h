@@ -47,7 +47,8 @@ class ExploreServer {
 
   // Binds host:port (port 0 = any free port) and returns the port; throws std::runtime_error if it cannot.
   int bind(int port);
-  // The first port from `first` that no other program listens on (trying `count` of them), else any free one.
+  // The first port from `first` that no other program listens on (trying `count` of them), else any free one. On a
+  // loopback host the port must be free on both 127.0.0.1 and ::1.
   int bind_first_free(int first, int count);
   void run();   // serves until stop(); call after bind
   void stop();  // from any thread
