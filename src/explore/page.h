@@ -457,8 +457,8 @@ function negativeColor(p) {  // white → dark red
 // A weight's colour. A layer whose weights are probabilities: 0 white to 1 dark blue. One whose weights are signed
 // and not normalised (a recurrence's implied M): divided by s, the largest |weight| of the row it is drawn in (a
 // strip, one row of the map or of a thumbnail), positive blue, negative red. Scaled by the head's largest
-// |weight| over its whole map, as ./inspect attention's page does, a Mamba layer 0's row peaked at 6-14% of it
-// (almost white) while the decay's early rows took the scale.
+// |weight| over its whole map, as ./inspect attention's page does, a recurrent layer 0's row peaked at 6-14% of it
+// (almost white) while the decay's early rows took the scale (issue 48).
 function headColor(A, l, v, s) {
   if (A.mixers[l].probabilities) return weightColor(v);
   const w = s > 0 ? v / s : 0;
