@@ -1,7 +1,7 @@
 // What a next-token model predicted in each sliding window of a long text, remembered per window (issue 48).
 //
 // A text longer than the block is scored with the windows of ./sample --score: block_size characters every
-// block_size/2 (train/evaluate.h's score_windows). Typing one key into 10,000 characters used to run all 313
+// block_size/2 (train/evaluate.h's score_windows). Typing one key into 10,000 characters used to run all 312
 // windows of the tiny preset again. A window's predictions depend only on the characters it reads and the one
 // after it (its last prediction's target): the model's weights and masks are fixed for one ExploredModel, and the
 // score always runs under the masks the checkpoint was loaded with. So they are kept keyed by those characters,
