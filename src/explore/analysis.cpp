@@ -138,19 +138,31 @@ static void require_finite_logits(const float* z, int V) {
       throw std::runtime_error("the model's predictions are not finite numbers: its weights are too large or broken");
 }
 
-// The ten most likely tokens of one prediction, as [[text, p], …], most likely first.
-static json top10(const float* z, int V, double lse, const Tokenizer& tok) {
+// What the logits z predict for the character `target`: its surprisal and rank, and the ten most likely tokens,
+// most likely first.
+static Prediction predict(const float* z, int V, int target) {
+  require_finite_logits(z, V);
+  Prediction out;
+  const double lse = log_sum_exp(z, V);
+  out.nats = lse - z[target];
+  // 1 + the tokens ranked before it (more likely, or as likely with a lower id, as the top list orders them)
+  long before = 0;
+  for (int v = 0; v < V; v++) before += z[v] > z[target] || (z[v] == z[target] && v < target);
+  out.rank = before + 1;
   std::vector<int> order(V);
   std::iota(order.begin(), order.end(), 0);
-  const int k = std::min(10, V);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+  out.top_count = std::min(10, V);
+  std::partial_sort(order.begin(), order.begin() + out.top_count, order.end(),
                     [&](int a, int b) { return z[a] != z[b] ? z[a] > z[b] : a < b; });
-  json out = json::array();
-  for (int i = 0; i < k; i++) out.push_back({tok.decode_one(order[i]), std::exp(z[order[i]] - lse)});
+  for (int i = 0; i < out.top_count; i++) {
+    out.top_ids[i] = order[i];
+    out.top_p[i] = std::exp(z[order[i]] - lse);
+  }
   return out;
 }
 
-json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::function<void()>& between) {
+json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::function<void()>& between,
+                     long top_from, long top_to) {
   GPT& model = m.model();
   const int T = (int)ids.size(), V = model.config.vocab_size;
   const Tokenizer& tok = m.ckpt.tokenizer;
@@ -159,17 +171,20 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::f
   json bits = json::array(), top = json::array(), p_actual = json::array(), rank = json::array();
   double total_nats = 0;
   long predicted = 0;
-  auto record = [&](const float* z, int target) {
-    require_finite_logits(z, V);
-    const double lse = log_sum_exp(z, V), nats = lse - z[target];
-    bits.push_back(nats / std::log(2.0));
-    top.push_back(top10(z, V, lse, tok));
-    p_actual.push_back(std::exp(-nats));
-    // 1 + the tokens ranked before it (more likely, or as likely with a lower id, as the top list orders them)
-    long before = 0;
-    for (int v = 0; v < V; v++) before += z[v] > z[target] || (z[v] == z[target] && v < target);
-    rank.push_back(before + 1);
-    total_nats += nats, predicted++;
+  auto record = [&](const Prediction& p) {
+    const long t = (long)top.size();  // the character predicted
+    bits.push_back(p.nats / std::log(2.0));
+    p_actual.push_back(std::exp(-p.nats));
+    rank.push_back(p.rank);
+    total_nats += p.nats, predicted++;
+    if (t < top_from || t > top_to) {
+      top.push_back(nullptr);
+      return;
+    }
+    json ten = json::array();
+    // 6 decimals (the page shows 0.1%): 17 digits each made a 10,000-character answer 3.2 MB.
+    for (int i = 0; i < p.top_count; i++) ten.push_back({tok.decode_one(p.top_ids[i]), std::round(p.top_p[i] * 1e6) / 1e6});
+    top.push_back(std::move(ten));
   };
   std::string method;
   if (m.mask_token >= 0) {
@@ -191,7 +206,7 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::f
         batch[(size_t)b * T + start + b] = m.mask_token;
       }
       m.forward_rows(batch.data(), B, T);
-      for (int b = 0; b < B; b++) record(model.logits() + ((size_t)b * T + start + b) * V, ids[start + b]);
+      for (int b = 0; b < B; b++) record(predict(model.logits() + ((size_t)b * T + start + b) * V, V, ids[start + b]));
     }
   } else {
     // Next-token model: the logits at t − 1 predict x_t; the first character has no prediction.
@@ -201,26 +216,46 @@ json score_text_json(ExploredModel& m, const std::vector<int>& ids, const std::f
     bits.push_back(nullptr), top.push_back(nullptr), p_actual.push_back(nullptr), rank.push_back(nullptr);
     if (T <= m.block_size()) {
       const float* logits = m.logits_for(ids);
-      for (int t = 1; t < T; t++) record(logits + (size_t)(t - 1) * V, ids[t]);
+      for (int t = 1; t < T; t++) record(predict(logits + (size_t)(t - 1) * V, V, ids[t]));
     } else {
       // A text longer than the block: the sliding windows of ./sample --score (train/evaluate.h), each character
-      // predicted once, from up to block_size characters before it.
+      // predicted once, from up to block_size characters before it. A window whose characters (and the one after
+      // it, its last target) were scored before is taken from the model's cache (window_cache.h): a key typed
+      // into a long text runs only the windows it changed.
+      long computed = 0;
       for (const ScoreWindow& w : score_windows(T, m.block_size())) {
-        const float* logits = m.logits_for(std::vector<int>(ids.begin() + w.start, ids.begin() + w.start + w.length));
-        for (long t = w.first; t < w.start + w.length; t++) record(logits + (size_t)(t - w.start) * V, ids[t + 1]);
+        const std::vector<int> key(ids.begin() + w.start, ids.begin() + w.start + w.length + 1);
+        const std::vector<Prediction>* known = m.windows.find(key);
+        if (!known) {
+          if (computed++ > 0 && between) {
+            between();  // others may use the model meanwhile (or this request may be given up): put its masks back
+            model.set_masks(m.loaded_masks);
+            model.set_prefix_length(0);
+          }
+          const std::vector<int> window(key.begin(), key.end() - 1);
+          const float* logits = m.logits_for(window);
+          std::vector<Prediction> predictions;
+          for (int t = 0; t < w.length; t++) predictions.push_back(predict(logits + (size_t)t * V, V, key[t + 1]));
+          known = m.windows.put(key, std::move(predictions));
+        }
+        for (long t = w.first; t < w.start + w.length; t++) record((*known)[t - w.start]);
       }
     }
   }
   const double nats = predicted ? total_nats / predicted : NAN;
-  return {{"chars", texts_of(ids, tok)},
-          {"bits", bits},
-          {"top", top},
-          {"p", p_actual},
-          {"rank", rank},
-          {"predicted", predicted},
-          {"method", method},
-          {"nats_per_char", predicted ? json(nats) : json(nullptr)},
-          {"bits_per_char", predicted ? json(nats / std::log(2.0)) : json(nullptr)}};
+  // Moved in, not listed in an initializer list, which would copy them: at 10,000 characters `top` is 300,000
+  // values, and the copy (and freeing it) took most of a refresh's time.
+  json out = json::object();
+  out["chars"] = texts_of(ids, tok);
+  out["bits"] = std::move(bits);
+  out["top"] = std::move(top);
+  out["p"] = std::move(p_actual);
+  out["rank"] = std::move(rank);
+  out["predicted"] = predicted;
+  out["method"] = method;
+  out["nats_per_char"] = predicted ? json(nats) : json(nullptr);
+  out["bits_per_char"] = predicted ? json(nats / std::log(2.0)) : json(nullptr);
+  return out;
 }
 
 constexpr int kThumb = 32;  // a head's whole-pattern thumbnail: at most kThumb × kThumb cells
@@ -433,7 +468,7 @@ void stream_generation(ExploredModel& m, const std::vector<int>& ids, int n, con
 }
 
 json refresh_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head, bool with_map,
-                  const SamplingOptions& options, const std::function<void()>& between) {
+                  const SamplingOptions& options, const std::function<void()>& between, long top_from, long top_to) {
   const int T = (int)ids.size(), B = m.block_size();
   if (position < 0 || position >= T)
     throw BadRequest("position " + std::to_string(position) + " is outside the text (0 to " + std::to_string(T - 1) + ")");
@@ -450,9 +485,9 @@ json refresh_json(ExploredModel& m, const std::vector<int>& ids, int position, i
   // character is chosen), then score's windows.
   json j = {{"attention", attention_at_json(m, window, position - start, layer, head, with_map)},
             {"window_start", start}};
-  if (T <= B) j["score"] = score_text_json(m, ids, between);
+  if (T <= B) j["score"] = score_text_json(m, ids, between, top_from, top_to);
   j["next"] = next_json(m, last, options);
-  if (T > B) j["score"] = score_text_json(m, ids, between);
+  if (T > B) j["score"] = score_text_json(m, ids, between, top_from, top_to);
   j["forwards"] = m.forwards - before;
   return j;
 }

@@ -26,12 +26,14 @@
 // and the weights GPT::mixing_weights rebuilds from it): score, attention and next of one short text cost one
 // forward, not three.
 #pragma once
+#include <climits>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "explore/window_cache.h"
 #include "generate/sampling.h"
 #include "io/checkpoint.h"
 
@@ -46,6 +48,7 @@ struct ExploredModel {
   std::vector<AttentionMask> loaded_masks;  // as load_checkpoint set them; restored before every computation
   int mask_token = -1;                      // [MASK]'s id for a masked-LM checkpoint, else −1
   long forwards = 0;                        // forward passes run on this model (the seam below counts them)
+  WindowCache windows;                      // a long text's scored windows (score_text_json), by their characters
   explicit ExploredModel(Checkpoint c);
   GPT& model() { return *ckpt.model; }
   int block_size() const { return ckpt.model->config.block_size; }
@@ -71,9 +74,13 @@ std::vector<int> request_ids(const ExploredModel& m, const std::string& utf8, co
 
 nlohmann::json model_summary(ExploredModel& m);
 // ids: any length for a next-token model (kMaxScoredChars at the server), at most block_size for a masked LM.
-// between (a masked LM): called between its batched forwards, so that a caller can let others use the model.
+// between: called between forwards (a masked LM's batches, a long text's windows not cached), so that a caller
+// can let others use the model, or throw to give up a request nobody waits for any more.
+// top_from, top_to: the characters whose ten most likely predictions are listed (null elsewhere): a page asks for
+// those near the chosen character of a long text, whose lists were most of a 2 MB answer at 10,000 characters.
 nlohmann::json score_text_json(ExploredModel& m, const std::vector<int>& ids,
-                               const std::function<void()>& between = nullptr);
+                               const std::function<void()>& between = nullptr, long top_from = 0,
+                               long top_to = LONG_MAX);
 // position in [0, T); layer, head: the head whose full map is sent when with_map (the page asks for it on a click:
 // at T = 1000 it is a million numbers).
 nlohmann::json attention_at_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head,
@@ -87,7 +94,8 @@ nlohmann::json fill_json(ExploredModel& m, const std::vector<int>& ids_with_mask
 // a prefix-LM's, whose next reads the text as its prefix).
 nlohmann::json refresh_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head,
                             bool with_map, const SamplingOptions& options,
-                            const std::function<void()>& between = nullptr);
+                            const std::function<void()>& between = nullptr, long top_from = 0,
+                            long top_to = LONG_MAX);
 
 // The probabilities sample_token (generate/sampling.h) draws token v with, for every v: temperature 0 puts all
 // the mass on the most likely token (ties to the lowest id); otherwise softmax(z / temperature) restricted to the

@@ -53,6 +53,8 @@ section { min-width: 0; }
 #map:focus-visible, #strip:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 #tip { position: absolute; display: none; background: #ffffe8; border: 1px solid #888; padding: 3px 7px;
        font: 12px monospace; pointer-events: none; white-space: pre; z-index: 9; color: #000; }
+#card { font: 12px monospace; white-space: pre-wrap; margin-top: 4px; }
+#card:focus-visible { outline: 2px solid #1f4fa0; outline-offset: 2px; }
 #error { color: #a00000; font-size: 13px; min-height: 1em; white-space: pre-wrap; }
 button { font-size: 13px; }
 #ckpt { max-width: calc(100vw - 130px); }
@@ -65,7 +67,7 @@ button { font-size: 13px; }
 @media (max-width: 600px) {  /* a phone: nothing wider than the screen */
   body { margin: 8px; }
   .bar .track { width: 130px; }
-  #heads th { width: 100%; }
+  #heads th { width: 100%; white-space: normal; }
 }
 </style></head>
 <body data-status="loading" data-refreshes="0">
@@ -80,11 +82,13 @@ button { font-size: 13px; }
 <textarea id="text" rows="4" spellcheck="false" placeholder="Type here"></textarea>
 <div id="error" role="alert"></div>
 <div id="busy" class="note" role="status" hidden>computing&hellip;</div>
-<h2>Surprise of each character <span class="note" id="total" aria-live="polite"></span> <span class="note" id="lensnote"
+<h2><span id="striptitle">Surprise of each character</span> <span class="note" id="total" aria-live="polite"></span> <span class="note" id="lensnote"
   aria-live="polite"></span></h2>
-<div class="note">Colour = &minus;log<sub>2</sub> p(character | what the model sees), 0 <span id="legend"></span> 10+ bits.
+<div class="note"><span id="legendtext">Colour = &minus;log&#8322; p(character | what the model sees)</span>,
+  <span id="legendlow">0</span> <span id="legend"></span> <span id="legendhigh">10+ bits</span>.
   Hover a character for what the model expected there; click it to see its attention.</div>
 <div id="strip" tabindex="0" role="group" aria-label="the text, coloured; arrow keys move the chosen character"></div>
+<div id="card" class="note" tabindex="0" role="status" aria-live="polite"></div>
 <div class="controls" style="margin-top:10px">
   <label>temperature <input id="temperature" type="range" min="0" max="2" step="0.05" value="0.8"> <span id="tval">0.80</span></label>
   <label>top-k <input id="top_k" type="number" min="0" value="40"></label>
@@ -136,6 +140,8 @@ const S = {           // what the page shows now
   A: null, aw: null, w: null,  // the last attention answer, its window, the scored text
   map: false,         // whether that map is asked for (a head was clicked): at T = 1000 it is a million numbers
   seq: 0,             // refresh counter: an answer to an older refresh is dropped
+  tab: Math.random().toString(36).slice(2),  // names this page to the server, which skips its superseded refreshes
+  refreshing: null,   // AbortController of the refresh in flight: a newer refresh cancels it
   generating: null,   // AbortController of the running generation
   typedAt: 0,         // performance.now() of the last key not yet answered by a refresh
   filled: [],         // positions in the box that Fill wrote (underlined until the text is edited)
@@ -201,9 +207,29 @@ function samplingParams() {
 // One refresh: one request, /api/refresh, whose score, attention and next come from one forward pass when the
 // text fits the block; drawn together, so the panels never disagree. "busy" shows after 300 ms. An error leaves
 // no stale panel behind, and stays until a refresh succeeds.
+// The first half of a character left alone in the text (an unpaired UTF-16 surrogate, e.g. one half of an emoji
+// deleted), as "U+D83D at character 3", or ''. It cannot be sent as UTF-8: encodeURIComponent throws on it, and
+// the page stopped there without a word.
+function unpairedSurrogate(text) {
+  let chars = 0;
+  for (let i = 0; i < text.length; i++, chars++) {
+    const u = text.charCodeAt(i);
+    if (u >= 0xd800 && u <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { i++; continue; }
+    if (u >= 0xd800 && u <= 0xdfff) return 'U+' + u.toString(16).toUpperCase() + ' at character ' + chars;
+  }
+  return '';
+}
 async function refresh() {
   const seq = ++S.seq;
   const w = windowText();
+  const broken = unpairedSurrogate(box.value);
+  if (broken) {
+    showError('the text holds half of a character (an unpaired UTF-16 surrogate, ' + broken + '): delete it or ' +
+              'complete the character');
+    clearPanels('');
+    document.body.dataset.status = 'ok';
+    return;
+  }
   history.replaceState(null, '', '#text=' + encodeURIComponent(box.value) + '&ckpt=' + encodeURIComponent(S.ckpt));
   const n = Array.from(w.text).length;
   $('busy').textContent = 'computing\u2026' + (S.model && S.model.masked_lm && n > 64 ? ' (a masked LM scores each of the ' +
@@ -218,8 +244,15 @@ async function refresh() {
       const T = Array.from(w.text).length;
       if (S.pos >= T) S.pos = -1;
       const pos = S.pos < 0 ? T - 1 : S.pos;
+      // The refresh before this one, if still in flight, is cancelled: its connection closes and the server, told
+      // this page's newest seq, does not compute it if it has not begun.
+      if (S.refreshing) S.refreshing.abort();
+      const ctrl = S.refreshing = new AbortController();
       const R = await api('/api/refresh', Object.assign({ ckpt: S.ckpt, text: w.text, position: pos, layer: S.layer,
-                                                          head: S.head, map: S.map ? 1 : 0 }, samplingParams()));
+                                                          head: S.head, map: S.map ? 1 : 0, tab: S.tab, seq,
+                                                          top_from: Math.max(0, pos - w.B), top_to: pos + w.B },
+                                                        samplingParams()), ctrl.signal);
+      if (S.refreshing === ctrl) S.refreshing = null;
       if (seq !== S.seq) return;
       showError(null);
       S.w = w;
@@ -244,13 +277,14 @@ async function refresh() {
 const refreshSoon = debounce(refresh, 120);
 
 function clearPanels(note) {
-  for (const id of ['strip', 'bars', 'heads', 'thumbs']) $(id).replaceChildren();
+  for (const id of ['strip', 'bars', 'heads', 'thumbs', 'card']) $(id).replaceChildren();
   $('attntitle').textContent = 'Attention';
   $('nextnote').textContent = '';
   $('total').textContent = note;
   $('map').width = $('map').height = 0;
   $('maptitle').textContent = $('mapnote').textContent = $('lensnote').textContent = '';
   S.A = null;
+  drawLegend();
 }
 
 // ---- surprisal: white (0 bits) through yellow to red (10 bits and more).
@@ -269,33 +303,56 @@ function ink(rgb) {
   const L = 0.2126 * lin(+m[1]) + 0.7152 * lin(+m[2]) + 0.0722 * lin(+m[3]);
   return (L + 0.05) / 0.05 >= 1.05 / (L + 0.05) ? '#000' : '#fff';
 }
+// What the model expected at character t of the last score: its top 10, the actual character marked ▶ (and added
+// below with its rank when it is not among them).
+function predictionText(score, t) {
+  const c = score.chars[t], bits = score.bits[t];
+  if (bits === null) return '\u00ab' + visible(c) + '\u00bb  first character: nothing to predict it from';
+  if (score.top[t] === null) {  // far from the chosen character of a long text: asked for now
+    askTop(score, t);
+    return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
+           '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected: (asking the server\u2026)';
+  }
+  const line = (ch, p) => (ch === c ? '\u25b6 ' : '  ') + visible(ch).padEnd(3) + (100 * p).toFixed(1).padStart(5) + '%';
+  const lines = score.top[t].map(([ch, p]) => line(ch, p));
+  if (score.rank[t] > score.top[t].length) lines.push('  \u2026', line(c, score.p[t]) + '  rank ' + score.rank[t]);
+  return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
+         '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected:\n' + lines.join('\n');
+}
+// A refresh lists what the model expected only near the chosen character (at 10,000 characters the lists were 2 MB
+// of every answer); another character's list is asked for when it is pointed at, and the tooltip redrawn.
+let asking = -1;
+function askTop(score, t) {
+  if (asking === t) return;
+  asking = t;
+  api('/api/score', { ckpt: S.ckpt, text: S.w.text, top_from: t, top_to: t }).then(j => {
+    asking = -1;
+    if (S.score !== score) return;
+    score.top[t] = j.top[t];
+    if (tip.style.display === 'block' && S.tipAt === t) tip.textContent = predictionText(score, t);
+  }).catch(e => { asking = -1; showError(e); });
+}
+// The strip's spans are kept from one refresh to the next and only what changed is written (a key changes one
+// character of a long text: 10,000 new spans, each with its own listeners, took ~180 ms to build); the pointer is
+// followed by the strip's own listeners (below), which find the character under it by the span's _t.
 function drawStrip(score, w) {
   const strip = $('strip'), T = score.chars.length;
-  strip.replaceChildren();
-  const chosen = S.pos < 0 ? T - 1 : S.pos;
-  score.chars.forEach((c, t) => {
-    const span = document.createElement('span');
-    span.textContent = c === '\n' ? '\u21b5\n' : c;
-    const bits = score.bits[t];
-    span.style.background = bits === null ? '#eeeeee' : heat(bits);
-    span.dataset.bits = bits === null ? '' : bits.toFixed(3);
-    if (t === chosen) span.classList.add('sel');
-    if (S.filled.includes(w.start + t)) span.classList.add('filled');
-    // What the model expected here: its top 10, the actual character marked ▶ (and added below with its rank when
-    // it is not among them).
-    const tipText = () => {
-      if (bits === null) return '\u00ab' + visible(c) + '\u00bb  first character: nothing to predict it from';
-      const line = (ch, p) => (ch === c ? '\u25b6 ' : '  ') + visible(ch).padEnd(3) + (100 * p).toFixed(1).padStart(5) + '%';
-      const lines = score.top[t].map(([ch, p]) => line(ch, p));
-      if (score.rank[t] > score.top[t].length) lines.push('  \u2026', line(c, score.p[t]) + '  rank ' + score.rank[t]);
-      return '\u00ab' + visible(c) + '\u00bb  ' + bits.toFixed(2) + ' bits: p = ' + (100 * score.p[t]).toFixed(1) +
-             '%, rank ' + score.rank[t] + ' of ' + S.model.vocab_size + '\nthe model expected:\n' + lines.join('\n');
-    };
-    span.addEventListener('mousemove', e => showTip(e, tipText()));
-    span.addEventListener('mouseleave', hideTip);
-    span.addEventListener('click', e => { S.pos = t; showTip(e, tipText(), true); refresh(); });
-    strip.appendChild(span);
-  });
+  S.score = score;
+  while (strip.children.length > T) strip.lastChild.remove();
+  while (strip.children.length < T) strip.appendChild(document.createElement('span'));
+  const spans = strip.children, chosen = S.pos < 0 ? T - 1 : S.pos;
+  for (let t = 0; t < T; t++) {
+    const span = spans[t], c = score.chars[t], bits = score.bits[t];
+    const shown = c === '\n' ? '\u21b5\n' : c, b = bits === null ? '' : bits.toFixed(3);
+    if (span.textContent !== shown) span.textContent = shown;
+    if (span.dataset.bits !== b) span.dataset.bits = b;
+    span._t = t;
+    span.classList.toggle('sel', t === chosen);
+    span.classList.toggle('filled', S.filled.includes(w.start + t));
+  }
+  // The chosen character's prediction as text, for the keyboard and screen readers (the tooltip follows the
+  // pointer only): a live region, so moving the chosen character with the arrows reads it out, and Tab reaches it.
+  $('card').textContent = 'character ' + (w.start + chosen) + ' (chosen): ' + predictionText(score, chosen);
   $('total').textContent = score.bits_per_char === null ? '' :
       score.bits_per_char.toFixed(3) + ' bits/char over ' + score.predicted + ' predicted characters' +
       (w.start > 0 ? ' (the last ' + T + ' of ' + w.total + ' characters: a masked LM reads ' + T + ')' :
@@ -306,42 +363,86 @@ function drawStrip(score, w) {
 // The text coloured by attention: one head's weights from the chosen character to every character of the window
 // attention read (or to it from every one), or the largest over all heads (a signed head's |weight| over its
 // scale). Characters outside that window are left white. dataset.w holds the weight drawn (tests read it).
+// A span's colours, written only when they change (10,000 spans restyled at every key took ~200 ms).
+const inkOf = new Map();
+function paint(sp, background) {
+  if (sp._bg === background) return;
+  sp._bg = background;
+  sp.style.background = background;
+  if (!inkOf.has(background)) inkOf.set(background, ink(background));
+  sp.style.color = inkOf.get(background);
+}
 function paintStrip() {
-  const spans = $('strip').children, A = S.A, aw = S.aw, w = S.w;
+  const spans = $('strip').children, A = S.A, aw = S.aw, w = S.w, from = S.lens === 'from';
+  const values = A && (from ? A.rows : A.cols), allowed = A && (from ? A.mask_rows : A.mask_cols);
+  const head = S.preview || { l: S.layer, h: S.head };
+  // A signed head's scale on the text: its row's (or column's) largest |weight|; in "max over all heads", each
+  // weight's share of its row's total |weight|, which like a probability sums to 1 over the row, so a signed head
+  // is not always at its darkest beside a softmax one (each head at its own largest, hybrids were all dark).
+  const scale = A && S.lens !== 'surprise' ? rowScale(values[head.l][head.h], allowed[head.l]) : 0;
+  const total = A && S.lens !== 'surprise' && S.maxHeads ?
+      values.map((heads, l) => heads.map(row => row.reduce((sum, v, k) => sum + (allowed[l][k] ? Math.abs(v) : 0), 0))) : null;
   for (let t = 0; t < spans.length; t++) {
     const sp = spans[t], bits = sp.dataset.bits;
     if (S.lens === 'surprise' || !A || !w) {
-      sp.style.background = bits === '' ? '#eeeeee' : heat(+bits);
-      sp.style.color = ink(sp.style.background);
-      delete sp.dataset.w;
+      paint(sp, bits === '' ? '#eeeeee' : heat(+bits));
+      if (sp.dataset.w !== undefined) delete sp.dataset.w;
       continue;
     }
-    const k = w.start + t - aw.start, from = S.lens === 'from';
-    const values = from ? A.rows : A.cols, allowed = from ? A.mask_rows : A.mask_cols;
-    if (k < 0 || k >= A.T) { sp.style.background = '#ffffff'; sp.style.color = '#000'; sp.dataset.w = ''; continue; }
+    const k = w.start + t - aw.start;
+    if (k < 0 || k >= A.T) { paint(sp, '#ffffff'); sp.dataset.w = ''; continue; }
     if (S.maxHeads) {
       let best = -1;
       for (let l = 0; l < A.n_layer; l++)
         for (let h = 0; h < A.n_head; h++) {
           if (!allowed[l][k]) continue;
-          const v = values[l][h][k], s = A.scale[l][h];
-          best = Math.max(best, A.mixers[l].probabilities ? v : (s > 0 ? Math.abs(v) / s : 0));
+          const v = values[l][h][k];
+          best = Math.max(best, A.mixers[l].probabilities ? v : (total[l][h] > 0 ? Math.abs(v) / total[l][h] : 0));
         }
-      sp.style.background = best < 0 ? '#c8c8c8' : weightColor(best);
+      paint(sp, best < 0 ? '#c8c8c8' : weightColor(best));
       sp.dataset.w = best < 0 ? '' : best.toFixed(6);
     } else {
-      const head = S.preview || { l: S.layer, h: S.head };
       const ok = allowed[head.l][k], v = values[head.l][head.h][k];
-      sp.style.background = ok ? headColor(A, head.l, head.h, v) : '#c8c8c8';
+      paint(sp, ok ? headColor(A, head.l, v, scale) : '#c8c8c8');
       sp.dataset.w = ok ? v.toFixed(6) : '';
     }
-    sp.style.color = ink(sp.style.background);
   }
-  const head = S.preview || { l: S.layer, h: S.head };
+  drawLegend();
+  const signed = A && A.mixers.some(m => !m.probabilities);
   $('lensnote').textContent = S.lens === 'surprise' || !A ? '' : S.maxHeads ?
-      'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' :
+      'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' +
+      (signed ? ' (a signed head: the weight\u2019s share of its row\u2019s total |weight|)' : '') :
       'the text: layer ' + head.l + ', head ' + head.h + (S.preview ? ' (preview)' : '') + ', weights ' +
       (S.lens === 'from' ? 'from' : 'to') + ' the chosen character';
+}
+
+// The strip's heading and legend say what colours the text now: surprise, or attention (one head's, signed or a
+// probability, or the largest over every head). They said "surprise" whatever the text was coloured by.
+function drawLegend() {
+  const A = S.A, head = S.preview || { l: S.layer, h: S.head };
+  const direction = S.lens === 'from' ? 'from' : 'to';
+  let text, low, high, stops;
+  if (S.lens === 'surprise' || !A) {
+    text = 'Colour = \u2212log\u2082 p(character | what the model sees)';
+    low = '0'; high = '10+ bits';
+    stops = [0, 2.5, 5, 7.5, 10].map(heat);
+  } else if (!S.maxHeads && !A.mixers[head.l].probabilities) {
+    text = 'Colour = layer ' + head.l + ', head ' + head.h + '\u2019s signed weight ' + direction +
+           ' the chosen character, over its largest |weight| there';
+    low = '\u2212largest'; high = '+largest';
+    stops = [negativeColor(1), negativeColor(0.25), '#ffffff', weightColor(0.25), weightColor(1)];
+  } else {
+    text = 'Colour = ' + (S.maxHeads ? 'the largest attention weight over every head' :
+                          'layer ' + head.l + ', head ' + head.h + '\u2019s attention weight') + ' ' + direction +
+           ' the chosen character';
+    low = '0'; high = '1';
+    stops = [0, 0.25, 0.5, 0.75, 1].map(weightColor);
+  }
+  $('striptitle').textContent = S.lens === 'surprise' || !A ? 'Surprise of each character' : 'Attention on each character';
+  $('legendtext').textContent = text;
+  $('legendlow').textContent = low;
+  $('legendhigh').textContent = high;
+  $('legend').style.background = 'linear-gradient(to right,' + stops.join(',') + ')';
 }
 
 // ---- attention: one strip per head (the chosen query's row), one full map on request.
@@ -354,17 +455,27 @@ function negativeColor(p) {  // white → dark red
   return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
 }
 // A weight's colour. A layer whose weights are probabilities: 0 white to 1 dark blue. One whose weights are signed
-// and not normalised (a recurrence's implied M): each head divided by its largest |weight|, positive blue, negative red, as
-// ./inspect attention's page draws them.
-function headColor(A, l, h, v) {
+// and not normalised (a recurrence's implied M): divided by s, the largest |weight| of the row it is drawn in (a
+// strip, one row of the map or of a thumbnail), positive blue, negative red. Scaled by the head's largest
+// |weight| over its whole map, as ./inspect attention's page does, a recurrent layer 0's row peaked at 6-14% of it
+// (almost white) while the decay's early rows took the scale (issue 48).
+function headColor(A, l, v, s) {
   if (A.mixers[l].probabilities) return weightColor(v);
-  const s = A.scale[l][h], w = s > 0 ? v / s : 0;
+  const w = s > 0 ? v / s : 0;
   return w < 0 ? negativeColor(-w) : weightColor(w);
 }
+// The largest |weight| of a row (the allowed entries only, when a 0/1 mask row is given).
+function rowScale(row, allowed) {
+  let s = 0;
+  for (let k = 0; k < row.length; k++) if (!allowed || allowed[k]) s = Math.max(s, Math.abs(row[k]));
+  return s;
+}
+const kSignedScale = 'signed, each row scaled to its own largest |weight|';
 function kindNote(A, l) {
   const m = A.mixers[l];
   return m.about + (m.probabilities ? '' : '; its weights are signed and not normalised: blue positive, red negative, ' +
-                    'each head scaled by its largest |weight|');
+                    'here each row (a strip, a row of the map or of a thumbnail) is scaled by its own largest ' +
+                    '|weight|, not the whole head\u2019s');
 }
 function drawAttention(A, aw) {
   const T = A.T, pos = aw.position;
@@ -375,7 +486,8 @@ function drawAttention(A, aw) {
   table.replaceChildren();
   for (let l = 0; l < A.n_layer; l++) {
     const tr = document.createElement('tr'), th = document.createElement('th');
-    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + ' \u00b7 ' + A.mixers[l].kind;
+    th.textContent = 'layer ' + l + ' \u00b7 ' + A.masks[l] + ' \u00b7 ' + A.mixers[l].kind +
+        (A.mixers[l].probabilities ? '' : ' \u00b7 ' + kSignedScale);
     th.title = kindNote(A, l);
     tr.appendChild(th);
     for (let h = 0; h < A.n_head; h++) {
@@ -383,9 +495,9 @@ function drawAttention(A, aw) {
       c.width = T * cell; c.height = 12;
       c.style.width = Math.min(T * cell, 240) + 'px'; c.style.height = '12px';
       c.dataset.layer = l; c.dataset.head = h;
-      const ctx = c.getContext('2d');
+      const ctx = c.getContext('2d'), scale = rowScale(A.rows[l][h], A.mask_rows[l]);
       for (let k = 0; k < T; k++) {
-        ctx.fillStyle = A.mask_rows[l][k] ? headColor(A, l, h, A.rows[l][h][k]) : '#c8c8c8';
+        ctx.fillStyle = A.mask_rows[l][k] ? headColor(A, l, A.rows[l][h][k], scale) : '#c8c8c8';
         ctx.fillRect(k * cell, 0, cell, 12);
       }
       if (l === A.layer && h === A.head) c.classList.add('sel');
@@ -402,7 +514,7 @@ function drawAttention(A, aw) {
       button.addEventListener('focus', () => { S.preview = { l, h }; paintStrip(); });
       button.addEventListener('mouseleave', () => { hideTip(); S.preview = null; paintStrip(); });
       button.addEventListener('blur', () => { S.preview = null; paintStrip(); });
-      button.addEventListener('click', () => { S.layer = l; S.head = h; S.map = true; refresh(); });
+      button.addEventListener('click', () => openMap(l, h));
       label.className = 'hl';
       label.textContent = 'H' + h;
       button.appendChild(c);
@@ -419,6 +531,18 @@ function drawAttention(A, aw) {
     $('mapnote').textContent = 'Click a strip for that head\u2019s full map.';
   }
 }
+// A head chosen (its strip or its thumbnail clicked): its map is asked for and drawn. Enter or Space on the button
+// moves the focus to the map, which the redrawn panel would otherwise drop to the page body, about 30 Tabs away.
+let keyedHead = false;  // Enter or Space went down on a head's button: the click that follows is the keyboard's
+document.addEventListener('keydown', e => {
+  keyedHead = (e.key === 'Enter' || e.key === ' ') && !!e.target.closest && !!e.target.closest('#heads, #thumbs');
+});
+function openMap(l, h) {
+  S.layer = l; S.head = h; S.map = true;
+  const byKeyboard = keyedHead;
+  keyedHead = false;
+  refresh().then(() => { if (byKeyboard && $('map').width > 0) $('map').focus(); });
+}
 // Every head's whole pattern, small, with its head scores; a click chooses the head as a strip's click does.
 function drawThumbs(A) {
   const grid = $('thumbs'), S0 = A.thumb_size;
@@ -430,16 +554,19 @@ function drawThumbs(A) {
       const cap = document.createElement('figcaption');
       c.width = c.height = S0;
       const ctx = c.getContext('2d');
-      A.thumbs[l][h].forEach((v, i) => {
-        ctx.fillStyle = headColor(A, l, h, v);
-        ctx.fillRect(i % S0, Math.floor(i / S0), 1, 1);
-      });
+      for (let r = 0; r < S0; r++) {
+        const row = A.thumbs[l][h].slice(r * S0, (r + 1) * S0), scale = rowScale(row);
+        row.forEach((v, i) => {
+          ctx.fillStyle = headColor(A, l, v, scale);
+          ctx.fillRect(i, r, 1, 1);
+        });
+      }
       const sc = A.head_scores[l][h];
       cap.textContent = 'L' + l + 'H' + h + (sc ? ' prev ' + f(sc.previous_token) + ' ind ' + f(sc.induction) +
           ' dup ' + f(sc.duplicate_token) + ' sink ' + f(sc.sink) : ' (signed)');
       b.setAttribute('aria-label', 'layer ' + l + ' head ' + h + ', whole pattern: show its map');
       b.setAttribute('aria-pressed', l === A.layer && h === A.head && A.map ? 'true' : 'false');
-      b.addEventListener('click', () => { S.layer = l; S.head = h; S.map = true; refresh(); });
+      b.addEventListener('click', () => openMap(l, h));
       b.appendChild(c); fig.appendChild(b); fig.appendChild(cap); grid.appendChild(fig);
     }
 }
@@ -465,12 +592,14 @@ function drawMap(A, pos) {
     ctx.fillText(visible(A.chars[i]), pad + i * cell + cell / 2, 10);
     ctx.fillText(visible(A.chars[i]), 6, pad + i * cell + cell / 2 + 4);
   }
-  for (let q = 0; q < T; q++)
+  for (let q = 0; q < T; q++) {
+    const scale = rowScale(A.map[q]);  // the allowed keys only: the answer holds no others
     for (let k = 0; k < T; k++) {
       const v = mapAt(A, q, k);
-      ctx.fillStyle = v === null ? '#c8c8c8' : headColor(A, l, h, v);
+      ctx.fillStyle = v === null ? '#c8c8c8' : headColor(A, l, v, scale);
       ctx.fillRect(pad + k * cell, pad + q * cell, cell, cell);
     }
+  }
   ctx.strokeStyle = '#e08000'; ctx.lineWidth = 2;
   ctx.strokeRect(pad + 1, pad + pos * cell + 1, T * cell - 2, cell - 2);
   $('maptitle').textContent = 'Layer ' + l + ', head ' + h;
@@ -600,7 +729,15 @@ async function listCheckpoints() {
 }
 async function openCheckpoint(name) {
   S.ckpt = name;
-  S.model = await api('/api/model', { ckpt: name });
+  try {
+    S.model = await api('/api/model', { ckpt: name });
+  } catch (e) {
+    // Nothing of the model shown before stays on the page under the name that failed.
+    S.model = null;
+    $('info').textContent = '';
+    clearPanels('');
+    throw new Error(name + ' could not be opened: ' + e.message);
+  }
   const M = S.model;
   $('info').textContent = M.n_layer + ' layers \u00d7 ' + M.n_head + ' heads, ' + M.n_embd + ' wide, block ' +
       M.block_size + ', ' + M.objective + ', masks ' + Array.from(new Set(M.masks)).join('/') + ', ' +
@@ -620,6 +757,21 @@ $('top_k').addEventListener('input', nextSoon);
 for (const r of document.querySelectorAll('input[name=lens]'))
   r.addEventListener('change', () => { S.lens = r.value; paintStrip(); });
 $('maxheads').addEventListener('change', () => { S.maxHeads = $('maxheads').checked; paintStrip(); });
+// The strip's characters under the pointer: what the model expected there; a click chooses the character.
+$('strip').addEventListener('mousemove', e => {
+  if (e.target._t === undefined || !S.score) return;
+  S.tipAt = e.target._t;
+  showTip(e, predictionText(S.score, e.target._t));
+});
+$('strip').addEventListener('mouseout', e => { if (e.target._t !== undefined) hideTip(); });
+$('strip').addEventListener('click', e => {
+  const t = e.target._t;
+  if (t === undefined || !S.score) return;
+  S.pos = t;
+  S.tipAt = t;
+  showTip(e, predictionText(S.score, t), true);
+  refresh();
+});
 // The strip by keyboard: arrows move the chosen character, Home and End go to the ends.
 $('strip').addEventListener('keydown', e => {
   const T = $('strip').children.length, now = S.pos < 0 ? T - 1 : S.pos;
@@ -644,10 +796,7 @@ window.addEventListener('hashchange', () => {
   const name = hash.get('ckpt');
   (name && name !== S.ckpt ? openCheckpoint(name) : refresh()).catch(showError);
 });
-(function legend() {
-  const stops = [0, 2.5, 5, 7.5, 10].map(b => heat(b)).join(',');
-  $('legend').style.background = 'linear-gradient(to right,' + stops + ')';
-})();
+drawLegend();
 
 // Start: the address's #text=…&ckpt=… if any, else a first sentence.
 (async function start() {

@@ -1,6 +1,7 @@
 #include "explore/server.h"
 
 #include <dirent.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
@@ -27,13 +29,18 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxBody = 64 * 1024;  // bytes of a request body
+// Bytes of a request body: enough for the kMaxScoredChars characters /api/score documents in any encoding (4 UTF-8
+// bytes each, percent-encoded 3 bytes a byte: 768 KiB) and the other parameters. At 64 KiB a form-encoded text hit
+// the cap long before 65,536 characters (at 21,845 of 3 bytes each).
+constexpr size_t kMaxBody = 1 << 20;
 constexpr size_t kKeptModels = 3;       // checkpoints kept loaded at once
 constexpr size_t kKeptFailures = 64;    // files remembered as not loadable (until they change)
 constexpr int kListenBacklog = 256;     // connections waiting to be accepted (see bind)
 constexpr size_t kMaxConnections = 256; // connections answered at once (a thread each); more wait for one to close
-constexpr int kMaxScoredChars = 65536;  // characters /api/score reads (a 64 KiB body holds no more)
+constexpr int kMaxScoredChars = 65536;  // characters /api/score reads
 constexpr int kReadTimeoutSeconds = 5;  // a connection silent this long is closed (between requests, or mid-request)
+constexpr size_t kKeptTabs = 1024;      // pages whose latest refresh is remembered (then forgotten all at once)
+constexpr auto kHoldAtMost = std::chrono::milliseconds(20);  // a long computation lets others in this often
 
 // A checkpoint name the folder does not list (404), a listed file that cannot be read now because it is being
 // written (409: try again), and one that is not a checkpoint the explorer can load however often it is asked (422:
@@ -49,6 +56,11 @@ struct Invalid : std::runtime_error {
 };
 // A file that failed to load and changed this recently (its modification time) may be a copy still being written.
 constexpr long long kWritingNs = 2000000000LL;
+// A page's refresh that a newer one from the same page has replaced before it was computed (HTTP 409): the page
+// has stopped waiting for it (it aborts the fetch), so the model is not run for it.
+struct Superseded : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 // A listed file too large to load (HTTP 500: trying again will not help).
 struct TooLarge : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -388,6 +400,8 @@ struct ExploreServer::Impl {
   httplib::Server http;
   std::mutex model_mutex;  // every use of a model (and of the shelf) holds it; Shelf::get lets go while it parses a file
   std::map<std::string, Handler> apis;
+  std::mutex tabs_mutex;
+  std::map<std::string, long long> latest_refresh;  // a page's `tab` → the highest `seq` of its refreshes so far
   int port = 0;
   socket_t listening = INVALID_SOCKET;  // the socket bind() made, while it is being made
 
@@ -401,10 +415,13 @@ struct ExploreServer::Impl {
     const auto it = apis.find(path);
     if (it == apis.end()) return send_error(res, 404, "no such page or endpoint");
     try {
+      note_refresh(p);  // before waiting for the model: a newer refresh supersedes those still waiting
       std::unique_lock<std::mutex> lock(model_mutex);
       send_json(res, 200, it->second(p, lock));
     } catch (const BadRequest& e) {
       send_error(res, 400, e.what());
+    } catch (const Superseded& e) {
+      send_error(res, 409, e.what());
     } catch (const NotFound& e) {
       send_error(res, 404, e.what());
     } catch (const Unreadable& e) {
@@ -429,14 +446,38 @@ struct ExploreServer::Impl {
   std::vector<int> scored_ids(ExploredModel& m, const Params& p) {
     return request_ids(m, p.text("text"), "text", 1, m.mask_token >= 0 ? m.block_size() : kMaxScoredChars);
   }
-  // What a masked LM's long score calls between its batches (at T = 1000 it takes minutes): the other tabs'
-  // requests get the model meanwhile.
-  static std::function<void()> let_others_in(std::unique_lock<std::mutex>& lock) {
-    return [&lock] {
+  // What a long score calls between its forwards (a masked LM's batches: at T = 1000 it takes minutes; a long
+  // text's windows): the other tabs' requests get the model meanwhile, at least every kHoldAtMost. A page's
+  // refresh (`tab` and `seq` given) is given up there as soon as a newer one from the same page has arrived.
+  std::function<void()> let_others_in(std::unique_lock<std::mutex>& lock, const Params& p) {
+    auto since = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+    return [this, &lock, &p, since] {
+      throw_if_superseded(p);
+      if (std::chrono::steady_clock::now() - *since < kHoldAtMost) return;
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // long enough for a waiting request to take it
       lock.lock();
+      *since = std::chrono::steady_clock::now();
+      throw_if_superseded(p);
     };
+  }
+  // The page numbers its refreshes: `tab` (random, one per page) and `seq` (rising). Remembers the newest.
+  void note_refresh(const Params& p) {
+    if (!p.has("tab")) return;
+    const long long seq = p.integer("seq", 0, 0, 1LL << 53);
+    std::lock_guard<std::mutex> guard(tabs_mutex);
+    if (latest_refresh.size() >= kKeptTabs && !latest_refresh.count(p.text("tab"))) latest_refresh.clear();
+    long long& latest = latest_refresh[p.text("tab")];
+    latest = std::max(latest, seq);
+  }
+  void throw_if_superseded(const Params& p) {
+    if (!p.has("tab")) return;
+    const long long seq = p.integer("seq", 0, 0, 1LL << 53);
+    std::lock_guard<std::mutex> guard(tabs_mutex);
+    const auto it = latest_refresh.find(p.text("tab"));
+    if (it != latest_refresh.end() && it->second > seq)
+      throw Superseded("refresh " + std::to_string(seq) + " was superseded by this page's refresh " +
+                       std::to_string(it->second) + " before it was computed");
   }
 
   // Why a request is refused before its body is read ("" = it is not): see the header's Safety.
@@ -542,16 +583,19 @@ void ExploreServer::Impl::routes() {
   });
   api("/api/score", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
     const std::shared_ptr<ExploredModel> held = model_of(p, lock);
-    return score_text_json(*held, scored_ids(*held, p), let_others_in(lock));
+    return score_text_json(*held, scored_ids(*held, p), let_others_in(lock, p), p.integer("top_from", 0, 0, LONG_MAX),
+                           p.integer("top_to", LONG_MAX, 0, LONG_MAX));
   });
   // The page's refresh: score, attention and next in one request (one forward for a text that fits the block).
   api("/api/refresh", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    throw_if_superseded(p);  // a newer refresh of the same page arrived while this one waited for the model
     const std::shared_ptr<ExploredModel> held = model_of(p, lock);
     const std::vector<int> ids = scored_ids(*held, p);
     const int n = (int)ids.size();
     return refresh_json(*held, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, -1, 1 << 20),
                         (int)p.integer("head", 0, -1, 1 << 20), p.integer("map", 0, 0, 1) == 1, p.sampling(),
-                        let_others_in(lock));
+                        let_others_in(lock, p), p.integer("top_from", 0, 0, LONG_MAX),
+                        p.integer("top_to", LONG_MAX, 0, LONG_MAX));
   });
   api("/api/attention", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
     const std::shared_ptr<ExploredModel> held = model_of(p, lock);
@@ -633,6 +677,10 @@ void ExploreServer::Impl::generate(const Params& p, httplib::Response& res) {
 }
 
 ExploreServer::ExploreServer(const std::string& ckpt, const ServeOptions& options) {
+  // A mistyped folder (out/tinny) was reported as a file name that "does not end in .safetensors".
+  struct stat st;
+  if (::stat(ckpt.c_str(), &st) != 0)
+    throw std::runtime_error(ckpt + ": no such folder or file (--ckpt takes a run folder or a .safetensors file)");
   const std::string file = resolve_checkpoint(ckpt);
   const size_t slash = file.rfind('/');
   const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
@@ -672,8 +720,31 @@ int ExploreServer::bind(int port) {
   return impl_->port = bound;
 }
 
+// Does another program hold `port` on 127.0.0.1 or on ::1? A server on one and a server on the other may bind the
+// same port number, and "localhost" then reaches either (a browser tries ::1 first): the first free port is
+// chosen free on both. A probe that cannot bind for another reason (no IPv6 here) finds nothing.
+static bool loopback_port_taken(int port) {
+  const int v4 = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool taken4 = v4 >= 0 && ::bind(v4, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EADDRINUSE;
+  if (v4 >= 0) ::close(v4);
+  const int v6 = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 b{};
+  b.sin6_family = AF_INET6;
+  b.sin6_port = htons((uint16_t)port);
+  b.sin6_addr = in6addr_loopback;
+  const bool taken6 = v6 >= 0 && ::bind(v6, reinterpret_cast<sockaddr*>(&b), sizeof b) != 0 && errno == EADDRINUSE;
+  if (v6 >= 0) ::close(v6);
+  return taken4 || taken6;
+}
+
 int ExploreServer::bind_first_free(int first, int count) {
+  const bool loopback = is_loopback_host(impl_->options.host);
   for (int port = first; port < first + count && port <= 65535; port++) {
+    if (loopback && loopback_port_taken(port)) continue;
     try {
       return bind(port);
     } catch (const std::runtime_error&) {

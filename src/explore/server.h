@@ -19,7 +19,7 @@
 // Safety. It listens on 127.0.0.1 unless told otherwise, and then answers only requests whose Host header names
 // a loopback address (a web page elsewhere cannot reach it by renaming itself, "DNS rebinding"). A request names
 // a checkpoint by file name, and only names the server itself lists from the folder are ever opened. Bodies are
-// capped at 64 KiB, texts at the model's block size, generation at max_generate tokens.
+// capped at 1 MiB (65,536 characters for /api/score, however encoded), texts at the model's block size, generation at max_generate tokens.
 //
 // Concurrency. The server answers on several threads (several tabs at once); every use of a model holds one
 // mutex, so requests are computed one at a time, and a generation holds it until it ends or its reader goes away.
@@ -47,7 +47,8 @@ class ExploreServer {
 
   // Binds host:port (port 0 = any free port) and returns the port; throws std::runtime_error if it cannot.
   int bind(int port);
-  // The first port from `first` that no other program listens on (trying `count` of them), else any free one.
+  // The first port from `first` that no other program listens on (trying `count` of them), else any free one. On a
+  // loopback host the port must be free on both 127.0.0.1 and ::1.
   int bind_first_free(int first, int count);
   void run();   // serves until stop(); call after bind
   void stop();  // from any thread
