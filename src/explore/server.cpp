@@ -20,7 +20,11 @@
 #include <thread>
 
 #include "data/utf8.h"
+#include "train/snapshots.h"
+#include "explore/ablation.h"
 #include "explore/analysis.h"
+#include "explore/lens.h"
+#include "explore/timeline.h"
 #include "explore/page.h"
 
 using nlohmann::json;
@@ -106,6 +110,7 @@ class Shelf {
         out.push_back({name, (long long)s.size, s.mtime_ns});
     }
     ::closedir(dir);
+    add_snapshots(out);
     std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
       return a.mtime_ns != b.mtime_ns ? a.mtime_ns > b.mtime_ns : a.name < b.name;
     });
@@ -114,6 +119,17 @@ class Shelf {
 
   const std::string& folder() const { return folder_; }
   const std::string& default_name() const { return default_name_; }
+
+  // A run's snapshots (./train --snapshot-every, train/snapshots.h) are checkpoints of the folder too, listed as
+  // "snapshots/step-00000200.safetensors": only names of that exact form, so nothing else under snapshots/ opens.
+  void add_snapshots(std::vector<Entry>& out) const {
+    const std::string snapshots = snapshot_folder(folder_);
+    for (int step : snapshot_steps(snapshots)) {
+      FileStamp s;
+      if (stamp_of(snapshots + "/" + snapshot_name(step), s))
+        out.push_back({"snapshots/" + snapshot_name(step), (long long)s.size, s.mtime_ns});
+    }
+  }
 
   // The model of checkpoint `name` ("" = the default), as the file is now. Only a name list() returns is opened.
   // Shared: a masked LM's long score lets other requests in between its batches (see /api/score), and one of them
@@ -442,6 +458,7 @@ struct ExploreServer::Impl {
   // Why a request is refused before its body is read ("" = it is not): see the header's Safety.
   std::string refusal(const httplib::Request& req, int& status) const;
   void routes();
+  void interpretability_routes();
   void generate(const Params& p, httplib::Response& res);
 };
 
@@ -577,6 +594,38 @@ void ExploreServer::Impl::routes() {
     }
     if (blank.size() != 1) throw BadRequest("blank must be exactly one character");
     return fill_json(m, text_ids(m, p, 1, blank[0]));
+  });
+  interpretability_routes();
+}
+
+// Explorer III (docs/explore.md): the run's timeline over its snapshots, heads knocked out, the logit lens.
+//   GET /api/timeline   run → metrics.csv's losses and each snapshot's head scores (explore/timeline.h)
+//   GET /api/ablate     ckpt, text, heads (L.H,…), how (zero|mean) → surprisal with those heads out and its change
+//   GET /api/lens       ckpt, text, pos → each layer's prediction at pos and each head's and MLP's share of the logit
+void ExploreServer::Impl::interpretability_routes() {
+  api("/api/timeline", [this](const Params& p, std::unique_lock<std::mutex>&) {
+    // The served folder is the run: `run` may name it (as /api/checkpoints's "folder" does) or be left out.
+    const std::string run = p.text("run", "");
+    if (!run.empty() && run != "." && run != shelf.folder())
+      throw BadRequest("run: this server serves one run folder, '" + escape_for_message(shelf.folder()) +
+                       "' (got '" + escape_for_message(run) + "'); leave run out or name that folder");
+    json j = timeline_json(shelf.folder());
+    j["run"] = shelf.folder();
+    return j;
+  });
+  api("/api/ablate", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
+    const std::vector<HeadRef> heads = parse_heads(p.text("heads"), m.model().config.n_layer, m.model().config.n_head);
+    const AblateHow how = parse_ablate_how(p.text("how", "zero"));
+    return ablate_json(m, scored_ids(m, p), heads, how);
+  });
+  api("/api/lens", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
+    const std::vector<int> ids = text_ids(m, p, 1);
+    const int n = (int)ids.size();
+    return lens_json(m, ids, (int)p.integer("pos", n - 1, 0, n - 1));
   });
 }
 
