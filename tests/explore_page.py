@@ -533,8 +533,12 @@ def interp_checks(dt, check):
           "clicking it again restores the strip exactly")
     check(dt.js("document.getElementById('abltotal').textContent") == "", "and clears the total")
 
-    # The lens: one row per layer and the embedding; its last layer's p of the next character is the model's own.
+    # The lens (asked only while its panel is open): one row per layer and the embedding; its last layer's p of the
+    # next character is the model's own.
     wait_lens = "+(document.body.dataset.lenses || 0)"
+    check(dt.js(wait_lens) == 0, "the lens is not asked while its panel is closed")
+    dt.js("document.querySelector('#lensbox summary').click(); 1")
+    check(dt.wait_for(f"{wait_lens} >= 1", 30), "opening the lens panel asks the lens")
     count = dt.js(wait_lens)
     refreshes = dt.js("+document.body.dataset.refreshes")
     dt.js("document.querySelectorAll('#strip span')[2].click(); 1")

@@ -142,14 +142,14 @@ button { font-size: 13px; }
   <div class="note" id="scrubread" aria-live="polite"></div>
   <h2>Knock heads out <span class="note" id="abltotal" aria-live="polite"></span></h2>
   <div class="note">Click heads to remove them (again to put them back); the text is then coloured by the change in
-    surprise: <span style="background:rgb(220,60,40);color:#fff">&nbsp;harder&nbsp;</span> or
+    surprise: <span style="background:rgb(190,40,30);color:#fff">&nbsp;harder&nbsp;</span> or
     <span style="background:rgb(40,90,200);color:#fff">&nbsp;easier&nbsp;</span> than with every head.
     <label>how <select id="ablhow"><option value="zero">zero (the head adds nothing)</option>
     <option value="mean">mean (its average over the text)</option></select></label></div>
   <div id="knock" role="group" aria-label="heads to knock out"></div>
 </section>
 <section id="lenspanel" aria-label="the logit lens">
-  <h2>Logit lens <span class="note" id="lensread"></span></h2>
+  <details id="lensbox"><summary><h2 style="display:inline">Logit lens <span class="note" id="lensread"></span></h2></summary>
   <div class="note">At the chosen character: what each layer would predict if the model stopped there (the final norm
     and unembedding applied to the residual stream), and p of the character that actually comes next.</div>
   <table id="lenstable"></table>
@@ -157,6 +157,7 @@ button { font-size: 13px; }
   <div class="note">What each head and each MLP adds to the logit of the actual next character, through the final
     LayerNorm with its scale frozen at the full residual's (so the parts add up to the logit).</div>
   <div id="dla" role="list" aria-label="each part's share of the logit"></div>
+  </details>
 </section>
 </main>
 <div id="tip"></div>
@@ -807,10 +808,13 @@ function drawLens(J) {
   }
 }
 
+// The lens is asked only while its panel is open, so that a key costs one request when it is closed (the default).
 function afterRefresh(w, pos) {
+  X.lensAt = { w, pos };
   if (X.off.length) refreshAblation();
-  refreshLens(w, pos);
+  if ($('lensbox').open) refreshLens(w, pos);
 }
+$('lensbox').addEventListener('toggle', () => { if ($('lensbox').open && X.lensAt) refreshLens(X.lensAt.w, X.lensAt.pos); });
 function modelOpened(M) {
   X.off = X.off.filter(n => { const [l, h] = n.split('.').map(Number); return l < M.n_layer && h < M.n_head; });
   X.abl = null;
