@@ -550,6 +550,16 @@ def interp_checks(dt, check):
     j = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text})")
     check(rows[-1][1] == f"{100 * j['p'][3]:.1f}%",
           f"the lens's last layer gives the next character the model's own p ({rows[-1][1]} vs {100 * j['p'][3]:.1f}%)")
+    # One head step by step (asked only while open): one row per key of the attention window, the weights the
+    # attention panel's row of the chosen head.
+    dt.js("document.querySelector('#stepbox summary').click(); 1")
+    check(dt.wait_for("+(document.body.dataset.steps || 0) >= 1", 30), "opening the step-by-step panel asks /api/head")
+    steps = dt.js("""(() => { const rows = Array.from(document.querySelectorAll('#steptable tr')).slice(1);
+      return { n: rows.length, T: S.A.T, w: rows.map(r => +r.cells[5].textContent),
+               row: S.A.rows[S.layer][S.head], items: document.querySelectorAll('#steplist li').length }; })()""")
+    check(steps["n"] == steps["T"] and steps["items"] == 6 and
+          all(abs(a - b) < 6e-5 for a, b in zip(steps["w"], steps["row"])),
+          f"the head's steps: one row per key ({steps['n']} of {steps['T']}), six steps, the weights the attention row's")
     parts = dt.js("document.querySelectorAll('#dla .bar').length")
     heads = dt.js("S.model.n_layer * S.model.n_head")
     check(parts >= heads + 1, f"the attribution lists every head, the MLPs and the embedding ({parts} parts)")

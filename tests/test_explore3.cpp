@@ -15,6 +15,7 @@
 #include "data/utf8.h"
 #include "explore/ablation.h"
 #include "explore/analysis.h"
+#include "explore/head_steps.h"
 #include "explore/lens.h"
 #include "explore/timeline.h"
 #include "io/checkpoint.h"
@@ -288,6 +289,8 @@ TEST(ExploreApi3, BadHeadsStepsAndPositionsAre400WithAMessage) {
       {"/api/ablate", {{"text", "abc"}, {"heads", "0.1"}, {"ckpt", "snapshots/step-00000007.safetensors"}}, 404,
        "no checkpoint named"},
       {"/api/timeline", {{"run", "/etc"}}, 400, "run: this server serves one run folder"},
+      {"/api/timeline", {{"step", "7"}}, 400, "step 7: the run kept no snapshot at that step (it has 5)"},
+      {"/api/timeline", {{"step", "x"}}, 400, "step must be a whole number"},
   };
   for (const Case& c : cases) {
     auto [status, j] = server.post(c.path, c.params);
@@ -304,7 +307,59 @@ TEST(ExploreApi3, BadHeadsStepsAndPositionsAre400WithAMessage) {
   auto [t, timeline] = server.post("/api/timeline", {});
   EXPECT_EQ(t, 200) << timeline.dump();
   EXPECT_EQ(timeline["snapshots"][0]["step"], 5);
+  auto [one, only] = server.post("/api/timeline", {{"step", "5"}});
+  EXPECT_EQ(one, 200) << only.dump();
+  EXPECT_EQ(only["snapshots"].size(), 1u);
   auto [l, lens] = server.post("/api/lens", {{"text", "abc.abc"}, {"pos", "2"}});
   EXPECT_EQ(l, 200) << lens.dump();
   EXPECT_EQ(lens["target"], ".");
+}
+
+// One head step by step: for every kind with queries and keys (MixerLab::qkv), the steps' weights are the forward's
+// own and their weighted V the head's own output (model/head_shares.h); for a layer whose weights are exp(s·q·k) normalised, the weights are
+// recomputed here from q·k, the scale and the mask, and checked against the double-precision textbook's P. A layer
+// without queries and keys is a 400 that says so.
+TEST(ExploreHeadSteps, TheStepsReproduceTheHeadsOwnWeightsAndOutput) {
+  int shown = 0, refused = 0;
+  for (const std::string& mixer : testutil::registered_kinds()) {
+    SCOPED_TRACE(mixer);
+    KindFolder f(mixer);
+    ExploredModel m(load_checkpoint(f.ckpt()));
+    const std::vector<int> ids = f.ids(kText);
+    const int pos = 12, T = (int)ids.size();
+    m.logits_for(ids);
+    if (!m.model().mixer(1).lab().qkv(m.model().mixer_pass(1).saved)) {
+      EXPECT_THROW(head_steps_json(m, ids, pos, 1, 1), BadRequest);
+      refused++;
+      continue;
+    }
+    const json j = head_steps_json(m, ids, pos, 1, 1);
+    shown++;
+    ASSERT_EQ(j["weights"].size(), (size_t)T);
+    for (int t = 0; t < T; t++) EXPECT_NEAR(j["weights"][t].get<double>(), j["model_weights"][t].get<double>(), 2e-6) << t;
+    for (int d = 0; d < j["head_size"].get<int>(); d++)
+      EXPECT_NEAR(j["output"][d].get<double>(), j["model_output"][d].get<double>(), 2e-5) << d;
+    EXPECT_EQ(j["steps"].size(), 6u);
+    if (!j["from_scores"].get<bool>()) continue;
+    // The textbook's P of layer 1, head 1, row pos (the textbook model run in double on the same weights).
+    ReferenceGPT<double> ref(m.model().config, m.model().masks());
+    ref.params = testutil::to_double(m.model().params_memory());
+    ref.forward(ids, {}, 1, T);
+    const std::vector<double>& P = ref.layers[1].probs;  // (NH, T, T) of layer 1
+    for (int t = 0; t < T; t++)
+      EXPECT_NEAR(j["weights"][t].get<double>(), P[((size_t)1 * T + pos) * T + t], 1e-5) << t;
+    for (int t = pos + 1; t < T; t++) EXPECT_EQ(j["allowed"][t], 0);
+  }
+  EXPECT_GE(shown, 1);
+  EXPECT_GE(shown + refused, 2);
+  KindFolder f(testutil::registered_kinds().front());
+  Running server(f.ckpt());
+  for (const auto& [params, says] : std::vector<std::pair<httplib::Params, std::string>>{
+           {{{"text", "abc"}, {"head", "2"}}, "head 2 does not exist (0 to 1)"},
+           {{{"text", "abc"}, {"layer", "2"}}, "layer 2 does not exist (0 to 1)"},
+           {{{"text", "abc"}, {"position", "3"}}, "position must be a whole number from 0 to 2"}}) {
+    auto [status, j] = server.post("/api/head", params);
+    EXPECT_EQ(status, 400) << j.dump();
+    EXPECT_CONTAINS(j.value("error", std::string()), says);
+  }
 }

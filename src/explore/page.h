@@ -70,6 +70,8 @@ button { font-size: 13px; }
 #knock button { font: 11px monospace; margin: 0 4px 4px 0; padding: 2px 5px; background: #f4f4f4; border: 1px solid #aaa; }
 #knock button[aria-pressed=true] { background: #333; color: #fff; }
 #lenstable { font: 12px monospace; border-collapse: collapse; }
+#steptable { font: 12px monospace; border-collapse: collapse; }
+#steptable td, #steptable th { padding: 1px 8px 1px 0; text-align: right; white-space: nowrap; }
 #lenstable td, #lenstable th { padding: 1px 8px 1px 0; text-align: left; white-space: nowrap; }
 #dla .bar .track { width: 160px; }
 #dla .bar .p { background: #1f4fa0; }
@@ -157,6 +159,14 @@ button { font-size: 13px; }
   <div class="note">What each head and each MLP adds to the logit of the actual next character, through the final
     LayerNorm with its scale frozen at the full residual's (so the parts add up to the logit).</div>
   <div id="dla" role="list" aria-label="each part's share of the logit"></div>
+  </details>
+  <details id="stepbox"><summary><h2 style="display:inline">One head, step by step <span class="note" id="stepread"></span></h2></summary>
+  <div class="note">The chosen head (click one in the attention panel) at the chosen character: its query q against
+    every key k, the scale, the mask, the weights and the weighted sum of the values, each step named with the
+    textbook function that computes it (docs/tour.md's table), and the model's own weights and output beside them.</div>
+  <ol id="steplist" class="note"></ol>
+  <table id="steptable"></table>
+  <div class="note" id="stepout"></div>
   </details>
 </section>
 </main>
@@ -813,7 +823,53 @@ function afterRefresh(w, pos) {
   X.lensAt = { w, pos };
   if (X.off.length) refreshAblation();
   if ($('lensbox').open) refreshLens(w, pos);
+  if ($('stepbox').open) refreshSteps();
 }
+// One head step by step (/api/head): the attention panel's window, its chosen character and head.
+async function refreshSteps() {
+  const seq = S.seq, A = S.A, aw = S.aw;
+  if (!A || !aw || !S.w) return;
+  try {
+    const H = await api('/api/head', { ckpt: S.ckpt, text: A.chars.join(''), position: aw.position, layer: S.layer,
+                                       head: S.head });
+    if (seq !== S.seq) return;
+    drawSteps(H);
+    bump('steps');
+  } catch (e) {
+    $('steptable').replaceChildren(); $('steplist').replaceChildren();
+    $('stepread').textContent = ''; $('stepout').textContent = String(e.message || e);
+  }
+}
+function drawSteps(H) {
+  $('stepread').textContent = 'layer ' + H.layer + ', head ' + H.head + ' (' + H.kind + ') at «' +
+      visible(H.chars[H.position]) + '»';
+  const list = $('steplist');
+  list.replaceChildren();
+  for (const st of H.steps) {
+    const li = document.createElement('li');
+    li.textContent = st.name + ': ' + st.math + ' — ' + st.textbook + ' in ' + st.file;
+    list.appendChild(li);
+  }
+  const table = $('steptable');
+  table.replaceChildren();
+  const head = document.createElement('tr');
+  for (const t of ['key', 'char', 'q·k', 's·q·k', 'mask', 'weight', 'model’s']) {
+    const th = document.createElement('th'); th.textContent = t; head.appendChild(th);
+  }
+  table.appendChild(head);
+  H.dot.forEach((d, j) => {
+    const tr = document.createElement('tr');
+    const cells = [j, visible(H.chars[j]), d.toFixed(3), H.scaled[j].toFixed(3), H.allowed[j] ? 'yes' : 'no',
+                   H.weights[j].toFixed(4), H.model_weights[j].toFixed(4)];
+    for (const c of cells) { const td = document.createElement('td'); td.textContent = String(c); tr.appendChild(td); }
+    table.appendChild(tr);
+  });
+  const most = Math.max(...H.output.map((o, d) => Math.abs(o - H.model_output[d])));
+  $('stepout').textContent = 'O = Σ weight · v = [' + H.output.slice(0, 4).map(o => o.toFixed(3)).join(', ') +
+      (H.output.length > 4 ? ', …' : '') + '], the model’s own head output within ' + most.toExponential(1) +
+      (H.from_scores ? '' : '; ' + H.about);
+}
+$('stepbox').addEventListener('toggle', () => { if ($('stepbox').open) refreshSteps(); });
 $('lensbox').addEventListener('toggle', () => { if ($('lensbox').open && X.lensAt) refreshLens(X.lensAt.w, X.lensAt.pos); });
 function modelOpened(M) {
   X.off = X.off.filter(n => { const [l, h] = n.split('.').map(Number); return l < M.n_layer && h < M.n_head; });

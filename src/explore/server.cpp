@@ -23,6 +23,7 @@
 #include "train/snapshots.h"
 #include "explore/ablation.h"
 #include "explore/analysis.h"
+#include "explore/head_steps.h"
 #include "explore/lens.h"
 #include "explore/timeline.h"
 #include "explore/page.h"
@@ -602,6 +603,7 @@ void ExploreServer::Impl::routes() {
 //   GET /api/timeline   run → metrics.csv's losses and each snapshot's head scores (explore/timeline.h)
 //   GET /api/ablate     ckpt, text, heads (L.H,…), how (zero|mean) → surprisal with those heads out and its change
 //   GET /api/lens       ckpt, text, pos → each layer's prediction at pos and each head's and MLP's share of the logit
+//   GET /api/head       ckpt, text, position, layer, head → one head's computation there, step by step
 void ExploreServer::Impl::interpretability_routes() {
   api("/api/timeline", [this](const Params& p, std::unique_lock<std::mutex>&) {
     // The served folder is the run: `run` may name it (as /api/checkpoints's "folder" does) or be left out.
@@ -611,7 +613,19 @@ void ExploreServer::Impl::interpretability_routes() {
                        "' (got '" + escape_for_message(run) + "'); leave run out or name that folder");
     json j = timeline_json(shelf.folder());
     j["run"] = shelf.folder();
-    return j;
+    if (!p.has("step")) return j;
+    // One snapshot's entry: `step` must be one the run kept.
+    const long long step = p.integer("step", 0, 0, 1LL << 31);
+    std::string kept;
+    for (const json& s : j["snapshots"]) {
+      if (s["step"].get<long long>() == step) {
+        j["snapshots"] = json::array({s});
+        return j;
+      }
+      kept += (kept.empty() ? "" : ", ") + s["step"].dump();
+    }
+    throw BadRequest("step " + std::to_string(step) + ": the run kept no snapshot at that step (" +
+                     (kept.empty() ? std::string("it has none") : "it has " + kept) + ")");
   });
   api("/api/ablate", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
     const std::shared_ptr<ExploredModel> held = model_of(p, lock);
@@ -626,6 +640,14 @@ void ExploreServer::Impl::interpretability_routes() {
     const std::vector<int> ids = text_ids(m, p, 1);
     const int n = (int)ids.size();
     return lens_json(m, ids, (int)p.integer("pos", n - 1, 0, n - 1));
+  });
+  api("/api/head", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
+    const std::vector<int> ids = text_ids(m, p, 1);
+    const int n = (int)ids.size();
+    return head_steps_json(m, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, 0, 1 << 20),
+                           (int)p.integer("head", 0, 0, 1 << 20));
   });
 }
 
