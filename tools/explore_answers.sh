@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The speed of the explorer's Explorer III answers (docs/explore.md): /api/timeline (its scores cached), /api/ablate
-# (two heads, zero and mean), /api/lens (the text's forward remembered, then a new text each time) and /api/refresh
+# (two heads, zero and mean), /api/lens (the text's forward remembered, then a new text each time), /api/head (one
+# head step by step) and /api/refresh
 # beside them, each asked 11 times with curl; prints the median, min and max in seconds and the load average.
 # Usage: tools/explore_answers.sh URL   (a running ./inspect serve on a run folder with snapshots and a model whose
 # vocabulary holds the text below, e.g. ./train --preset tiny --steps 200 --snapshot-every 20 --out build/ex3-tiny)
@@ -27,5 +28,9 @@ echo -n "lens pos 40 (a new text each time: one forward each): "
 for i in $(seq 11); do
   end=$([ $((i % 2)) = 0 ] && echo d || echo s)
   curl -s -o /dev/null -w '%{time_total}\n' --data-urlencode "${T%d}$end" -d pos=40 "${url}api/lens"
+done | med
+echo -n "head 1.2 at 40, step by step: "
+for i in $(seq 11); do
+  curl -s -o /dev/null -w '%{time_total}\n' --data-urlencode "$T" -d position=40 -d layer=1 -d head=2 "${url}api/head"
 done | med
 echo "load after: $(uptime | sed 's/.*load average/load average/')"

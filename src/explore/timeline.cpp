@@ -75,7 +75,11 @@ json head_json(const HeadScores& s) {
 json snapshot_scores(const std::string& path, bool* cached) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": no such snapshot");
+#ifdef __APPLE__
+  const long long mtime = (long long)st.st_mtimespec.tv_sec * 1000000000LL + st.st_mtimespec.tv_nsec;
+#else
   const long long mtime = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+#endif
   const std::string cache = path.substr(0, path.size() - std::string(".safetensors").size()) + ".scores.json";
   if (cached) *cached = false;
   {
