@@ -40,7 +40,9 @@
 #include "lab/head_scores.h"
 #include "model/mixers/registry.h"
 #include "model/model.h"
+#include "io/checkpoint.h"
 #include "train/loop.h"
+#include "train/snapshots.h"
 #include "train/plan.h"
 #include "train/train_config.h"
 #include "lab/plot.h"
@@ -135,16 +137,34 @@ static std::vector<Setting<TrainConfig>> shared_settings() {
   std::vector<Setting<TrainConfig>> rows = select_settings(train_settings(), {"n_head", "n_embd", "block_size", "mixer"});
   for (const Setting<TrainConfig>& row : kinds_settings()) rows.push_back(row);
   const std::vector<Setting<TrainConfig>> run = select_settings(
-      train_settings(), {"batch", "steps", "eval_every", "lr", "weight_decay", "seed", "threads"});
+      train_settings(), {"batch", "steps", "eval_every", "lr", "weight_decay", "seed", "threads", "snapshot_every",
+                         "snapshot_keep"});
   rows.insert(rows.end(), run.begin(), run.end());
   return rows;
 }
+// The experiment's tokens as characters, so that its checkpoints open in the explorer: V of "+/0-9A-Za-z" (64),
+// then the other printable ASCII characters (at most 94 in all).
+static Tokenizer token_characters(int V) {
+  std::string chars = "+/0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  for (char c = '!'; c <= '~'; c++)
+    if (chars.find(c) == std::string::npos) chars.push_back(c);
+  if (V > (int)chars.size())
+    throw std::runtime_error("--vocab " + std::to_string(V) + ": the run folder's checkpoints name each token by a "
+                             "printable character, and there are " + std::to_string(chars.size()));
+  chars.resize(V);
+  std::sort(chars.begin(), chars.end());
+  return Tokenizer::from_vocab(chars, {}, "induction's tokens");
+}
+
 static TrainConfig recipe() {
   TrainConfig r;
   r.model.n_head = 4, r.model.n_embd = 64, r.model.block_size = 32;  // block_size: the window length
   r.batch = 64, r.steps = 2000, r.eval_every = 100;
   r.adamw.lr = 3e-3f, r.adamw.min_lr = 3e-4f, r.adamw.warmup_steps = 100, r.adamw.weight_decay = 0;
   r.seed = 1, r.threads = 0;
+  // Snapshots for the explorer's timeline (docs/explore.md): 81 of them over the 2,000 steps, the phase change
+  // resolved to 25 steps.
+  r.snapshots.every = 25, r.snapshots.keep = 100;
   return r;
 }
 
@@ -172,8 +192,18 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
   Rng rng(cfg.seed + 1), eval_rng(99);
   Batch eval = make_batch(task, 64, T, V, n_min, n_max, eval_rng);  // fixed evaluation windows
   std::vector<Row> rows;
+  // The run folder the explorer reads (make explore-induction): OUT/<name>/ with ckpt.safetensors at the end,
+  // metrics.csv (train_loss: the step's batch loss on the copies; val_loss: the fixed windows' loss on the copies)
+  // and snapshots/ every --snapshot-every steps (train/snapshots.h). The tokens are shown as characters.
+  const std::string folder = f["out"].as<std::string>() + "/" + (n_layer == 2 ? "2-layer" : "1-layer");
+  const Tokenizer tokenizer = token_characters(V);
+  std::system(("mkdir -p '" + folder + "'").c_str());
+  prepare_snapshots(folder, false, 0);
+  std::string metrics = "step,train_loss,val_loss\n";
+  double last_batch_loss = NAN;
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step <= steps; step++) {
+    if (snapshot_due(cfg.snapshots, step)) write_snapshot(folder, step, cfg.snapshots, model, tokenizer, Objective::CLM);
     if (step % every == 0 || step == steps) {
       Row r{step, {0, 0}, 0, 0, 0, {0, 0}};
       std::vector<HeadScores> scores = row_share_scores(model, V, 32, 7);
@@ -186,6 +216,10 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
       r.loss_rep = model.forward(eval.x.data(), eval.y_rep.data(), 64, T);
       r.loss_first = model.forward(eval.x.data(), eval.y_first.data(), 64, T);
       rows.push_back(r);
+      char cells[96];
+      std::snprintf(cells, sizeof cells, "%d,%s,%.6f\n", step,
+                    std::isfinite(last_batch_loss) ? std::to_string(last_batch_loss).c_str() : "", r.loss_rep);
+      metrics += cells;
       std::printf("%s step %5d | induction L0 %.3f L1 %.3f | prev-token L0 %.3f | duplicate L0 %.3f L1 %.3f | loss "
                   "copies %.3f | loss others %.3f | %.0fs\n", name.c_str(), step, r.induction[0], r.induction[1],
                   r.prev_token, r.duplicate[0], r.duplicate[1], r.loss_rep, r.loss_first,
@@ -196,8 +230,11 @@ static std::vector<Row> train(int n_layer, const TrainConfig& cfg, const cxxopts
     Batch b = make_batch(task, B, T, V, n_min, n_max, rng);
     // --loss copies trains on the copied tokens only: the others are pure noise (their best prediction is uniform),
     // so leaving them out keeps the gradient on what an induction head can learn.
-    train_step(learner, training, step, {b.x.data(), copies_only ? b.y_rep.data() : b.y_all.data(), B, T});
+    last_batch_loss =
+        train_step(learner, training, step, {b.x.data(), copies_only ? b.y_rep.data() : b.y_all.data(), B, T}).loss;
   }
+  save_checkpoint(checkpoint_path(folder), model, tokenizer, nullptr, Objective::CLM);
+  write_file_atomically(folder + "/metrics.csv", {{metrics.data(), metrics.size()}});
   return rows;
 }
 

@@ -1,5 +1,6 @@
 # The explorer: ./inspect serve, a local web page over a run's checkpoints (src/explore/, docs/explore.md).
 #   make explore        serve make train's checkpoints (out/tiny) on http://127.0.0.1:8000/ (or the next free port)
+#   make explore-induction   serve make induction's 2-layer run, snapshots and all (its timeline)
 #   make test-explore   start the server on a small model, drive the page in headless Chromium through the DevTools
 #                       protocol (tests/explore_page.py): type, check the colouring, bars, head maps, generation
 #                       and that a hostile vocabulary and checkpoint name render as text, a signed layer's (EXPLORE_SIGNED_KIND)
@@ -18,6 +19,13 @@ EXPLORE_FLAGS ?=
 explore: build/bin/inspect
 	@[ -e $(EXPLORE_CKPT) ] || { echo "explore: $(EXPLORE_CKPT) does not exist: run make train first"; exit 1; }
 	OMP_WAIT_POLICY=passive ./build/bin/inspect serve --ckpt $(EXPLORE_CKPT) $(EXPLORE_FLAGS)
+
+# make explore-induction: the explorer on make induction's 2-layer run (build/induction/2-layer: its snapshots every
+# 25 steps, metrics.csv and final checkpoint), whose timeline shows the induction head forming (docs/explore.md).
+.PHONY: explore-induction
+explore-induction: build/bin/inspect
+	@[ -e build/induction/2-layer/ckpt.safetensors ] || { echo "explore-induction: run make induction first"; exit 1; }
+	OMP_WAIT_POLICY=passive ./build/bin/inspect serve --ckpt build/induction/2-layer $(EXPLORE_FLAGS)
 
 # The page test. A small model is trained on a corpus whose last line holds HTML, so the vocabulary has '<', '>', '&',
 # '"', '/' and '='; the prompt typed into the page is HTML, and a copy of the checkpoint is named with HTML: all of
@@ -39,7 +47,7 @@ test-explore: build/bin/train build/bin/inspect
 	set -e; D=$(EXPLORE_TEST_DIR); rm -rf $$D; mkdir -p $$D; \
 	{ head -c 30000 data/stories.txt; printf '\n%s & "</b>"\n' '$(HOSTILE)'; } > $$D/corpus.txt; \
 	OMP_WAIT_POLICY=passive ./build/bin/train --n-layer 2 --n-head 2 --n-embd 32 --block 64 --batch 8 --steps 60 \
-	  --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/m > $$D/train.log; \
+	  --eval-iters 1 --eval-every 10 --snapshot-every 20 --threads 1 --data $$D/corpus.txt --out $$D/m > $$D/train.log; \
 	cp $$D/m/ckpt.safetensors "$$D/m/$(HOSTILE).safetensors"; \
 	OMP_WAIT_POLICY=passive ./build/bin/train --n-layer 2 --n-head 2 --n-embd 32 --block 64 --batch 8 --steps 30 \
 	  --layer-mixer softmax,$(EXPLORE_SIGNED_KIND) --eval-iters 1 --threads 1 --data $$D/corpus.txt --out $$D/signed \

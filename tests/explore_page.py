@@ -630,6 +630,92 @@ def signed_checks(dt, name, kind, check):
           f"|weight| ({rows[0]} of {rows[1]} rows)")
 
 
+def interp_checks(dt, check):
+    """Explorer III: the run's timeline and its scrubber (mouse and keyboard), a head knocked out and put back (the
+    strip restored exactly), the logit lens (its last layer is the model's own prediction, from /api/score)."""
+    check(dt.wait_for("+(document.body.dataset.timeline || 0) >= 1", 60), "the timeline is drawn")
+    snaps = dt.js("X.timeline.snapshots.map(s => s.name)")
+    check(len(snaps) >= 3, f"the timeline lists the run's snapshots ({snaps})")
+    if len(snaps) < 3:
+        return
+    check(dt.js("X.timeline.metrics.step.length") >= 2, "the timeline has the run's losses")
+    # The scrubber by mouse: the slider moved to snapshot 1 opens it, and every panel is redrawn from it.
+    wait = refreshed(dt, f"S.ckpt === {json.dumps(snaps[1])} && document.body.dataset.status === 'ok'")
+    dt.js("(() => { const r = document.getElementById('scrub'); r.value = 1; r.dispatchEvent(new Event('input')); return 1; })()")
+    check(dt.wait_for(*wait), "moving the scrubber to the second snapshot opens it: " + snaps[1])
+    picked = dt.js("document.getElementById('ckpt').value")
+    j = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text})")
+    shown = dt.js("Array.from(document.querySelectorAll('#strip span')).map(s => s.dataset.bits)")
+    check(picked == snaps[1] and shown[1:] == [f"{b:.3f}" for b in j["bits"][1:]],
+          "the picker and the strip show the snapshot's own numbers")
+    # By keyboard: → on the slider moves to the next snapshot.
+    wait = refreshed(dt, f"S.ckpt === {json.dumps(snaps[2])} && document.body.dataset.status === 'ok'")
+    dt.js("document.getElementById('scrub').focus(); 1")
+    key(dt, "ArrowRight", 39)
+    check(dt.wait_for(*wait), "→ on the scrubber moves to the next snapshot: " + snaps[2])
+    check("step" in dt.js("document.getElementById('scrubread').textContent"), "the scrubber reads out its step")
+    # Click the plot near its left edge: the first snapshot.
+    wait = refreshed(dt, f"S.ckpt === {json.dumps(snaps[0])}")
+    dt.js("""(() => { const c = document.getElementById('timeline'), r = c.getBoundingClientRect();
+             c.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: r.left + 37, clientY: r.top + 50})); return 1; })()""")
+    check(dt.wait_for(*wait), "clicking the plot at its start opens the first snapshot")
+    open_ckpt(dt, "ckpt.safetensors")
+    dt.wait_for("document.body.dataset.status === 'ok'")
+
+    # A head knocked out: the strip shows the change in two colours; put back, the strip is what it was.
+    strip = "Array.from(document.querySelectorAll('#strip span')).map(s => s.style.background)"
+    before = dt.js(strip)
+    count = dt.js("+(document.body.dataset.ablations || 0)")
+    dt.js("document.querySelector('#knock button[data-head=\"0.0\"]').click(); 1")
+    check(dt.wait_for(f"+(document.body.dataset.ablations || 0) > {count} && "
+                      "document.querySelectorAll('#strip span[data-delta]').length > 0", 30),
+          "clicking L0H0 knocks it out and the strip is recoloured by the change")
+    deltas = dt.js("Array.from(document.querySelectorAll('#strip span')).map(s => s.dataset.delta)")
+    a = dt.js("api('/api/ablate', {ckpt: S.ckpt, text: windowText().text, heads: '0.0', how: 'zero'})")
+    want = ["" if d is None else f"{d:.4f}" for d in a["delta"]]
+    check(deltas == want, "each character's change is the API's delta")
+    after = dt.js(strip)
+    check(after != before and any(d not in ("", "0.0000") for d in deltas), "the knocked-out head changes the strip")
+    pressed = dt.js("document.querySelector('#knock button[data-head=\"0.0\"]').getAttribute('aria-pressed')")
+    check(pressed == "true", "the head's button says it is pressed")
+    dt.js("document.querySelector('#knock button[data-head=\"0.0\"]').click(); 1")
+    check(dt.wait_for(f"document.querySelectorAll('#strip span[data-delta]').length === 0 && "
+                      f"JSON.stringify({strip}) === {json.dumps(json.dumps(before, separators=(',', ':')))}", 10),
+          "clicking it again restores the strip exactly")
+    check(dt.js("document.getElementById('abltotal').textContent") == "", "and clears the total")
+
+    # The lens (asked only while its panel is open): one row per layer and the embedding; its last layer's p of the
+    # next character is the model's own.
+    wait_lens = "+(document.body.dataset.lenses || 0)"
+    check(dt.js(wait_lens) == 0, "the lens is not asked while its panel is closed")
+    dt.js("document.querySelector('#lensbox summary').click(); 1")
+    check(dt.wait_for(f"{wait_lens} >= 1", 30), "opening the lens panel asks the lens")
+    count = dt.js(wait_lens)
+    refreshes = dt.js("+document.body.dataset.refreshes")
+    dt.js("document.querySelectorAll('#strip span')[2].click(); 1")
+    check(dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && {wait_lens} > {count}", 30),
+          "choosing a character asks the lens")
+    rows = dt.js("Array.from(document.querySelectorAll('#lenstable tr')).map(r => Array.from(r.cells).map(c => c.textContent))")
+    L = dt.js("S.model.n_layer")
+    check(len(rows) == L + 2 and rows[1][0] == "embedding", f"the lens shows every layer ({[r[0] for r in rows]})")
+    j = dt.js("api('/api/score', {ckpt: S.ckpt, text: windowText().text})")
+    check(rows[-1][1] == f"{100 * j['p'][3]:.1f}%",
+          f"the lens's last layer gives the next character the model's own p ({rows[-1][1]} vs {100 * j['p'][3]:.1f}%)")
+    # One head step by step (asked only while open): one row per key of the attention window, the weights the
+    # attention panel's row of the chosen head.
+    dt.js("document.querySelector('#stepbox summary').click(); 1")
+    check(dt.wait_for("+(document.body.dataset.steps || 0) >= 1", 30), "opening the step-by-step panel asks /api/head")
+    steps = dt.js("""(() => { const rows = Array.from(document.querySelectorAll('#steptable tr')).slice(1);
+      return { n: rows.length, T: S.A.T, w: rows.map(r => +r.cells[5].textContent),
+               row: S.A.rows[S.layer][S.head], items: document.querySelectorAll('#steplist li').length }; })()""")
+    check(steps["n"] == steps["T"] and steps["items"] == 6 and
+          all(abs(a - b) < 6e-5 for a, b in zip(steps["w"], steps["row"])),
+          f"the head's steps: one row per key ({steps['n']} of {steps['T']}), six steps, the weights the attention row's")
+    parts = dt.js("document.querySelectorAll('#dla .bar').length")
+    heads = dt.js("S.model.n_layer * S.model.n_head")
+    check(parts >= heads + 1, f"the attribution lists every head, the MLPs and the embedding ({parts} parts)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chromium", required=True)
@@ -778,6 +864,7 @@ def main():
             card_checks(dt, a.prompt, check)
             phone_checks(dt, a.prompt, check)
             small_bug_checks(dt, a, n, check)
+            interp_checks(dt, check)
 
             if a.signed_ckpt:
                 signed_checks(dt, a.signed_ckpt, a.signed_kind, check)

@@ -338,6 +338,7 @@ const std::vector<std::pair<std::string, std::string>> kAside = {
     {"src/train/batches.", "the shell: the corpus and the batches"},
     {"src/train/telemetry.", "the shell: metrics.csv and the progress line"},
     {"src/train/stop_signal.", "the shell: Ctrl-C"},
+    {"src/train/snapshots.", "the shell: --snapshot-every's weights for the explorer's timeline (off by default)"},
 };
 
 std::string aside_reason(const std::string& file) {

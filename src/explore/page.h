@@ -64,6 +64,21 @@ button { font-size: 13px; }
 #thumbs button[aria-pressed=true] { outline: 2px solid #e08000; }
 #thumbs canvas { display: block; width: 64px; height: 64px; image-rendering: pixelated; }
 #heads tr { display: flex; flex-wrap: wrap; align-items: center; gap: 0 6px; }
+/* Explorer III: the run's timeline, heads knocked out, the logit lens. */
+#interp { display: grid; grid-template-columns: minmax(0, 1fr); gap: 0 28px; align-items: start; }
+@media (min-width: 1200px) { #interp { grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); } }
+#timeline { border: 1px solid #ccc; max-width: 100%; cursor: pointer; }
+#scrub { width: min(600px, 100%); }
+#knock button { font: 11px monospace; margin: 0 4px 4px 0; padding: 2px 5px; background: #f4f4f4; border: 1px solid #aaa; }
+#knock button[aria-pressed=true] { background: #333; color: #fff; }
+#lenstable { font: 12px monospace; border-collapse: collapse; }
+#steptable { font: 12px monospace; border-collapse: collapse; }
+#steptable td, #steptable th { padding: 1px 8px 1px 0; text-align: right; white-space: nowrap; }
+#lenstable td, #lenstable th { padding: 1px 8px 1px 0; text-align: left; white-space: nowrap; }
+#dla .bar .track { width: 160px; }
+#dla .bar .p { background: #1f4fa0; }
+#dla .bar .n { position: absolute; right: 50%; top: 0; height: 13px; background: #b03020; }
+#dla .bar .ch { width: 120px; }
 @media (max-width: 600px) {  /* a phone: nothing wider than the screen */
   body { margin: 8px; }
   .bar .track { width: 130px; }
@@ -120,6 +135,43 @@ button { font-size: 13px; }
     <div class="note" id="mapnote"></div>
     <canvas id="map" width="0" height="0" tabindex="0" role="img" aria-label="the chosen head's full map: arrow keys move along it"></canvas>
     <div class="note" id="mapread" aria-live="polite"></div>
+</section>
+</main>
+<main id="interp" aria-label="the run and the model's inside">
+<section id="runpanel" aria-label="the training run">
+  <h2>The run <span class="note" id="runnote"></span></h2>
+  <div class="note">Training (grey) and validation (black) loss against step, from metrics.csv; each snapshot's best
+    induction score per layer (coloured, right axis 0 to 1) on a probe of repeated random characters. Drag the slider,
+    click the plot or use the arrow keys: every panel moves to that snapshot.</div>
+  <canvas id="timeline" width="600" height="200" role="img" aria-label="loss and induction score against step"></canvas><br>
+  <input id="scrub" type="range" min="0" max="0" step="1" value="0" aria-label="snapshot" disabled>
+  <div class="note" id="scrubread" aria-live="polite"></div>
+  <h2>Knock heads out <span class="note" id="abltotal" aria-live="polite"></span></h2>
+  <div class="note">Click heads to remove them (again to put them back); the text is then coloured by the change in
+    surprise: <span style="background:rgb(190,40,30);color:#fff">&nbsp;harder&nbsp;</span> or
+    <span style="background:rgb(40,90,200);color:#fff">&nbsp;easier&nbsp;</span> than with every head.
+    <label>how <select id="ablhow"><option value="zero">zero (the head adds nothing)</option>
+    <option value="mean">mean (its average over the text)</option></select></label></div>
+  <div id="knock" role="group" aria-label="heads to knock out"></div>
+</section>
+<section id="lenspanel" aria-label="the logit lens">
+  <details id="lensbox"><summary><h2 style="display:inline">Logit lens <span class="note" id="lensread"></span></h2></summary>
+  <div class="note">At the chosen character: what each layer would predict if the model stopped there (the final norm
+    and unembedding applied to the residual stream), and p of the character that actually comes next.</div>
+  <table id="lenstable"></table>
+  <h2>Direct logit attribution <span class="note" id="dlanote"></span></h2>
+  <div class="note">What each head and each MLP adds to the logit of the actual next character, through the final
+    LayerNorm with its scale frozen at the full residual's (so the parts add up to the logit).</div>
+  <div id="dla" role="list" aria-label="each part's share of the logit"></div>
+  </details>
+  <details id="stepbox"><summary><h2 style="display:inline">One head, step by step <span class="note" id="stepread"></span></h2></summary>
+  <div class="note">The chosen head (click one in the attention panel) at the chosen character: its query q against
+    every key k, the scale, the mask, the weights and the weighted sum of the values, each step named with the
+    textbook function that computes it (docs/tour.md's table), and the model's own weights and output beside them.</div>
+  <ol id="steplist" class="note"></ol>
+  <table id="steptable"></table>
+  <div class="note" id="stepout"></div>
+  </details>
 </section>
 </main>
 <div id="tip"></div>
@@ -261,6 +313,7 @@ async function refresh() {
       drawAttention(R.attention, { start: w.start + R.window_start, position: pos - R.window_start });
       paintStrip();
       drawNext(R.next, w.last);
+      afterRefresh(w, pos);
     }
     if (seq !== S.seq) return;
     document.body.dataset.refreshes = +document.body.dataset.refreshes + 1;
@@ -408,6 +461,7 @@ function paintStrip() {
     }
   }
   drawLegend();
+  paintAblation();
   const signed = A && A.mixers.some(m => !m.probabilities);
   $('lensnote').textContent = S.lens === 'surprise' || !A ? '' : S.maxHeads ?
       'the text: the largest weight over every head, ' + (S.lens === 'from' ? 'from' : 'to') + ' the chosen character' +
@@ -747,6 +801,7 @@ async function openCheckpoint(name) {
   $('fillbox').hidden = !M.masked_lm;
   $('top_k').max = M.vocab_size;
   S.layer = Math.min(S.layer, M.n_layer - 1); S.head = Math.min(S.head, M.n_head - 1);
+  modelOpened(M);
   await refresh();
 }
 
@@ -798,6 +853,265 @@ window.addEventListener('hashchange', () => {
 });
 drawLegend();
 
+// ---- Explorer III: the run's timeline and its scrubber, heads knocked out, the logit lens (docs/explore.md).
+// Each asks its own endpoint after a refresh has drawn (afterRefresh), so typing costs what it did; an answer for
+// an older refresh is dropped. data-ablations, data-lenses and data-timeline count what was drawn (tests read them).
+const X = {
+  off: [],           // heads knocked out, as "L.H"
+  how: 'zero',
+  abl: null,         // the last /api/ablate answer, for the text it was asked for (abl.forText)
+  timeline: null,    // /api/timeline's answer
+  at: -1,            // the snapshot the scrubber is on (−1: none chosen)
+};
+function bump(name) { document.body.dataset[name] = +(document.body.dataset[name] || 0) + 1; }
+
+// The change in surprise, in two colours: red harder (delta > 0), blue easier; white no change (4 bits = full).
+function deltaColor(d) {
+  const a = Math.sqrt(Math.min(1, Math.abs(d) / 4));
+  return d > 0 ? 'rgb(255,' + Math.round(255 - 195 * a) + ',' + Math.round(255 - 215 * a) + ')'
+               : 'rgb(' + Math.round(255 - 215 * a) + ',' + Math.round(255 - 165 * a) + ',' + Math.round(255 - 55 * a) + ')';
+}
+function paintAblation() {
+  const spans = $('strip').children, A = X.abl, on = A && X.off.length && S.lens === 'surprise' && S.w &&
+      A.forText === S.w.text && A.delta.length === spans.length;
+  for (let t = 0; t < spans.length; t++) {
+    if (!on) { delete spans[t].dataset.delta; continue; }
+    const d = A.delta[t];
+    spans[t].dataset.delta = d === null ? '' : d.toFixed(4);
+    spans[t].style.background = d === null ? '#eeeeee' : deltaColor(d);
+    spans[t].style.color = ink(spans[t].style.background);
+  }
+  $('abltotal').textContent = on && A.delta_bits_per_char !== null ? 'without ' + X.off.join(', ') + ' (' + A.how +
+      '): ' + A.bits_per_char.toFixed(3) + ' bits/char, ' + (A.delta_bits_per_char >= 0 ? '+' : '') +
+      A.delta_bits_per_char.toFixed(3) + ' against ' + A.intact_bits_per_char.toFixed(3) : '';
+}
+async function refreshAblation() {
+  const w = S.w, seq = S.seq;
+  if (!w || !X.off.length) { X.abl = null; paintStrip(); return; }
+  try {
+    const A = await api('/api/ablate', { ckpt: S.ckpt, text: w.text, heads: X.off.join(','), how: X.how });
+    if (seq !== S.seq || S.w !== w) return;
+    A.forText = w.text;
+    X.abl = A;
+    paintStrip();
+    bump('ablations');
+  } catch (e) { showError(e); }
+}
+function drawKnock(M) {
+  const box3 = $('knock');
+  box3.replaceChildren();
+  for (let l = 0; l < M.n_layer; l++)
+    for (let h = 0; h < M.n_head; h++) {
+      const b = document.createElement('button'), name = l + '.' + h;
+      b.textContent = 'L' + l + 'H' + h;
+      b.dataset.head = name;
+      b.setAttribute('aria-pressed', X.off.includes(name) ? 'true' : 'false');
+      b.setAttribute('aria-label', 'knock out layer ' + l + ' head ' + h);
+      b.addEventListener('click', () => {
+        X.off = X.off.includes(name) ? X.off.filter(n => n !== name) : X.off.concat([name]);
+        b.setAttribute('aria-pressed', X.off.includes(name) ? 'true' : 'false');
+        refreshAblation();
+      });
+      box3.appendChild(b);
+    }
+}
+
+// The lens at the chosen character: the block_size characters that hold it and the next one.
+async function refreshLens(w, pos) {
+  const seq = S.seq;
+  if (!S.model || S.model.masked_lm) { $('lenstable').replaceChildren(); $('dla').replaceChildren(); return; }
+  const chars = Array.from(w.text), B = S.model.block_size;
+  const start = Math.max(0, Math.min(pos + 2 - B, chars.length - B));
+  try {
+    const J = await api('/api/lens', { ckpt: S.ckpt, text: chars.slice(start, start + B).join(''), pos: pos - start });
+    if (seq !== S.seq) return;
+    drawLens(J);
+    bump('lenses');
+  } catch (e) { showError(e); }
+}
+function drawLens(J) {
+  const table = $('lenstable'), c = J.chars[J.position];
+  table.replaceChildren();
+  $('lensread').textContent = 'after \u00ab' + visible(c) + '\u00bb' + (J.target === null ? ' (the last character: ' +
+      'nothing comes next)' : ', next \u00ab' + visible(J.target) + '\u00bb');
+  const head = document.createElement('tr');
+  for (const t of ['after', 'p(next)', 'its top five']) {
+    const th = document.createElement('th'); th.textContent = t; head.appendChild(th);
+  }
+  table.appendChild(head);
+  for (const L of J.layers) {
+    const tr = document.createElement('tr');
+    const cells = [L.name, L.p_target === null ? '-' : (100 * L.p_target).toFixed(1) + '%',
+                   L.top.map(([ch, p]) => visible(ch) + ' ' + (100 * p).toFixed(0) + '%').join('  ')];
+    for (const text of cells) { const td = document.createElement('td'); td.textContent = text; tr.appendChild(td); }
+    table.appendChild(tr);
+  }
+  const dla = $('dla');
+  dla.replaceChildren();
+  if (!J.attribution) { $('dlanote').textContent = ''; return; }
+  const D = J.attribution, parts = D.parts.slice().sort((a, b) => Math.abs(b.value) - Math.abs(a.value));
+  const most = Math.max(1e-9, ...parts.map(x => Math.abs(x.value)));
+  $('dlanote').textContent = 'logit of \u00ab' + visible(D.target) + '\u00bb ' + D.logit.toFixed(3) + ' = parts ' +
+      (D.sum - D.final_norm_bias).toFixed(3) + ' + final norm bias ' + D.final_norm_bias.toFixed(3);
+  for (const x of parts) {
+    const row = document.createElement('div'), name = document.createElement('span'), track = document.createElement('span');
+    const bar = document.createElement('span'), num = document.createElement('span');
+    row.className = 'bar'; row.setAttribute('role', 'listitem'); name.className = 'ch'; track.className = 'track';
+    bar.className = x.value >= 0 ? 'p' : 'n';
+    name.textContent = x.head !== null ? 'L' + x.layer + 'H' + x.head : x.name;
+    bar.style.width = (50 * Math.abs(x.value) / most) + '%';
+    if (x.value >= 0) bar.style.left = '50%';
+    num.textContent = (x.value >= 0 ? '+' : '') + x.value.toFixed(3);
+    track.appendChild(bar); row.appendChild(name); row.appendChild(track); row.appendChild(num);
+    dla.appendChild(row);
+  }
+}
+
+// The lens is asked only while its panel is open, so that a key costs one request when it is closed (the default).
+function afterRefresh(w, pos) {
+  X.lensAt = { w, pos };
+  if (X.off.length) refreshAblation();
+  if ($('lensbox').open) refreshLens(w, pos);
+  if ($('stepbox').open) refreshSteps();
+}
+// One head step by step (/api/head): the attention panel's window, its chosen character and head.
+async function refreshSteps() {
+  const seq = S.seq, A = S.A, aw = S.aw;
+  if (!A || !aw || !S.w) return;
+  try {
+    const H = await api('/api/head', { ckpt: S.ckpt, text: A.chars.join(''), position: aw.position, layer: S.layer,
+                                       head: S.head });
+    if (seq !== S.seq) return;
+    drawSteps(H);
+    bump('steps');
+  } catch (e) {
+    $('steptable').replaceChildren(); $('steplist').replaceChildren();
+    $('stepread').textContent = ''; $('stepout').textContent = String(e.message || e);
+  }
+}
+function drawSteps(H) {
+  $('stepread').textContent = 'layer ' + H.layer + ', head ' + H.head + ' (' + H.kind + ') at «' +
+      visible(H.chars[H.position]) + '»';
+  const list = $('steplist');
+  list.replaceChildren();
+  for (const st of H.steps) {
+    const li = document.createElement('li');
+    li.textContent = st.name + ': ' + st.math + ' — ' + st.textbook + ' in ' + st.file;
+    list.appendChild(li);
+  }
+  const table = $('steptable');
+  table.replaceChildren();
+  const head = document.createElement('tr');
+  for (const t of ['key', 'char', 'q·k', 's·q·k', 'mask', 'weight', 'model’s']) {
+    const th = document.createElement('th'); th.textContent = t; head.appendChild(th);
+  }
+  table.appendChild(head);
+  H.dot.forEach((d, j) => {
+    const tr = document.createElement('tr');
+    const cells = [j, visible(H.chars[j]), d.toFixed(3), H.scaled[j].toFixed(3), H.allowed[j] ? 'yes' : 'no',
+                   H.weights[j].toFixed(4), H.model_weights[j].toFixed(4)];
+    for (const c of cells) { const td = document.createElement('td'); td.textContent = String(c); tr.appendChild(td); }
+    table.appendChild(tr);
+  });
+  const most = Math.max(...H.output.map((o, d) => Math.abs(o - H.model_output[d])));
+  $('stepout').textContent = 'O = Σ weight · v = [' + H.output.slice(0, 4).map(o => o.toFixed(3)).join(', ') +
+      (H.output.length > 4 ? ', …' : '') + '], the model’s own head output within ' + most.toExponential(1) +
+      (H.from_scores ? '' : '; ' + H.about);
+}
+$('stepbox').addEventListener('toggle', () => { if ($('stepbox').open) refreshSteps(); });
+$('lensbox').addEventListener('toggle', () => { if ($('lensbox').open && X.lensAt) refreshLens(X.lensAt.w, X.lensAt.pos); });
+function modelOpened(M) {
+  X.off = X.off.filter(n => { const [l, h] = n.split('.').map(Number); return l < M.n_layer && h < M.n_head; });
+  X.abl = null;
+  drawKnock(M);
+  const i = X.timeline ? X.timeline.snapshots.findIndex(s => s.name === S.ckpt) : -1;
+  if (i >= 0) { X.at = i; $('scrub').value = i; drawTimeline(); }
+}
+
+// ---- the timeline: losses against step, each snapshot marked, the best induction score per layer.
+async function loadTimeline() {
+  try {
+    X.timeline = await api('/api/timeline', {});
+  } catch (e) { $('runnote').textContent = String(e.message || e); return; }
+  const T = X.timeline, n = T.snapshots.length;
+  $('scrub').max = Math.max(0, n - 1);
+  $('scrub').disabled = n === 0;
+  $('runnote').textContent = n ? n + ' snapshots, steps ' + T.snapshots[0].step + '\u2013' + T.snapshots[n - 1].step :
+      'no snapshots in this folder (train with ./train --snapshot-every N, or make induction)';
+  X.at = T.snapshots.findIndex(s => s.name === S.ckpt);
+  if (X.at >= 0) $('scrub').value = X.at;
+  drawTimeline();
+  bump('timeline');
+}
+function bestInduction(snap, l) {
+  let best = null;
+  for (const h of snap.scores[l] || []) if (h.induction !== null && (best === null || h.induction > best)) best = h.induction;
+  return best;
+}
+const layerColors = ['#e08000', '#1f4fa0', '#2a9d3a', '#a02f9f', '#7a5a00', '#00838f'];
+function drawTimeline() {
+  const T = X.timeline, c = $('timeline'), ctx = c.getContext('2d');
+  ctx.clearRect(0, 0, c.width, c.height);
+  if (!T) return;
+  const steps = T.metrics.step.concat(T.snapshots.map(s => s.step));
+  const maxStep = Math.max(1, ...steps);
+  const losses = T.metrics.train_loss.concat(T.metrics.val_loss).filter(v => v !== null);
+  const top = losses.length ? Math.max(...losses) * 1.05 : 1;
+  const left = 36, right = c.width - 30, y0 = c.height - 18, y1 = 8;
+  const x = step => left + (right - left) * step / maxStep;
+  const yl = v => y0 - (y0 - y1) * v / top, ys = v => y0 - (y0 - y1) * v;
+  ctx.font = '10px sans-serif'; ctx.fillStyle = '#444';
+  ctx.fillText(top.toFixed(1), 2, y1 + 8); ctx.fillText('0', 2, y0); ctx.fillText('1', right + 6, y1 + 8);
+  ctx.fillText(String(maxStep), right - 20, c.height - 4); ctx.fillText('0', left, c.height - 4);
+  const line = (xs, ys_, color) => {
+    ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.beginPath();
+    let on = false;
+    xs.forEach((s, i) => { const v = ys_[i]; if (v === null) return; on ? ctx.lineTo(x(s), v) : ctx.moveTo(x(s), v); on = true; });
+    ctx.stroke();
+  };
+  line(T.metrics.step, T.metrics.train_loss.map(v => v === null ? null : yl(v)), '#999');
+  line(T.metrics.step, T.metrics.val_loss.map(v => v === null ? null : yl(v)), '#000');
+  const L = T.snapshots.length ? T.snapshots[0].scores.length : 0;
+  for (let l = 0; l < L; l++)
+    line(T.snapshots.map(s => s.step), T.snapshots.map(s => { const b = bestInduction(s, l); return b === null ? null : ys(b); }),
+         layerColors[l % layerColors.length]);
+  ctx.fillStyle = '#666';
+  for (const s of T.snapshots) ctx.fillRect(x(s.step) - 0.5, y0, 1, 4);  // each snapshot marked on the axis
+  if (X.at >= 0 && T.snapshots[X.at]) {
+    const s = T.snapshots[X.at];
+    ctx.strokeStyle = '#e08000'; ctx.lineWidth = 1; ctx.beginPath(); ctx.moveTo(x(s.step), y1); ctx.lineTo(x(s.step), y0); ctx.stroke();
+    const i = T.metrics.step.findIndex(v => v >= s.step);
+    const loss = i >= 0 && T.metrics.val_loss[i] !== null ? ', val loss ' + T.metrics.val_loss[i].toFixed(3) + ' (step ' + T.metrics.step[i] + ')' : '';
+    const ind = Array.from({ length: L }, (_, l) => { const b = bestInduction(s, l); return 'L' + l + ' ' + (b === null ? '-' : b.toFixed(2)); });
+    $('scrubread').textContent = 'snapshot at step ' + s.step + loss + '; best induction score ' + ind.join(', ');
+  }
+}
+// Scrubbing opens that snapshot: the checkpoint picker, the info line and every panel move to it.
+async function scrubTo(i) {
+  const T = X.timeline;
+  if (!T || !T.snapshots[i]) return;
+  X.at = i;
+  $('scrub').value = i;
+  drawTimeline();
+  const name = T.snapshots[i].name;
+  if (name === S.ckpt) return;
+  $('ckpt').value = name;
+  try { await openCheckpoint(name); } catch (e) { showError(e); }
+  bump('scrubs');
+}
+$('scrub').addEventListener('input', () => scrubTo(+$('scrub').value));
+$('timeline').addEventListener('click', e => {
+  const T = X.timeline;
+  if (!T || !T.snapshots.length) return;
+  const c = $('timeline'), zoom = c.width / c.clientWidth, steps = T.snapshots.map(s => s.step);
+  const maxStep = Math.max(1, ...T.metrics.step.concat(steps));
+  const step = (e.offsetX * zoom - 36) / (c.width - 66) * maxStep;
+  let best = 0;
+  steps.forEach((s, i) => { if (Math.abs(s - step) < Math.abs(steps[best] - step)) best = i; });
+  scrubTo(best);
+});
+$('ablhow').addEventListener('change', () => { X.how = $('ablhow').value; refreshAblation(); });
+
 // Start: the address's #text=…&ckpt=… if any, else a first sentence.
 (async function start() {
   const hash = new URLSearchParams(location.hash.slice(1));
@@ -806,6 +1120,7 @@ drawLegend();
   try {
     await listCheckpoints();
     await openCheckpoint(S.ckpt);
+    loadTimeline();
   } catch (e) {
     showError(e);
     document.body.dataset.status = 'ok';

@@ -22,7 +22,12 @@
 #include <thread>
 
 #include "data/utf8.h"
+#include "train/snapshots.h"
+#include "explore/ablation.h"
 #include "explore/analysis.h"
+#include "explore/head_steps.h"
+#include "explore/lens.h"
+#include "explore/timeline.h"
 #include "explore/page.h"
 
 using nlohmann::json;
@@ -118,6 +123,7 @@ class Shelf {
         out.push_back({name, (long long)s.size, s.mtime_ns});
     }
     ::closedir(dir);
+    add_snapshots(out);
     std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) {
       return a.mtime_ns != b.mtime_ns ? a.mtime_ns > b.mtime_ns : a.name < b.name;
     });
@@ -126,6 +132,17 @@ class Shelf {
 
   const std::string& folder() const { return folder_; }
   const std::string& default_name() const { return default_name_; }
+
+  // A run's snapshots (./train --snapshot-every, train/snapshots.h) are checkpoints of the folder too, listed as
+  // "snapshots/step-00000200.safetensors": only names of that exact form, so nothing else under snapshots/ opens.
+  void add_snapshots(std::vector<Entry>& out) const {
+    const std::string snapshots = snapshot_folder(folder_);
+    for (int step : snapshot_steps(snapshots)) {
+      FileStamp s;
+      if (stamp_of(snapshots + "/" + snapshot_name(step), s))
+        out.push_back({"snapshots/" + snapshot_name(step), (long long)s.size, s.mtime_ns});
+    }
+  }
 
   // The model of checkpoint `name` ("" = the default), as the file is now. Only a name list() returns is opened.
   // Shared: a masked LM's long score lets other requests in between its batches (see /api/score), and one of them
@@ -483,6 +500,7 @@ struct ExploreServer::Impl {
   // Why a request is refused before its body is read ("" = it is not): see the header's Safety.
   std::string refusal(const httplib::Request& req, int& status) const;
   void routes();
+  void interpretability_routes();
   void generate(const Params& p, httplib::Response& res);
 };
 
@@ -621,6 +639,59 @@ void ExploreServer::Impl::routes() {
     }
     if (blank.size() != 1) throw BadRequest("blank must be exactly one character");
     return fill_json(m, text_ids(m, p, 1, blank[0]));
+  });
+  interpretability_routes();
+}
+
+// Explorer III (docs/explore.md): the run's timeline over its snapshots, heads knocked out, the logit lens.
+//   GET /api/timeline   run → metrics.csv's losses and each snapshot's head scores (explore/timeline.h)
+//   GET /api/ablate     ckpt, text, heads (L.H,…), how (zero|mean) → surprisal with those heads out and its change
+//   GET /api/lens       ckpt, text, pos → each layer's prediction at pos and each head's and MLP's share of the logit
+//   GET /api/head       ckpt, text, position, layer, head → one head's computation there, step by step
+void ExploreServer::Impl::interpretability_routes() {
+  api("/api/timeline", [this](const Params& p, std::unique_lock<std::mutex>&) {
+    // The served folder is the run: `run` may name it (as /api/checkpoints's "folder" does) or be left out.
+    const std::string run = p.text("run", "");
+    if (!run.empty() && run != "." && run != shelf.folder())
+      throw BadRequest("run: this server serves one run folder, '" + escape_for_message(shelf.folder()) +
+                       "' (got '" + escape_for_message(run) + "'); leave run out or name that folder");
+    json j = timeline_json(shelf.folder());
+    j["run"] = shelf.folder();
+    if (!p.has("step")) return j;
+    // One snapshot's entry: `step` must be one the run kept.
+    const long long step = p.integer("step", 0, 0, 1LL << 31);
+    std::string kept;
+    for (const json& s : j["snapshots"]) {
+      if (s["step"].get<long long>() == step) {
+        j["snapshots"] = json::array({s});
+        return j;
+      }
+      kept += (kept.empty() ? "" : ", ") + s["step"].dump();
+    }
+    throw BadRequest("step " + std::to_string(step) + ": the run kept no snapshot at that step (" +
+                     (kept.empty() ? std::string("it has none") : "it has " + kept) + ")");
+  });
+  api("/api/ablate", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
+    const std::vector<HeadRef> heads = parse_heads(p.text("heads"), m.model().config.n_layer, m.model().config.n_head);
+    const AblateHow how = parse_ablate_how(p.text("how", "zero"));
+    return ablate_json(m, scored_ids(m, p), heads, how);
+  });
+  api("/api/lens", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
+    const std::vector<int> ids = text_ids(m, p, 1);
+    const int n = (int)ids.size();
+    return lens_json(m, ids, (int)p.integer("pos", n - 1, 0, n - 1));
+  });
+  api("/api/head", [this](const Params& p, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<ExploredModel> held = model_of(p, lock);
+    ExploredModel& m = *held;
+    const std::vector<int> ids = text_ids(m, p, 1);
+    const int n = (int)ids.size();
+    return head_steps_json(m, ids, (int)p.integer("position", n - 1, 0, n - 1), (int)p.integer("layer", 0, 0, 1 << 20),
+                           (int)p.integer("head", 0, 0, 1 << 20));
   });
 }
 

@@ -11,6 +11,10 @@
 //                              and next at once, what the page asks after every key (one forward pass)
 //   POST /api/generate         ckpt, text, n, temperature, top_k, top_p, seed → a stream of JSON lines, one token each
 //   POST /api/fill             ckpt, text, blank → a masked LM's blanks filled
+//   GET  /api/timeline         run → metrics.csv's losses and every snapshot's head scores (explore/timeline.h)
+//   GET  /api/ablate           ckpt, text, heads, how → surprisal with heads knocked out, and its change (ablation.h)
+//   GET  /api/lens             ckpt, text, pos → the logit lens and direct logit attribution at pos (explore/lens.h)
+//   GET  /api/head             ckpt, text, position, layer, head → one head step by step (explore/head_steps.h)
 //
 // Parameters come as a query string or a form body (application/x-www-form-urlencoded); every API endpoint takes
 // GET and POST alike. Bad input is answered with HTTP 400 and {"error": "..."} (an unknown checkpoint 404, one

@@ -3,6 +3,7 @@
 // keys and weights, and for the tests a second route to the decoding state. A mixer kind implements it beside Mixer and returns itself from Mixer::lab(). The lab asks
 // these questions instead of comparing kind names, so a new kind is drawn and described by its own answers.
 #pragma once
+#include "model/head_shares.h"
 #include "model/mixer.h"
 
 class MixerLab {
@@ -30,6 +31,9 @@ class MixerLab {
     const float* proj = nullptr;
   };
   virtual QKVWeights qkv_weights(const MixerParams& p) const { return {}; }
+  // What each head adds to the layer's output in the last forward (model/head_shares.h): the output projection's
+  // input, the projection and its bias. The explorer's ablation and logit attribution read it.
+  virtual HeadShares head_shares(const MixerPass& pass) const = 0;
 
   // The decoding state (Mixer::state_floats) after positions 0 … T−1, from a batched forward of them (B = 1): what
   // T single-row steps leave, up to float rounding. Nothing in the programs needs it (the decoder's shadow builds

@@ -221,6 +221,7 @@ float GPT::forward(const int* inputs, const int* targets, int B, int T) {
     block_forward<BatchedProducts>(buffers(l), residual, params_.h[l], config.no_mlp, BT, C,
                                    [&](const float* u, const float* x, float* out) {
                                      mixers_[l]->forward(out, u, x, mix);
+                                     if (mixer_hook_) mixer_hook_(l, out, mix);
                                    });
     residual = a.layers[l].residual3;
   }

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,13 @@ class GPT {
   int last_B() const { return B_; }
   int last_T() const { return T_; }
   int last_targets() const { return loss_count_; }  // positions with a target in the last forward
+  // The last forward's activations (read-only): the residual stream after the embedding (encoded) and after each
+  // block (layers[l].residual3), and the final LayerNorm's statistics. The explorer's logit lens reads them.
+  const Activations& activations() const { return acts_; }
+  // The explorer's seam (explore/ablation.h, model_lab.cpp): called in forward() right after layer l's mixer wrote
+  // out = x + mixer(u) (B·T rows of C), before anything reads it; it may change out (a head knocked out). Empty
+  // (the default): nothing is called. The backward does not know of it: for analysis only, never training.
+  void set_mixer_hook(std::function<void(int layer, float* out, const MixerPass& pass)> hook);
 
   const ModelConfig config;  // fixed for the model's life: every buffer is sized from it
 
@@ -149,6 +157,7 @@ class GPT {
   int T_ = 0;
   std::vector<AttentionMask> last_masks_;  // and masks, which P depends on
   std::vector<std::unique_ptr<Mixer>> mixers_;  // one per layer: make_layer_mixers(config)
+  std::function<void(int, float*, const MixerPass&)> mixer_hook_;  // set_mixer_hook's, usually empty
   mutable std::vector<float> probs_memory_;  // mixing_weights() rebuilds layer l into slice l on first request
   mutable std::vector<char> probs_ready_;    // per layer, since the last forward
   std::vector<int> inputs_;

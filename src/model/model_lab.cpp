@@ -60,3 +60,8 @@ const float* GPT::mixing_weights(int layer) const {
   }
   return P;
 }
+
+void GPT::set_mixer_hook(std::function<void(int layer, float* out, const MixerPass& pass)> hook) {
+  mixer_hook_ = std::move(hook);
+  B_ = 0;  // what the last forward left (its logits, weights and residuals) was computed without this hook
+}

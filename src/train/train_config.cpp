@@ -52,6 +52,10 @@ static const std::vector<Setting<TrainConfig>>& run_settings() {
     {"eval_windows", "eval-windows", "also score this many random validation windows at each evaluation, as nanoGPT "
                                      "estimates (metrics.csv's val_windows; 0 = off)",     FIELD(eval_windows),       at_least(0),  S::Knob},
     {"ckpt_every",   "ckpt-every",   "write a checkpoint every N steps (0 = at the end only)", FIELD(ckpt_every),     at_least(0),  S::Knob},
+    {"snapshot_every", "snapshot-every", "keep the weights alone every N steps in OUT/snapshots/ for the explorer's "
+                                     "timeline (0 = none)",                                FIELD(snapshots.every),    at_least(0),  S::Knob},
+    {"snapshot_keep", "snapshot-keep", "at most this many snapshots; reaching it drops every other one (thinned evenly)",
+                                                                                           FIELD(snapshots.keep),     at_least(2),  S::Knob},
     {"log_every",    "log-every",    "progress line every N steps when the output is not a terminal",
                                                                                            FIELD(log_every),          positive(),   S::Knob},
     {"seed",         "seed",         "random seed for the initial weights and the batches", FIELD(seed),              any_value(),  S::Run},

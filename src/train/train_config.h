@@ -11,6 +11,7 @@
 #include "optim/adamw.h"
 #include "model/config.h"
 #include "optim/muon.h"
+#include "train/snapshots.h"
 
 // The defaults are ./train's: the tiny preset, which changes nothing (presets() in train_config.cpp). A checkpoint
 // written before a setting existed gets the default too, or what the row's `absent` says such files meant (AdamW
@@ -33,6 +34,7 @@ struct TrainConfig {
   int eval_windows = 0;      // > 0: each evaluation also scores this many random validation windows (nanoGPT's
                              // estimator; rounded up to whole batches), metrics.csv's val_windows
   int ckpt_every = 500;      // 0 = only at the end
+  SnapshotSettings snapshots;  // the weights alone every N steps in OUT/snapshots/ (train/snapshots.h; off: N = 0)
   int log_every = 50;        // progress lines when stdout is not a terminal
   uint64_t seed = 1337;
   int threads = 0;           // 0 = all cores

@@ -26,6 +26,7 @@
 #include "train/plan.h"
 #include "train/progress.h"
 #include "train/replicas.h"
+#include "train/snapshots.h"
 #include "train/stop_signal.h"
 #include "train/telemetry.h"
 
@@ -55,6 +56,8 @@ class TrainingRun : public LoopShell {
   void print_header() const;
   double guard_loss();  // the weights' loss on the divergence guard's fixed validation batch
   std::runtime_error diverged(int step, const std::string& what) const;
+  void start_snapshots(bool resumed);  // OUT/snapshots/ made ready for this invocation (train/snapshots.h)
+  void take_snapshot(int step);        // the weights alone, when --snapshot-every says so
 
   const TrainConfig& cfg_;
   const TrainPlan& plan_;     // the settings' named choices, parsed (plan.h): objective, optimizer, masks, split
@@ -110,6 +113,23 @@ TrainingRun::TrainingRun(const TrainConfig& cfg, const TrainPlan& plan, Checkpoi
   batches_.allocate();
   folder_->start(guard_loss());
   folder_->take_over_best_aside(model, [this] { return guard_loss(); });
+  start_snapshots(resume != nullptr);
+}
+
+// OUT/snapshots/ (train/snapshots.h): an earlier run's removed, or a resumed run's after its step; then the weights
+// this invocation starts from, when a snapshot is due at that step and not there yet.
+void TrainingRun::start_snapshots(bool resumed) {
+  if (!reducer_.writes()) return;
+  const int removed = prepare_snapshots(cfg_.out, resumed, state_.step);
+  if (removed > 0)
+    std::printf("removed %d snapshot%s in %s/ that %s\n", removed, removed == 1 ? "" : "s",
+                escape_for_message(snapshot_folder(cfg_.out)).c_str(),
+                resumed ? "came after the step this run resumes from" : "belonged to the run this one replaces");
+  if (snapshot_due(cfg_.snapshots, state_.step)) take_snapshot(state_.step);
+}
+
+void TrainingRun::take_snapshot(int step) {
+  write_snapshot(cfg_.out, step, cfg_.snapshots, *ckpt_.model, batches_.corpus.tokenizer, plan_.objective);
 }
 
 void TrainingRun::start_model(Checkpoint* resume) {
@@ -206,6 +226,7 @@ bool TrainingRun::stepped(int step, const StepResult& r) {
   const double muon_lr = plan_.optimizer->kind == OptimizerKind::Muon ? r.lr.muon : std::nan("");  // empty under AdamW
   telemetry_.stepped(step, step == first_step_, r, muon_lr);
   result_.step = step + 1;
+  if (reducer_.writes() && snapshot_due(cfg_.snapshots, step + 1)) take_snapshot(step + 1);
   // Every kCheckEvery steps the processes compare their parameters (one process: nothing to compare).
   if ((step + 1) % kCheckEvery == 0) reducer_.check_same(model.params_memory(), step + 1);
   // A stop request reaches the processes at different moments: all stop when one has it.

@@ -48,6 +48,11 @@ class DeltaNet final : public RecurrentMixer {
            "negative (docs/deltanet.md).";
   }
 
+  // What each head adds (model/head_shares.h): n ⊙ silu(u·W_g) (B, T, C), each head's N channels side by side, enters W_o (no bias).
+  HeadShares head_shares(const MixerPass& x) const override {
+    return {deltanet_activations(x.saved, d_, x.B, x.T).oin, d_.C, slots_.weights(x.p).Wo, nullptr};
+  }
+
   // ---- decoding: the convolutions' last K − 1 inputs and S (H × N × N), whatever the context: O(1) per token.
   size_t fixed_state_floats() const override { return deltanet_state_floats(d_); }
   size_t step_scratch_floats() const override { return deltanet_step_scratch_floats(d_); }

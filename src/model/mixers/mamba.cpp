@@ -50,6 +50,11 @@ class Mamba final : public RecurrentMixer {
            "own largest |M|: blue positive, red negative (docs/mamba.md).";
   }
 
+  // What each head adds (model/head_shares.h): the gated norm's output n (B, T, E), each head's P channels side by side, enters out_proj (no bias).
+  HeadShares head_shares(const MixerPass& x) const override {
+    return {mamba_activations(x.saved, d_, x.B, x.T).n, d_.E, slots_.weights(x.p).out_proj_w, nullptr};
+  }
+
   // ---- decoding: the conv's last K − 1 inputs and S (H × P × N), whatever the context length: O(1) per token.
   size_t fixed_state_floats() const override { return mamba_state_floats(d_); }
   size_t step_scratch_floats() const override { return mamba_step_scratch_floats(d_); }

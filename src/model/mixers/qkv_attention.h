@@ -60,6 +60,7 @@ class QKVAttention : public Mixer, public MixerLab {
   void step2(const StepRow rows[2], const MixerParams& p, const AttentionMask& mask, const float* gates,
              float* scratch) const override;
   void state_from_forward(float* state, const MixerPass& pass, float* scratch) const override;
+  HeadShares head_shares(const MixerPass& pass) const override;
 
  protected:
   // What a subclass supplies. `stat` (B, NH, T) is one number per query that the forward keeps for the backward.

@@ -68,3 +68,10 @@ void QKVAttention::state_from_forward(float* state, const MixerPass& x, float* s
   const Saved s = carve(x.saved, 1, x.T);
   for (int t = 0; t < x.T; t++) heads_absorb(s.qkv + (size_t)t * 3 * C, state, t, x.mask, scratch);
 }
+
+// The heads' O (ξ·O with the head gates on) is c_proj's input: head h's share is O's columns h·HS … (h+1)·HS − 1.
+HeadShares QKVAttention::head_shares(const MixerPass& x) const {
+  const Saved s = carve(x.saved, x.B, x.T);
+  const QKVTensors<const float*> w = slots_.weights(x.p);
+  return {x.gates ? s.gated : s.O, C, w.proj_w, w.proj_b};
+}

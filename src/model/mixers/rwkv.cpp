@@ -47,6 +47,11 @@ class Rwkv final : public RecurrentMixer {
            "largest |M|: blue positive, red negative (docs/rwkv.md).";
   }
 
+  // What each head adds (model/head_shares.h): z ⊙ g (B, T, C), each head's N channels side by side, enters W_o (no bias).
+  HeadShares head_shares(const MixerPass& x) const override {
+    return {rwkv_activations(x.saved, d_, x.B, x.T).oin, d_.C, slots_.weights(x.p).Wo, nullptr};
+  }
+
   // ---- decoding: u_{t−1} and S (H × N × N), whatever the context length: O(1) per token.
   size_t fixed_state_floats() const override { return rwkv_state_floats(d_); }
   size_t step_scratch_floats() const override { return rwkv_step_scratch_floats(d_); }
