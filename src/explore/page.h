@@ -266,7 +266,10 @@ function unpairedSurrogate(text) {
   let chars = 0;
   for (let i = 0; i < text.length; i++, chars++) {
     const u = text.charCodeAt(i);
-    if (u >= 0xd800 && u <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) { i++; continue; }
+    if (u >= 0xd800 && u <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      i++;
+      continue;
+    }
     if (u >= 0xd800 && u <= 0xdfff) return 'U+' + u.toString(16).toUpperCase() + ' at character ' + chars;
   }
   return '';
@@ -383,7 +386,10 @@ function askTop(score, t) {
     if (S.score !== score) return;
     score.top[t] = j.top[t];
     if (tip.style.display === 'block' && S.tipAt === t) tip.textContent = predictionText(score, t);
-  }).catch(e => { asking = -1; showError(e); });
+  }).catch(e => {
+    asking = -1;
+    showError(e);
+  });
 }
 // The strip's spans are kept from one refresh to the next and only what changed is written (a key changes one
 // character of a long text: 10,000 new spans, each with its own listeners, took ~180 ms to build); the pointer is
@@ -443,7 +449,11 @@ function paintStrip() {
       continue;
     }
     const k = w.start + t - aw.start;
-    if (k < 0 || k >= A.T) { paint(sp, '#ffffff'); sp.dataset.w = ''; continue; }
+    if (k < 0 || k >= A.T) {
+      paint(sp, '#ffffff');
+      sp.dataset.w = '';
+      continue;
+    }
     if (S.maxHeads) {
       let best = -1;
       for (let l = 0; l < A.n_layer; l++)
@@ -478,18 +488,21 @@ function drawLegend() {
   let text, low, high, stops;
   if (S.lens === 'surprise' || !A) {
     text = 'Colour = \u2212log\u2082 p(character | what the model sees)';
-    low = '0'; high = '10+ bits';
+    low = '0';
+    high = '10+ bits';
     stops = [0, 2.5, 5, 7.5, 10].map(heat);
   } else if (!S.maxHeads && !A.mixers[head.l].probabilities) {
     text = 'Colour = layer ' + head.l + ', head ' + head.h + '\u2019s signed weight ' + direction +
            ' the chosen character, over its largest |weight| there';
-    low = '\u2212largest'; high = '+largest';
+    low = '\u2212largest';
+    high = '+largest';
     stops = [negativeColor(1), negativeColor(0.25), '#ffffff', weightColor(0.25), weightColor(1)];
   } else {
     text = 'Colour = ' + (S.maxHeads ? 'the largest attention weight over every head' :
                           'layer ' + head.l + ', head ' + head.h + '\u2019s attention weight') + ' ' + direction +
            ' the chosen character';
-    low = '0'; high = '1';
+    low = '0';
+    high = '1';
     stops = [0, 0.25, 0.5, 0.75, 1].map(weightColor);
   }
   $('striptitle').textContent = S.lens === 'surprise' || !A ? 'Surprise of each character' : 'Attention on each character';
@@ -592,7 +605,9 @@ document.addEventListener('keydown', e => {
   keyedHead = (e.key === 'Enter' || e.key === ' ') && !!e.target.closest && !!e.target.closest('#heads, #thumbs');
 });
 function openMap(l, h) {
-  S.layer = l; S.head = h; S.map = true;
+  S.layer = l;
+  S.head = h;
+  S.map = true;
   const byKeyboard = keyedHead;
   keyedHead = false;
   refresh().then(() => { if (byKeyboard && $('map').width > 0) $('map').focus(); });
@@ -875,11 +890,13 @@ function paintAblation() {
   const spans = $('strip').children, A = X.abl, on = A && X.off.length && S.lens === 'surprise' && S.w &&
       A.forText === S.w.text && A.delta.length === spans.length;
   for (let t = 0; t < spans.length; t++) {
-    if (!on) { delete spans[t].dataset.delta; continue; }
+    if (!on) {
+      delete spans[t].dataset.delta;
+      continue;
+    }
     const d = A.delta[t];
     spans[t].dataset.delta = d === null ? '' : d.toFixed(4);
-    spans[t].style.background = d === null ? '#eeeeee' : deltaColor(d);
-    spans[t].style.color = ink(spans[t].style.background);
+    paint(spans[t], d === null ? '#eeeeee' : deltaColor(d));  // through paint(), whose memory of each span's colour must stay true
   }
   $('abltotal').textContent = on && A.delta_bits_per_char !== null ? 'without ' + X.off.join(', ') + ' (' + A.how +
       '): ' + A.bits_per_char.toFixed(3) + ' bits/char, ' + (A.delta_bits_per_char >= 0 ? '+' : '') +
@@ -887,7 +904,11 @@ function paintAblation() {
 }
 async function refreshAblation() {
   const w = S.w, seq = S.seq;
-  if (!w || !X.off.length) { X.abl = null; paintStrip(); return; }
+  if (!w || !X.off.length) {
+    X.abl = null;
+    paintStrip();
+    return;
+  }
   try {
     const A = await api('/api/ablate', { ckpt: S.ckpt, text: w.text, heads: X.off.join(','), how: X.how });
     if (seq !== S.seq || S.w !== w) return;
