@@ -28,8 +28,8 @@ ASAN_DIR      := build/asan
 ASAN_CXX      ?= $(CXX)
 # float-cast-overflow is not part of GCC's -fsanitize=undefined; (int) of a huge float is UB worth knowing about.
 ASAN_SANITIZE := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
-ASAN_CXXFLAGS  = $(ASAN_SANITIZE) -O1 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter $(BLAS_CFLAGS) $(OMP_CFLAGS) \
-                 $(HTTPLIB_CFLAGS) -Isrc
+ASAN_CXXFLAGS  = $(ASAN_SANITIZE) -O1 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter $(CXXOPTS_CFLAGS) $(BLAS_CFLAGS) \
+                 $(OMP_CFLAGS) $(HTTPLIB_CFLAGS) -Isrc
 # Built without -DPLAINGPT_MPI, so without Open MPI's library: the sanitized programs run as one process, and the
 # mpirun tests skip in this build (make test runs them).
 ASAN_LIBS      = $(filter-out $(MPI_LIBS),$(LIBS))
@@ -121,7 +121,7 @@ TSAN_CXX      ?= clang++
 # ops/softmax_attention.cpp (a float max reduction needs no-NaN math there; g++ vectorizes them) and says so at -O1
 # as at -O3; vector code or not makes no difference to what TSan checks, so the warning is not repeated here.
 TSAN_CXXFLAGS  = -fsanitize=thread -fno-omit-frame-pointer -O1 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter \
-                 -Wno-pass-failed $(BLAS_CFLAGS) $(OMP_CFLAGS) $(HTTPLIB_CFLAGS) -Isrc
+                 -Wno-pass-failed $(CXXOPTS_CFLAGS) $(BLAS_CFLAGS) $(OMP_CFLAGS) $(HTTPLIB_CFLAGS) -Isrc
 # One process, like the ASan build: MPI's own threads are not what this is for.
 TSAN_LIBS      = $(filter-out $(MPI_LIBS),$(LIBS))
 TSAN_OBJ      := $(SRC:src/%.cpp=$(TSAN_DIR)/obj/%.o)
@@ -256,7 +256,7 @@ FUZZ_TARGETS  := checkpoint text specs
 FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # The library is instrumented for coverage too (fuzzer-no-link): that is where the parsers are.
 FUZZ_CXXFLAGS  = $(FUZZ_SANITIZE) -fsanitize=fuzzer-no-link -O1 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter \
-                 $(BLAS_CFLAGS) $(HTTPLIB_CFLAGS) -fopenmp -Isrc
+                 $(CXXOPTS_CFLAGS) $(BLAS_CFLAGS) $(HTTPLIB_CFLAGS) -fopenmp -Isrc
 FUZZ_LIBS      = $(BLAS_LIBS) -fopenmp -lpthread
 FUZZ_OBJ      := $(SRC:src/%.cpp=$(FUZZ_DIR)/obj/%.o)
 FUZZ_BINS     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
