@@ -1,6 +1,7 @@
 // A local explorer (./inspect serve's server) for tests: on 127.0.0.1 and an ephemeral port, on a thread of the
 // test, with a client that posts form parameters and reads the JSON answer.
 #pragma once
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <chrono>
@@ -8,8 +9,10 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "explore/server.h"
+#include "program_util.h"
 
 // A server on 127.0.0.1 and an ephemeral port, serving until the object goes away.
 class Running {
@@ -44,3 +47,21 @@ class Running {
   std::thread thread_;
 };
 
+
+// A request the server must refuse: its path and form parameters, the status it answers, and words its message holds.
+struct RefusedRequest {
+  std::string path;
+  httplib::Params params;
+  int status;
+  std::string says;
+};
+
+// Every request answered with its status and a JSON {"error": …} holding its words.
+inline void expect_refused(const Running& server, const std::vector<RefusedRequest>& requests) {
+  for (const RefusedRequest& r : requests) {
+    auto [status, j] = server.post(r.path, r.params);
+    EXPECT_EQ(status, r.status) << r.path << " " << j.dump();
+    ASSERT_TRUE(j.contains("error")) << r.path << " " << j.dump();
+    EXPECT_CONTAINS(j["error"].get<std::string>(), r.says);
+  }
+}

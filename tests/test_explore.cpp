@@ -371,13 +371,7 @@ TEST(ExploreApi, FillIsWhatSampleFillWritesForAMaskedLm) {
 TEST(ExploreApi, BadRequestsGetAClearJsonErrorNeverACrash) {
   Folder f;
   Running server(f.ckpt());
-  struct Case {
-    std::string path;
-    httplib::Params params;
-    int status;
-    std::string says;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedRequest> cases = {
       {"/api/attention", {{"text", std::string(33, 'a')}}, 400, "text has 33 characters; this model reads at most 32"},
       {"/api/next", {{"text", std::string(33, 'a')}}, 400, "text has 33 characters; this model reads at most 32"},
       {"/api/score", {{"text", "abZc"}}, 400, "character 'Z' (U+005A) at position 2 is not in the model's vocabulary"},
@@ -396,12 +390,7 @@ TEST(ExploreApi, BadRequestsGetAClearJsonErrorNeverACrash) {
       {"/api/score", {{"text", "abc"}, {"ckpt", "/etc/passwd"}}, 404, "no checkpoint named"},
       {"/api/nothing", {}, 404, "no such page or endpoint"},
   };
-  for (const Case& c : cases) {
-    auto [status, j] = server.post(c.path, c.params);
-    EXPECT_EQ(status, c.status) << c.path << " " << j.dump();
-    ASSERT_TRUE(j.contains("error")) << c.path << " " << j.dump();
-    EXPECT_CONTAINS(j["error"].get<std::string>(), c.says);
-  }
+  expect_refused(server, cases);
   // A body above 1 MiB is refused before it is read.
   httplib::Client c = server.client();
   auto big = c.Post("/api/score", std::string((1 << 20) + 1000, 'a'), "application/x-www-form-urlencoded");

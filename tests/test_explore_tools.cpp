@@ -267,18 +267,12 @@ TEST(ExploreTimeline, ScoresEachSnapshotOnceAndCachesThemBesideIt) {
   EXPECT_EQ(second["snapshots"][1]["scores"], first["snapshots"][1]["scores"]);
 }
 
-TEST(ExploreApi3, BadHeadsStepsAndPositionsAre400WithAMessage) {
+TEST(ExploreTools, BadHeadsStepsAndPositionsAre400WithAMessage) {
   KindFolder f(testutil::registered_kinds().front());
   SnapshotSettings s{5, 8};
   write_snapshot(f.dir.path(), 5, s, *f.model, f.tok, Objective::CLM);
   Running server(f.ckpt());
-  struct Case {
-    std::string path;
-    httplib::Params params;
-    int status;
-    std::string says;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<RefusedRequest> cases = {
       {"/api/ablate", {{"text", "abc"}, {"heads", "2.0"}}, 400, "heads: head 2.0 does not exist"},
       {"/api/ablate", {{"text", "abc"}, {"heads", "0.7"}}, 400, "heads: head 0.7 does not exist"},
       {"/api/ablate", {{"text", "abc"}, {"heads", "0-1"}}, 400, "heads: '0-1' is not a head"},
@@ -292,12 +286,7 @@ TEST(ExploreApi3, BadHeadsStepsAndPositionsAre400WithAMessage) {
       {"/api/timeline", {{"step", "7"}}, 400, "step 7: the run kept no snapshot at that step (it has 5)"},
       {"/api/timeline", {{"step", "x"}}, 400, "step must be a whole number"},
   };
-  for (const Case& c : cases) {
-    auto [status, j] = server.post(c.path, c.params);
-    EXPECT_EQ(status, c.status) << c.path << " " << j.dump();
-    ASSERT_TRUE(j.contains("error")) << c.path << " " << j.dump();
-    EXPECT_CONTAINS(j["error"].get<std::string>(), c.says);
-  }
+  expect_refused(server, cases);
   // A snapshot is a checkpoint of the folder: listed, and its step selects it.
   auto [status, listed] = server.post("/api/checkpoints", {});
   EXPECT_EQ(status, 200);
