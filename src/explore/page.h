@@ -957,7 +957,9 @@ function drawLens(J) {
       'nothing comes next)' : ', next \u00ab' + visible(J.target) + '\u00bb');
   const head = document.createElement('tr');
   for (const t of ['after', 'p(next)', 'its top five']) {
-    const th = document.createElement('th'); th.textContent = t; head.appendChild(th);
+    const th = document.createElement('th');
+    th.textContent = t;
+    head.appendChild(th);
   }
   table.appendChild(head);
   for (const L of J.layers) {
@@ -977,13 +979,19 @@ function drawLens(J) {
   for (const x of parts) {
     const row = document.createElement('div'), name = document.createElement('span'), track = document.createElement('span');
     const bar = document.createElement('span'), num = document.createElement('span');
-    row.className = 'bar'; row.setAttribute('role', 'listitem'); name.className = 'ch'; track.className = 'track';
+    row.className = 'bar';
+    row.setAttribute('role', 'listitem');
+    name.className = 'ch';
+    track.className = 'track';
     bar.className = x.value >= 0 ? 'p' : 'n';
     name.textContent = x.head !== null ? 'L' + x.layer + 'H' + x.head : x.name;
     bar.style.width = (50 * Math.abs(x.value) / most) + '%';
     if (x.value >= 0) bar.style.left = '50%';
     num.textContent = (x.value >= 0 ? '+' : '') + x.value.toFixed(3);
-    track.appendChild(bar); row.appendChild(name); row.appendChild(track); row.appendChild(num);
+    track.appendChild(bar);
+    row.appendChild(name);
+    row.appendChild(track);
+    row.appendChild(num);
     dla.appendChild(row);
   }
 }
@@ -1006,8 +1014,10 @@ async function refreshSteps() {
     drawSteps(H);
     bump('steps');
   } catch (e) {
-    $('steptable').replaceChildren(); $('steplist').replaceChildren();
-    $('stepread').textContent = ''; $('stepout').textContent = String(e.message || e);
+    $('steptable').replaceChildren();
+    $('steplist').replaceChildren();
+    $('stepread').textContent = '';
+    $('stepout').textContent = String(e.message || e);
   }
 }
 function drawSteps(H) {
@@ -1024,7 +1034,9 @@ function drawSteps(H) {
   table.replaceChildren();
   const head = document.createElement('tr');
   for (const t of ['key', 'char', 'q·k', 's·q·k', 'mask', 'weight', 'model’s']) {
-    const th = document.createElement('th'); th.textContent = t; head.appendChild(th);
+    const th = document.createElement('th');
+    th.textContent = t;
+    head.appendChild(th);
   }
   table.appendChild(head);
   H.dot.forEach((d, j) => {
@@ -1042,7 +1054,10 @@ function drawSteps(H) {
 $('stepbox').addEventListener('toggle', () => { if ($('stepbox').open) refreshSteps(); });
 $('lensbox').addEventListener('toggle', () => { if ($('lensbox').open && X.lensAt) refreshLens(X.lensAt.w, X.lensAt.pos); });
 function modelOpened(M) {
-  X.off = X.off.filter(n => { const [l, h] = n.split('.').map(Number); return l < M.n_layer && h < M.n_head; });
+  X.off = X.off.filter(n => {
+    const [l, h] = n.split('.').map(Number);
+    return l < M.n_layer && h < M.n_head;
+  });
   X.abl = null;
   drawKnock(M);
   const i = X.timeline ? X.timeline.snapshots.findIndex(s => s.name === S.ckpt) : -1;
@@ -1081,13 +1096,25 @@ function drawTimeline() {
   const left = 36, right = c.width - 30, y0 = c.height - 18, y1 = 8;
   const x = step => left + (right - left) * step / maxStep;
   const yl = v => y0 - (y0 - y1) * v / top, ys = v => y0 - (y0 - y1) * v;
-  ctx.font = '10px sans-serif'; ctx.fillStyle = '#444';
-  ctx.fillText(top.toFixed(1), 2, y1 + 8); ctx.fillText('0', 2, y0); ctx.fillText('1', right + 6, y1 + 8);
-  ctx.fillText(String(maxStep), right - 20, c.height - 4); ctx.fillText('0', left, c.height - 4);
+  ctx.font = '10px sans-serif';
+  ctx.fillStyle = '#444';
+  ctx.fillText(top.toFixed(1), 2, y1 + 8);
+  ctx.fillText('0', 2, y0);
+  ctx.fillText('1', right + 6, y1 + 8);
+  ctx.fillText(String(maxStep), right - 20, c.height - 4);
+  ctx.fillText('0', left, c.height - 4);
   const line = (xs, ys_, color) => {
-    ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.beginPath();
+    ctx.strokeStyle = color;
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
     let on = false;
-    xs.forEach((s, i) => { const v = ys_[i]; if (v === null) return; on ? ctx.lineTo(x(s), v) : ctx.moveTo(x(s), v); on = true; });
+    xs.forEach((s, i) => {
+      const v = ys_[i];
+      if (v === null) return;
+      if (on) ctx.lineTo(x(s), v);
+      else ctx.moveTo(x(s), v);
+      on = true;
+    });
     ctx.stroke();
   };
   line(T.metrics.step, T.metrics.train_loss.map(v => v === null ? null : yl(v)), '#999');
@@ -1100,7 +1127,12 @@ function drawTimeline() {
   for (const s of T.snapshots) ctx.fillRect(x(s.step) - 0.5, y0, 1, 4);  // each snapshot marked on the axis
   if (X.at >= 0 && T.snapshots[X.at]) {
     const s = T.snapshots[X.at];
-    ctx.strokeStyle = '#e08000'; ctx.lineWidth = 1; ctx.beginPath(); ctx.moveTo(x(s.step), y1); ctx.lineTo(x(s.step), y0); ctx.stroke();
+    ctx.strokeStyle = '#e08000';
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    ctx.moveTo(x(s.step), y1);
+    ctx.lineTo(x(s.step), y0);
+    ctx.stroke();
     const i = T.metrics.step.findIndex(v => v >= s.step);
     const loss = i >= 0 && T.metrics.val_loss[i] !== null ? ', val loss ' + T.metrics.val_loss[i].toFixed(3) + ' (step ' + T.metrics.step[i] + ')' : '';
     const ind = Array.from({ length: L }, (_, l) => { const b = bestInduction(s, l); return 'L' + l + ' ' + (b === null ? '-' : b.toFixed(2)); });
@@ -1128,10 +1160,15 @@ $('timeline').addEventListener('click', e => {
   const maxStep = Math.max(1, ...T.metrics.step.concat(steps));
   const step = (e.offsetX * zoom - 36) / (c.width - 66) * maxStep;
   let best = 0;
-  steps.forEach((s, i) => { if (Math.abs(s - step) < Math.abs(steps[best] - step)) best = i; });
+  steps.forEach((s, i) => {
+    if (Math.abs(s - step) < Math.abs(steps[best] - step)) best = i;
+  });
   scrubTo(best);
 });
-$('ablhow').addEventListener('change', () => { X.how = $('ablhow').value; refreshAblation(); });
+$('ablhow').addEventListener('change', () => {
+  X.how = $('ablhow').value;
+  refreshAblation();
+});
 
 // Start: the address's #text=…&ckpt=… if any, else a first sentence.
 (async function start() {
