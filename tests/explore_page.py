@@ -628,6 +628,21 @@ def signed_checks(dt, name, kind, check):
       return [drawn, rows]; }})()""")
     check(rows[1] > 0 and rows[0] == rows[1], f"every row of the {kind} map reaches its darkest colour at its own largest "
           f"|weight| ({rows[0]} of {rows[1]} rows)")
+    # One head of the recurrent layer step by step (its head chosen above): the kind's own steps, a table row for
+    # each value they give, and the head's output recomputed from them within float rounding of the model's own.
+    count = dt.js("+(document.body.dataset.steps || 0)")
+    dt.js("(() => { const b = document.getElementById('stepbox'); if (!b.open) b.querySelector('summary').click(); return 1; })()")
+    check(dt.wait_for(f"+(document.body.dataset.steps || 0) > {count} || "
+                      f"document.getElementById('stepread').textContent.includes('({kind})')", 30),
+          f"the step-by-step panel answers for the {kind} layer")
+    H = dt.js("api('/api/head', {ckpt: S.ckpt, text: S.A.chars.join(''), position: S.aw.position, layer: S.layer,"
+              " head: S.head})")
+    values = sum(len(st["values"]) for st in H["steps"])
+    shown = dt.js("document.getElementById('steptable').rows.length - 1")
+    worst = max(abs(a - b) for a, b in zip(H["output"], H["model_output"]))
+    check(H.get("recurrent") and H["kind"] == kind and shown == values and worst < 1e-4,
+          f"the {kind} head's own steps ({[st['name'] for st in H['steps']]}): {shown} of {values} values shown, "
+          f"the output recomputed within {worst:.1e} of the model's")
 
 
 def interp_checks(dt, check):

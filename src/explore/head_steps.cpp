@@ -8,6 +8,37 @@
 
 using nlohmann::json;
 
+namespace {
+
+// A kind without queries and keys tells its own steps (MixerLab::head_steps, in the kind's file): each with its
+// values, and the head's output recomputed from them beside the model's own.
+json recurrent_steps_json(const HeadSteps& h, const Mixer& mixer, const std::vector<std::string>& chars, int position,
+                          int layer, int head, const std::vector<double>& model_output) {
+  if (h.steps.empty())
+    throw BadRequest("layer " + std::to_string(layer) + " (" + mixer.kind() + ") tells no steps: " +
+                     mixer.lab().weights_description());
+  json steps = json::array();
+  for (const HeadStep& st : h.steps) {
+    json values = json::array();
+    for (const auto& [name, numbers] : st.values) values.push_back({{"name", name}, {"values", numbers}});
+    steps.push_back({{"name", st.name}, {"math", st.math}, {"textbook", st.textbook}, {"file", st.file},
+                     {"values", values}});
+  }
+  return {{"chars", chars},
+          {"position", position},
+          {"layer", layer},
+          {"head", head},
+          {"kind", mixer.kind()},
+          {"head_size", (int)h.output.size()},
+          {"recurrent", true},
+          {"about", mixer.lab().weights_description()},
+          {"steps", steps},
+          {"output", h.output},
+          {"model_output", model_output}};
+}
+
+}  // namespace
+
 json head_steps_json(ExploredModel& m, const std::vector<int>& ids, int position, int layer, int head) {
   GPT& model = m.model();
   const int T = (int)ids.size(), L = model.config.n_layer, NH = model.config.n_head, C = model.config.n_embd;
@@ -24,9 +55,13 @@ json head_steps_json(ExploredModel& m, const std::vector<int>& ids, int position
   const MixerLab& lab = mixer.lab();
   const MixerPass pass = model.mixer_pass(layer);
   const float* qkv = lab.qkv(pass.saved);
-  if (!qkv)
-    throw BadRequest("layer " + std::to_string(layer) + " (" + mixer.kind() + ") has no queries and keys to show step by "
-                     "step: " + lab.weights_description());
+  std::vector<std::string> chars;
+  for (int id : ids) chars.push_back(m.ckpt.tokenizer.decode_one(id));
+  const HeadShares shares = lab.head_shares(pass);
+  const float* y = shares.y + (size_t)position * shares.width + head * (shares.width / NH);
+  const std::vector<double> model_o(y, y + shares.width / NH);
+  if (!qkv) return recurrent_steps_json(lab.head_steps(pass, position, head), mixer, chars, position, layer, head,
+                                        model_o);
   const int HS = C / NH;
   const AttentionMask& mask = model.masks()[layer];
   auto part = [&](int t, int third) {  // head h's HS columns of q (0), k (1) or v (2) at position t
@@ -64,11 +99,6 @@ json head_steps_json(ExploredModel& m, const std::vector<int>& ids, int position
   std::vector<double> o(HS, 0.0);
   for (int j = 0; j < T; j++)
     for (int d = 0; d < HS; d++) o[d] += p[j] * values[j][d].get<double>();
-  const HeadShares shares = lab.head_shares(pass);
-  const float* y = shares.y + (size_t)position * shares.width + head * (shares.width / NH);
-  const std::vector<double> model_o(y, y + HS);
-  std::vector<std::string> chars;
-  for (int id : ids) chars.push_back(m.ckpt.tokenizer.decode_one(id));
   // Each step with the textbook function docs/tour.md's table names for it.
   const std::string textbook = "src/textbook/reference.h";
   auto step = [&](const std::string& name, const std::string& math, const std::string& function,

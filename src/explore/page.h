@@ -167,7 +167,10 @@ button { font-size: 13px; }
   <details id="stepbox"><summary><h2 style="display:inline">One head, step by step <span class="note" id="stepread"></span></h2></summary>
   <div class="note">The chosen head (click one in the attention panel) at the chosen character: its query q against
     every key k, the scale, the mask, the weights and the weighted sum of the values, each step named with the
-    textbook function that computes it (docs/tour.md's table), and the model's own weights and output beside them.</div>
+    textbook function that computes it (docs/tour.md's table), and the model's own weights and output beside them.
+    A recurrent layer shows its own steps instead: for Mamba-2 Δ and the decay, the state's write and the read; for
+    RWKV-7 and Gated DeltaNet the decay, the erase, the write and the read; and the head's output recomputed from
+    them.</div>
   <ol id="steplist" class="note"></ol>
   <table id="steptable"></table>
   <div class="note" id="stepout"></div>
@@ -1020,6 +1023,20 @@ async function refreshSteps() {
     $('stepout').textContent = String(e.message || e);
   }
 }
+function tableRow(cells, tag) {
+  const tr = document.createElement('tr');
+  for (const c of cells) {
+    const td = document.createElement(tag);
+    td.textContent = String(c);
+    tr.appendChild(td);
+  }
+  return tr;
+}
+// A step's numbers: a scalar as it is, a vector's first eight and an ellipsis.
+function shortList(v) {
+  if (v.length === 1) return v[0].toPrecision(4);
+  return '[' + v.slice(0, 8).map(x => x.toFixed(3)).join(', ') + (v.length > 8 ? ', …' : '') + ']';
+}
 function drawSteps(H) {
   $('stepread').textContent = 'layer ' + H.layer + ', head ' + H.head + ' (' + H.kind + ') at «' +
       visible(H.chars[H.position]) + '»';
@@ -1032,21 +1049,22 @@ function drawSteps(H) {
   }
   const table = $('steptable');
   table.replaceChildren();
-  const head = document.createElement('tr');
-  for (const t of ['key', 'char', 'q·k', 's·q·k', 'mask', 'weight', 'model’s']) {
-    const th = document.createElement('th');
-    th.textContent = t;
-    head.appendChild(th);
+  const most = Math.max(...H.output.map((o, d) => Math.abs(o - H.model_output[d])));
+  if (H.recurrent) {
+    // A recurrence's own steps (MixerLab::head_steps): each value the step gives at this character.
+    table.appendChild(tableRow(['step', 'value', 'at this character'], 'th'));
+    for (const st of H.steps)
+      for (const v of st.values) table.appendChild(tableRow([st.name, v.name, shortList(v.values)], 'td'));
+    $('stepout').textContent = 'out = ' + shortList(H.output) + ', the head’s share recomputed from these steps; ' +
+        'the model’s own within ' + most.toExponential(1) + '. ' + H.about;
+    return;
   }
-  table.appendChild(head);
+  table.appendChild(tableRow(['key', 'char', 'q·k', 's·q·k', 'mask', 'weight', 'model’s'], 'th'));
   H.dot.forEach((d, j) => {
-    const tr = document.createElement('tr');
     const cells = [j, visible(H.chars[j]), d.toFixed(3), H.scaled[j].toFixed(3), H.allowed[j] ? 'yes' : 'no',
                    H.weights[j].toFixed(4), H.model_weights[j].toFixed(4)];
-    for (const c of cells) { const td = document.createElement('td'); td.textContent = String(c); tr.appendChild(td); }
-    table.appendChild(tr);
+    table.appendChild(tableRow(cells, 'td'));
   });
-  const most = Math.max(...H.output.map((o, d) => Math.abs(o - H.model_output[d])));
   $('stepout').textContent = 'O = Σ weight · v = [' + H.output.slice(0, 4).map(o => o.toFixed(3)).join(', ') +
       (H.output.length > 4 ? ', …' : '') + '], the model’s own head output within ' + most.toExponential(1) +
       (H.from_scores ? '' : '; ' + H.about);

@@ -4,6 +4,7 @@
 // these questions instead of comparing kind names, so a new kind is drawn and described by its own answers.
 #pragma once
 #include "model/head_shares.h"
+#include "model/head_steps.h"
 #include "model/mixer.h"
 
 class MixerLab {
@@ -34,6 +35,10 @@ class MixerLab {
   // What each head adds to the layer's output in the last forward (model/head_shares.h): the output projection's
   // input, the projection and its bias. The explorer's ablation and logit attribution read it.
   virtual HeadShares head_shares(const MixerPass& pass) const = 0;
+  // Head `head`'s computation at `position` of sequence 0 in the last forward, step by step (model/head_steps.h),
+  // for the kinds whose weights are not read from queries and keys (the explorer draws those from qkv()). A kind
+  // that tells none returns no steps.
+  virtual HeadSteps head_steps(const MixerPass& pass, int position, int head) const { return {}; }
 
   // The decoding state (Mixer::state_floats) after positions 0 … T−1, from a batched forward of them (B = 1): what
   // T single-row steps leave, up to float rounding. Nothing in the programs needs it (the decoder's shadow builds

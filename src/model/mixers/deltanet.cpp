@@ -5,13 +5,82 @@
 // attention M and the tensor table are in ops/deltanet.h; this file plugs them into the recurrent family of the
 // mixer seam (recurrent.h: causal only, no head gates, the residual add, the state reset). Sizes: C = n_embd,
 // H = n_head heads of N = C/H, K = deltanet_conv. docs/deltanet.md.
+#include <cmath>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "model/mixers/recurrent.h"
 #include "model/mixers/registry.h"
 #include "ops/deltanet.h"
 
 namespace {
+
+// Head h at position t of sequence 0 in the last forward, step by step (model/head_steps.h): q, k, v, α and β as
+// the forward saved them, then the recurrence carried in double from S_{−1} = 0 to S_t, the read, the norm and
+// the gate. The state's N × N numbers are shown by their norm.
+HeadSteps deltanet_head_steps(const DeltaNetActivations& a, const DeltaNetWeights& w, const DeltaNetDims& d, int t,
+                              int h) {
+  const int C = d.C, H = d.H, N = d.N;
+  auto head = [&](const float* rows, int s) {  // head h's N channels of a (T, C) activation at position s
+    const float* row = rows + (size_t)s * C + (size_t)h * N;
+    return std::vector<double>(row, row + N);
+  };
+  std::vector<double> S((size_t)N * N, 0.0);  // rows value channels, columns key channels
+  std::vector<double> recall(N), write(N);
+  auto advance = [&](int s) {  // S_s from S_{s−1}: recall = S_{s−1}k_s, write = β_s(v_s − α_s·recall)
+    const std::vector<double> k = head(a.k, s);
+    const std::vector<double> v = head(a.v, s);
+    const double alpha = a.alpha[(size_t)s * H + h];
+    const double beta = a.beta[(size_t)s * H + h];
+    for (int i = 0; i < N; i++) {
+      recall[i] = 0;
+      for (int j = 0; j < N; j++) recall[i] += S[(size_t)i * N + j] * k[j];
+      write[i] = beta * (v[i] - alpha * recall[i]);
+    }
+    for (int i = 0; i < N; i++)
+      for (int j = 0; j < N; j++) S[(size_t)i * N + j] = alpha * S[(size_t)i * N + j] + write[i] * k[j];
+  };
+  for (int s = 0; s < t; s++) advance(s);
+  const double before = frobenius_norm(S);
+  advance(t);
+  const std::vector<double> q = head(a.q, t);
+  std::vector<double> y(N, 0.0);
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) y[i] += S[(size_t)i * N + j] * q[j];
+  double mean_square = 0;
+  for (double e : y) mean_square += e * e / N;
+  const double r = 1 / std::sqrt(mean_square + kDeltaNetNormEps);
+  std::vector<double> normed(N), gate(N), out(N);
+  for (int i = 0; i < N; i++) {
+    const double z = a.gl[(size_t)t * C + (size_t)h * N + i];
+    normed[i] = y[i] * r * w.norm_w[i];
+    gate[i] = z / (1 + std::exp(-z));
+    out[i] = normed[i] * gate[i];
+  }
+  const double alpha = a.alpha[(size_t)t * H + h];
+  const double beta = a.beta[(size_t)t * H + h];
+  const std::string textbook = "src/textbook/deltanet.h";
+  HeadSteps steps;
+  steps.steps = {
+      {"q, k, v", "the short causal convolutions of u·W_q, u·W_k, u·W_v, silu, q and k L2-normalised per head, q ÷ √N",
+       "ref_deltanet_inputs", textbook, {{"q", q}, {"k", head(a.k, t)}, {"v", head(a.v, t)}}},
+      {"decay", "α_t = exp(−exp(A_log)·softplus(u_t·W_α + dt_bias)): every association fades by α_t",
+       "ref_deltanet_inputs", textbook, {{"α", {alpha}}}},
+      {"recall", "S_{t−1}·k_t: what the state holds for the key k_t", "ref_deltanet_recurrence", textbook,
+       {{"‖S_{t−1}‖", {before}}, {"S_{t−1}·k", recall}}},
+      {"erase and write", "w_t = β_t(v_t − α_t·S_{t−1}k_t): a β_t share of the decayed recall replaced by v_t; the "
+       "transition's eigenvalue along k_t is α_t(1 − β_t)", "ref_deltanet_recurrence", textbook,
+       {{"β", {beta}}, {"α(1 − β)", {alpha * (1 - beta)}}, {"w", write}}},
+      {"state", "S_t = α_t·S_{t−1} + w_t·k_tᵀ  (= α_t·S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ)",
+       "ref_deltanet_recurrence", textbook, {{"‖S_t‖", {frobenius_norm(S)}}}},
+      {"read", "y_t = S_t·q_t", "ref_deltanet_recurrence", textbook, {{"y", y}}},
+      {"norm and gate", "y_t / √(mean(y_t²) + 1e-5) ⊙ norm.weight, times silu(u_t·W_g)", "ref_deltanet_forward",
+       textbook, {{"normed", normed}, {"silu(u·W_g)", gate}, {"out", out}}},
+  };
+  steps.output = out;
+  return steps;
+}
 
 class DeltaNet final : public RecurrentMixer {
  public:
@@ -51,6 +120,10 @@ class DeltaNet final : public RecurrentMixer {
   // What each head adds (model/head_shares.h): n ⊙ silu(u·W_g) (B, T, C), each head's N channels side by side, enters W_o (no bias).
   HeadShares head_shares(const MixerPass& x) const override {
     return {deltanet_activations(x.saved, d_, x.B, x.T).oin, d_.C, slots_.weights(x.p).Wo, nullptr};
+  }
+
+  HeadSteps head_steps(const MixerPass& x, int position, int head) const override {
+    return deltanet_head_steps(deltanet_activations(x.saved, d_, x.B, x.T), slots_.weights(x.p), d_, position, head);
   }
 
   // ---- decoding: the convolutions' last K − 1 inputs and S (H × N × N), whatever the context: O(1) per token.

@@ -7,13 +7,79 @@
 // N = ssm_state, K = ssm_conv (0 = no conv); ssm_selective = 0 makes Δ, B and C constants (time-invariant).
 // docs/mamba.md describes the layer, its settings and what the lab shows of it.
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "model/mixers/recurrent.h"
 #include "model/mixers/registry.h"
 #include "ops/mamba.h"
 
 namespace {
+
+// Head h at position t of sequence 0 in the last forward, step by step (model/head_steps.h): x, B, C and Δ as the
+// forward saved them, then the scan carried in double from S_0 = 0 to S_t, the read, the gate and the norm. The
+// norm divides by the RMS of the whole row (every head's gated output), read from the forward's g.
+HeadSteps mamba_head_steps(const MambaActivations& a, const MambaWeights& w, const MambaDims& d, int t, int h) {
+  const int E = d.E, H = d.H, P = d.P, N = d.N, X = d.conv_channels(), IN = d.in_cols();
+  auto x_at = [&](int s) {  // head h's P channels of x_s, after the conv and silu
+    const float* row = a.xbc + (size_t)s * X + (size_t)h * P;
+    return std::vector<double>(row, row + P);
+  };
+  auto B_at = [&](int s) {  // B_s (N), shared by the heads; a constant when not selective
+    const float* b = d.selective ? a.xbc + (size_t)s * X + E : w.B_const;
+    return std::vector<double>(b, b + N);
+  };
+  auto C_at = [&](int s) {
+    const float* c = d.selective ? a.xbc + (size_t)s * X + E + N : w.C_const;
+    return std::vector<double>(c, c + N);
+  };
+  const double A = -std::exp((double)w.A_log[h]);
+  std::vector<double> S((size_t)P * N, 0.0);  // rows the head's channels, columns the state's
+  auto advance = [&](int s) {  // S_s = ā_s·S_{s−1} + Δ_s·x_s B_sᵀ
+    const double delta = a.dt[(size_t)s * H + h];
+    const double decay = std::exp(delta * A);
+    const std::vector<double> x = x_at(s);
+    const std::vector<double> b = B_at(s);
+    for (int i = 0; i < P; i++)
+      for (int j = 0; j < N; j++) S[(size_t)i * N + j] = decay * S[(size_t)i * N + j] + delta * x[i] * b[j];
+  };
+  for (int s = 0; s < t; s++) advance(s);
+  const double before = frobenius_norm(S);
+  advance(t);
+  const std::vector<double> x = x_at(t);
+  const std::vector<double> c = C_at(t);
+  std::vector<double> y(P, 0.0), gated(P), out(P);
+  for (int i = 0; i < P; i++) {
+    for (int j = 0; j < N; j++) y[i] += S[(size_t)i * N + j] * c[j];
+    y[i] += (double)w.D[h] * x[i];
+  }
+  double mean_square = 0;
+  for (int e = 0; e < E; e++) mean_square += (double)a.g[(size_t)t * E + e] * a.g[(size_t)t * E + e] / E;
+  const double r = 1 / std::sqrt(mean_square + kMambaNormEps);
+  for (int i = 0; i < P; i++) {
+    const double z = a.proj[(size_t)t * IN + (size_t)h * P + i];
+    gated[i] = y[i] * z / (1 + std::exp(-z));
+    out[i] = gated[i] * r * w.norm_w[(size_t)h * P + i];
+  }
+  const double delta = a.dt[(size_t)t * H + h];
+  const std::string textbook = "src/textbook/mamba.h";
+  HeadSteps steps;
+  steps.steps = {
+      {"x, B, C", "x_t: the head's channels of the causal conv of u·W_in, silu; B_t and C_t (shared by the heads)",
+       "ref_mamba_inputs", textbook, {{"x", x}, {"B", B_at(t)}, {"C", c}}},
+      {"Δ and decay", "Δ_t = softplus(dt_raw + dt_bias), a = −exp(A_log), ā_t = exp(Δ_t·a): the state fades by ā_t",
+       "ref_mamba_delta", textbook, {{"Δ", {delta}}, {"a", {A}}, {"ā", {std::exp(delta * A)}}}},
+      {"state", "S_t = ā_t·S_{t−1} + Δ_t·x_t B_tᵀ: nothing erased, the new input written along B_t", "ref_mamba_scan",
+       textbook, {{"‖S_{t−1}‖", {before}}, {"‖S_t‖", {frobenius_norm(S)}}}},
+      {"read", "y_t = S_t·C_t + D·x_t", "ref_mamba_scan", textbook, {{"D", {(double)w.D[h]}}, {"y", y}}},
+      {"gate and norm", "g = y_t ⊙ silu(z_t), divided by √(mean over the whole row's g² + 1e-5), ⊙ norm.weight",
+       "ref_gated_rmsnorm", textbook, {{"g", gated}, {"1/rms", {r}}, {"out", out}}},
+  };
+  steps.output = out;
+  return steps;
+}
 
 class Mamba final : public RecurrentMixer {
  public:
@@ -53,6 +119,10 @@ class Mamba final : public RecurrentMixer {
   // What each head adds (model/head_shares.h): the gated norm's output n (B, T, E), each head's P channels side by side, enters out_proj (no bias).
   HeadShares head_shares(const MixerPass& x) const override {
     return {mamba_activations(x.saved, d_, x.B, x.T).n, d_.E, slots_.weights(x.p).out_proj_w, nullptr};
+  }
+
+  HeadSteps head_steps(const MixerPass& x, int position, int head) const override {
+    return mamba_head_steps(mamba_activations(x.saved, d_, x.B, x.T), slots_.weights(x.p), d_, position, head);
   }
 
   // ---- decoding: the conv's last K − 1 inputs and S (H × P × N), whatever the context length: O(1) per token.
