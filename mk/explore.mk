@@ -65,9 +65,12 @@ test-explore: build/bin/train build/bin/inspect
 	  --mlm-ckpt bert.safetensors --folder $$D/m --screenshot $$D/page.png
 
 # The two latency goals of docs/explore.md, measured. Key → every panel (the page's data-latency: the debounce, the
-# one request and the drawing) over 20 keys typed into the page on the tiny preset's model (200 steps), then a
+# one request and the drawing) over 20 keys typed into the page on the tiny preset's model (200 steps, a snapshot
+# every 20), and Explorer III's answers in the page, 11 times each (action → its panel: the timeline, the scrubber,
+# a head knocked out, the lens, one head step by step; tests/explore_page.py's tools_latency). Then a
 # 1000-character /api/attention answer of a block-1024 model (1 step: the weights do not change the work), five
-# times. The load average is printed beside both: the numbers mean little on a busy machine. Then the long text of
+# times, and 10 keys typed at the end of 1000 characters in the page on that model, without and with a head's map
+# open. The load average is printed beside both: the numbers mean little on a busy machine. Then the long text of
 # issue 48: 10,000 characters pasted, 20 keys typed at its end one at a time (key → every panel, as above), and 10
 # keys 200 ms apart without waiting (from the last key to the panels showing the whole text: a backlog shows here).
 # EXPLORE_LATENCY_INSPECT: the ./inspect to measure (another build's, to measure before and after side by side).
@@ -78,20 +81,24 @@ EXPLORE_LATENCY_LONG ?= 10000
 explore-latency: build/bin/train build/bin/inspect
 	@if [ -z "$(CHROMIUM)" ] || [ -z "$(PYTHON3)" ]; then echo "explore-latency: needs chromium and python3"; exit 1; fi; \
 	set -e; D=$(EXPLORE_LATENCY_DIR); mkdir -p $$D; \
-	[ -e $$D/tiny/ckpt.safetensors ] || OMP_WAIT_POLICY=passive ./build/bin/train --preset tiny --steps 200 \
-	  --data data/stories.txt --out $$D/tiny --overwrite > $$D/train-tiny.log; \
+	[ -d $$D/tiny/snapshots ] || OMP_WAIT_POLICY=passive ./build/bin/train --preset tiny --steps 200 \
+	  --snapshot-every 20 --data data/stories.txt --out $$D/tiny --overwrite > $$D/train-tiny.log; \
 	[ -e $$D/b/ckpt.safetensors ] || OMP_WAIT_POLICY=passive ./build/bin/train --preset tiny --block 1024 --batch 1 \
 	  --steps 1 --eval-iters 1 --data data/stories.txt --out $$D/b --overwrite > $$D/train-b.log; \
 	serve() { OMP_WAIT_POLICY=passive $(EXPLORE_LATENCY_INSPECT) serve --ckpt $$1 --port 0 > $$2 2>&1 & pid=$$!; \
-	  url=; for i in $$(seq 300); do url=$$(grep -o 'http://[^ ]*' $$2 || true); [ -n "$$url" ] && break; sleep 0.1; done; }; \
+	  url=; for i in $$(seq 300); do url=$$(grep -so 'http://[^ ]*' $$2 || true); [ -n "$$url" ] && break; sleep 0.1; done; }; \
 	serve $$D/tiny $$D/serve-tiny.log; trap 'kill $$pid 2>/dev/null || true' EXIT; \
 	echo "load: $$(uptime | sed 's/.*load average/load average/')"; \
 	$(PYTHON3) tests/explore_page.py --chromium $(CHROMIUM) --url "$$url" --skip-checks \
-	  --prompt 'Once upon a time there was a little girl' --measure 20 --screenshot $$D/page.png | grep 'key ->'; \
+	  --prompt 'Once upon a time there was a little girl' --measure 20 --measure-tools 11 --screenshot $$D/page.png \
+	  | grep -- '->'; \
 	kill $$pid; serve $$D/b $$D/serve-b.log; \
 	$(PYTHON3) -c "print('text=' + 'the cat sat. ' * 77 + 'the')" > $$D/body; \
 	for i in 1 2 3 4 5; do curl -s -o /dev/null -w '1004-character attention answer: %{time_total} s, %{size_download} bytes\n' \
 	  --data-binary @$$D/body "$${url}api/attention"; done; \
+	for map in "" --open-map; do $(PYTHON3) tests/explore_page.py --chromium $(CHROMIUM) --url "$$url" --skip-checks \
+	  --prompt 'the cat sat. ' --long 1000 --measure 10 $$map --screenshot $$D/page-b.png \
+	  | sed "s/^  key/  block 1024, 1000 characters$${map:+, a head map open}: key/" | grep 'key ->'; done; \
 	echo "load: $$(uptime | sed 's/.*load average/load average/')"; \
 	kill $$pid; serve $$D/tiny $$D/serve-long.log; \
 	$(PYTHON3) tests/explore_page.py --chromium $(CHROMIUM) --url "$$url" --skip-checks \

@@ -731,6 +731,53 @@ def interp_checks(dt, check):
     check(parts >= heads + 1, f"the attribution lists every head, the MLPs and the embedding ({parts} parts)")
 
 
+def tools_latency(dt, n):
+    """Explorer III's answers measured in the browser, as the key-to-panel figure is: from the user's action to its
+    panel drawn (the page's counter for that panel bumped), n times each, the medians printed. The timeline is
+    asked again (its scores cached by then); the scrubber moves to the next snapshot (a checkpoint opened and every
+    panel redrawn); a head is knocked out (the strip recoloured; it is put back between rounds); a character is
+    chosen with the lens panel open, then with the step-by-step panel open (the refresh of that character, then
+    the panel's own request)."""
+    def timed(action, counter, until="true"):
+        return dt.js(f"""(async () => {{
+          const before = +(document.body.dataset.{counter} || 0);
+          const t0 = performance.now();
+          {action};
+          while (+(document.body.dataset.{counter} || 0) <= before || !({until})) await new Promise(r => setTimeout(r, 1));
+          return performance.now() - t0; }})()""")
+
+    def report(what, times):
+        times = sorted(times)
+        print(f"  {what}: median {times[len(times) // 2]:.0f} ms, min {times[0]:.0f}, max {times[-1]:.0f} over "
+              f"{len(times)}")
+
+    report("timeline (cached) -> drawn", [timed("await loadTimeline()", "timeline") for _ in range(n)])
+    snaps = dt.js("X.timeline.snapshots.length")
+    if snaps >= 2:
+        moves = []
+        for i in range(n):
+            moves.append(timed(f"const r = document.getElementById('scrub'); r.value = {i % snaps}; "
+                               "r.dispatchEvent(new Event('input'))", "refreshes",
+                               f"S.ckpt === X.timeline.snapshots[{i % snaps}].name"))
+        report("scrubber -> every panel", moves)
+        open_ckpt(dt, "ckpt.safetensors")
+        dt.wait_for("document.body.dataset.status === 'ok'")
+    knocks = []
+    for _ in range(n):
+        knocks.append(timed("document.querySelector('#knock button[data-head=\"0.0\"]').click()", "ablations"))
+        dt.js("document.querySelector('#knock button[data-head=\"0.0\"]').click(); 1")
+        dt.wait_for("document.querySelectorAll('#strip span[data-delta]').length === 0", 10)
+    report("head knocked out -> strip recoloured", knocks)
+    chars = dt.js("document.querySelectorAll('#strip span').length")
+    for box, counter, what in (("lensbox", "lenses", "character chosen -> lens and attribution drawn"),
+                               ("stepbox", "steps", "character chosen -> head step by step drawn")):
+        dt.js(f"(() => {{ const b = document.getElementById('{box}'); if (!b.open) b.querySelector('summary').click(); return 1; }})()")
+        times = [timed(f"document.querySelectorAll('#strip span')[{2 + i % max(1, chars - 3)}].click()", counter)
+                 for i in range(n)]
+        report(what, times)
+        dt.js(f"document.getElementById('{box}').open = false; 1")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chromium", required=True)
@@ -753,6 +800,10 @@ def main():
                     help="then type this many characters --interval ms apart without waiting for the page, and print "
                          "the milliseconds from the last key to every panel redrawn with the whole text")
     ap.add_argument("--interval", type=int, default=200, help="milliseconds between the keys of --burst")
+    ap.add_argument("--open-map", action="store_true",
+                    help="before --measure: click layer 0's first head, so that its map is redrawn with every key")
+    ap.add_argument("--measure-tools", type=int, default=0,
+                    help="then time Explorer III's answers in the page this many times each (tools_latency)")
     ap.add_argument("--pick", type=int, default=-1, help="for the screenshot: click this character (its attention)")
     ap.add_argument("--hover", type=int, default=-1, help="for the screenshot: rest the pointer on this character")
     a = ap.parse_args()
@@ -898,6 +949,10 @@ def main():
             dt.wait_for(*wait)
             dt.js("document.getElementById('text').focus(); document.getElementById('text').setSelectionRange(1e9, 1e9); 1")
             print(f"  {a.long} characters pasted: drawn in {time.time() - start:.1f} s")
+        if a.open_map:
+            refreshes = dt.js("+document.body.dataset.refreshes")
+            dt.js("document.querySelector('#heads canvas[data-layer=\"0\"]').click(); 1")
+            dt.wait_for(f"+document.body.dataset.refreshes > {refreshes} && document.getElementById('map').width > 0", 60)
         if a.measure:
             times = []
             for i in range(a.measure):
@@ -923,6 +978,8 @@ def main():
             print(f"  {a.burst} keys {a.interval} ms apart: every panel drawn {1000 * (time.time() - last_key):.0f} ms "
                   f"after the last key" + ("" if done else " (NOT drawn within 120 s)"))
 
+        if a.measure_tools:
+            tools_latency(dt, a.measure_tools)
         if a.pick >= 0:
             refreshes = dt.js("+document.body.dataset.refreshes")
             dt.js(f"document.querySelectorAll('#strip span')[{a.pick}].click(); 1")

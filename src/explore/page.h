@@ -516,24 +516,28 @@ function drawLegend() {
 }
 
 // ---- attention: one strip per head (the chosen query's row), one full map on request.
-function weightColor(p) {  // white → dark blue
+function weightRGB(p) {  // white → dark blue
   const a = Math.sqrt(Math.max(0, Math.min(1, p)));
-  return 'rgb(' + Math.round(255 - 247 * a) + ',' + Math.round(255 - 207 * a) + ',' + Math.round(255 - 148 * a) + ')';
+  return [Math.round(255 - 247 * a), Math.round(255 - 207 * a), Math.round(255 - 148 * a)];
 }
-function negativeColor(p) {  // white → dark red
+function negativeRGB(p) {  // white → dark red
   const a = Math.sqrt(Math.max(0, Math.min(1, p)));
-  return 'rgb(' + Math.round(255 - 90 * a) + ',' + Math.round(255 - 230 * a) + ',' + Math.round(255 - 220 * a) + ')';
+  return [Math.round(255 - 90 * a), Math.round(255 - 230 * a), Math.round(255 - 220 * a)];
 }
+function cssColor(rgb) { return 'rgb(' + rgb.join(',') + ')'; }
+function weightColor(p) { return cssColor(weightRGB(p)); }
+function negativeColor(p) { return cssColor(negativeRGB(p)); }
 // A weight's colour. A layer whose weights are probabilities: 0 white to 1 dark blue. One whose weights are signed
 // and not normalised (a recurrence's implied M): divided by s, the largest |weight| of the row it is drawn in (a
 // strip, one row of the map or of a thumbnail), positive blue, negative red. Scaled by the head's largest
 // |weight| over its whole map, as ./inspect attention's page does, a recurrent layer 0's row peaked at 6-14% of it
 // (almost white) while the decay's early rows took the scale (issue 48).
-function headColor(A, l, v, s) {
-  if (A.mixers[l].probabilities) return weightColor(v);
+function headRGB(A, l, v, s) {
+  if (A.mixers[l].probabilities) return weightRGB(v);
   const w = s > 0 ? v / s : 0;
-  return w < 0 ? negativeColor(-w) : weightColor(w);
+  return w < 0 ? negativeRGB(-w) : weightRGB(w);
 }
+function headColor(A, l, v, s) { return cssColor(headRGB(A, l, v, s)); }
 // The largest |weight| of a row (the allowed entries only, when a 0/1 mask row is given).
 function rowScale(row, allowed) {
   let s = 0;
@@ -659,19 +663,32 @@ function drawMap(A, pos) {
   c.style.width = c.style.height = Math.min(c.width, 330) + 'px';  // a long text's map is shrunk, never wider
   const ctx = c.getContext('2d');
   ctx.clearRect(0, 0, c.width, c.height);
-  ctx.font = '10px monospace'; ctx.fillStyle = '#444'; ctx.textAlign = 'center';
+  ctx.font = '10px monospace';
+  ctx.fillStyle = '#444';
+  ctx.textAlign = 'center';
   if (pad) for (let i = 0; i < T; i++) {  // the characters along the top (keys) and the left (queries)
     ctx.fillText(visible(A.chars[i]), pad + i * cell + cell / 2, 10);
     ctx.fillText(visible(A.chars[i]), 6, pad + i * cell + cell / 2 + 4);
   }
+  // The cells as pixels written at once: a block-1024 map of 1000 characters is a million cells, and with one
+  // fillRect each a key took 1.1 s to every panel with the map open, 0.49 s so (make explore-latency, issue 48).
+  const side = T * cell, image = ctx.createImageData(side, side), px = image.data;
   for (let q = 0; q < T; q++) {
     const scale = rowScale(A.map[q]);  // the allowed keys only: the answer holds no others
     for (let k = 0; k < T; k++) {
       const v = mapAt(A, q, k);
-      ctx.fillStyle = v === null ? '#c8c8c8' : headColor(A, l, v, scale);
-      ctx.fillRect(pad + k * cell, pad + q * cell, cell, cell);
+      const rgb = v === null ? [200, 200, 200] : headRGB(A, l, v, scale);
+      for (let y = q * cell; y < (q + 1) * cell; y++)
+        for (let x = k * cell; x < (k + 1) * cell; x++) {
+          const i = 4 * (y * side + x);
+          px[i] = rgb[0];
+          px[i + 1] = rgb[1];
+          px[i + 2] = rgb[2];
+          px[i + 3] = 255;
+        }
     }
   }
+  ctx.putImageData(image, pad, pad);
   ctx.strokeStyle = '#e08000'; ctx.lineWidth = 2;
   ctx.strokeRect(pad + 1, pad + pos * cell + 1, T * cell - 2, cell - 2);
   $('maptitle').textContent = 'Layer ' + l + ', head ' + h;
