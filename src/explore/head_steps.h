@@ -12,9 +12,9 @@
 // the kind's note. Beside P and O the model's own (the forward's weights and the head's share of the output
 // projection's input, model/head_shares.h), so that the reader sees the steps reproduce them.
 // A layer without queries and keys (a recurrence) answers its kind's own steps instead (MixerLab::head_steps,
-// model/head_steps.h: for Mamba-2 Δ and the decay, the write and the read; for RWKV-7 and Gated DeltaNet the decay,
-// the erase, the write and the read), each with its values and textbook function, "recurrent": true, and the head's
-// output recomputed from them beside the model's own; a kind that tells none is a BadRequest naming its note.
+// model/head_steps.h, each kind's in its own file: how its state decays, what it erases, what it writes, how it is
+// read), each with its values and textbook function, "recurrent": true, and the head's output recomputed from them
+// beside the model's own; a kind that tells none is a BadRequest naming its note.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>

@@ -168,9 +168,8 @@ button { font-size: 13px; }
   <div class="note">The chosen head (click one in the attention panel) at the chosen character: its query q against
     every key k, the scale, the mask, the weights and the weighted sum of the values, each step named with the
     textbook function that computes it (docs/tour.md's table), and the model's own weights and output beside them.
-    A recurrent layer shows its own steps instead: for Mamba-2 Δ and the decay, the state's write and the read; for
-    RWKV-7 and Gated DeltaNet the decay, the erase, the write and the read; and the head's output recomputed from
-    them.</div>
+    A recurrent layer shows its kind's own steps instead (how its state decays, what it erases, what it writes and
+    how it is read) and the head's output recomputed from them.</div>
   <ol id="steplist" class="note"></ol>
   <table id="steptable"></table>
   <div class="note" id="stepout"></div>
