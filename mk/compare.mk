@@ -11,8 +11,8 @@ compare: build/bin/compare
 
 # make mixers: every registered mixer kind and a softmax/Mamba hybrid (MIXERS_HYBRID) on Tiny Shakespeare
 # (experiments/mixers.cpp): validation loss at equal steps and at equal wall-clock (step budgets from one alternated
-# timing run), 3 seeds, the tiny preset, one thread (docs/mamba.md, "Measurements": 3 seeds × 2 budgets per model,
-# softmax's two budgets one run; its four models, 21 runs, took ≈ 30 min on an idle core, far longer beside other
+# timing run), 3 seeds, the tiny preset, one thread (docs/recall.md §2 holds a measured run: 3 seeds × 2 budgets per
+# model, softmax's two budgets one run; the six default models, 33 runs, took 47 minutes on one core beside other
 # work). Output in build/mixers/. MIXERS_FLAGS="--models …" picks
 # models, e.g. --models softmax,rwkv,rwkv:rwkv_erase=0.
 MIXERS_DATA  ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)

@@ -595,6 +595,29 @@ TEST(LabPlot, LinearAxisXsAreProportionalAndZeroTickIsZero) {
   EXPECT_EQ(svg.find(">-0<"), std::string::npos);
 }
 
+// A series without a label (a second seed in the first one's colour) is drawn and gets no legend entry; the
+// labelled ones keep consecutive legend rows.
+TEST(LabPlot, AnUnlabelledSeriesIsDrawnButNotListed) {
+  Chart chart{"title", "x", "y", {}};  // every text of the chart has words, so an empty one is a legend's
+  chart.series.push_back({"first", {0, 1}, {1, 2}});
+  chart.series.push_back({"", {0, 1}, {2, 1}});
+  chart.series.push_back({"third", {0, 1}, {1.5, 1.5}});
+  const std::string svg = render_svg(chart);
+  size_t polylines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) polylines++;
+  EXPECT_EQ(polylines, 3u);
+  size_t legend_lines = 0;
+  for (size_t at = svg.find("stroke-width=\"3\""); at != std::string::npos; at = svg.find("stroke-width=\"3\"", at + 1))
+    legend_lines++;
+  EXPECT_EQ(legend_lines, 2u) << svg;
+  EXPECT_EQ(svg.find("\"></text>"), std::string::npos) << "an empty legend label";
+  const size_t first = svg.find(">first</text>"), third = svg.find(">third</text>");
+  ASSERT_NE(third, std::string::npos);
+  const double y_first = std::stod(svg.substr(svg.rfind("y=\"", first) + 3));
+  const double y_third = std::stod(svg.substr(svg.rfind("y=\"", third) + 3));
+  EXPECT_NEAR(y_third - y_first, 20, 1e-9) << "the third series takes the second legend row";
+}
+
 // The numbers of attribute `name` of every element `tag` of an SVG, in drawing order.
 static std::vector<double> attribute_values(const std::string& svg, const std::string& tag, const std::string& name) {
   std::vector<double> out;

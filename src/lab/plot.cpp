@@ -108,6 +108,7 @@ std::string render_svg(const Chart& chart) {
          escape_xml(chart.x_label) + "</text>\n";
   svg += "<text transform=\"translate(18," + number((top + H - bottom) / 2) +
          ") rotate(-90)\" text-anchor=\"middle\">" + escape_xml(chart.y_label) + "</text>\n";
+  int legend_rows = 0;
   for (size_t k = 0; k < chart.series.size(); k++) {
     const Series& s = chart.series[k];
     const std::string colour = colours[(s.colour >= 0 ? s.colour : k) % 8];
@@ -129,7 +130,8 @@ std::string render_svg(const Chart& chart) {
                "\" stroke-width=\"1.5\"/>\n";
     }
     flush();
-    const double ly = top + 10 + 20 * k;
+    if (s.label.empty()) continue;  // drawn, not listed: e.g. a second seed in its first seed's colour
+    const double ly = top + 10 + 20 * legend_rows++;
     svg += "<line x1=\"" + number(W - right + 12) + "\" y1=\"" + number(ly) + "\" x2=\"" + number(W - right + 36) +
            "\" y2=\"" + number(ly) + "\" " + stroke + " stroke-width=\"3\"/><text x=\"" +
            number(W - right + 42) + "\" y=\"" + number(ly + 4) + "\">" + escape_xml(s.label) + "</text>\n";

@@ -4,7 +4,7 @@
 #include <vector>
 
 struct Series {
-  std::string label;
+  std::string label;         // its legend entry; empty: drawn but not listed
   std::vector<double> x, y;  // same length; NaN y values are skipped (a gap in the line)
   int colour = -1;           // index into the palette; −1 = the series' own index
   bool dashed = false;       // e.g. a baseline drawn in the colour of the run it is compared with
