@@ -959,7 +959,11 @@ function drawKnock(M) {
 // The lens at the chosen character: the block_size characters that hold it and the next one.
 async function refreshLens(w, pos) {
   const seq = S.seq;
-  if (!S.model || S.model.masked_lm) { $('lenstable').replaceChildren(); $('dla').replaceChildren(); return; }
+  if (!S.model || S.model.masked_lm) {
+    $('lenstable').replaceChildren();
+    $('dla').replaceChildren();
+    return;
+  }
   const chars = Array.from(w.text), B = S.model.block_size;
   const start = Math.max(0, Math.min(pos + 2 - B, chars.length - B));
   try {
@@ -974,23 +978,18 @@ function drawLens(J) {
   table.replaceChildren();
   $('lensread').textContent = 'after \u00ab' + visible(c) + '\u00bb' + (J.target === null ? ' (the last character: ' +
       'nothing comes next)' : ', next \u00ab' + visible(J.target) + '\u00bb');
-  const head = document.createElement('tr');
-  for (const t of ['after', 'p(next)', 'its top five']) {
-    const th = document.createElement('th');
-    th.textContent = t;
-    head.appendChild(th);
-  }
-  table.appendChild(head);
+  table.appendChild(tableRow(['after', 'p(next)', 'its top five'], 'th'));
   for (const L of J.layers) {
-    const tr = document.createElement('tr');
     const cells = [L.name, L.p_target === null ? '-' : (100 * L.p_target).toFixed(1) + '%',
                    L.top.map(([ch, p]) => visible(ch) + ' ' + (100 * p).toFixed(0) + '%').join('  ')];
-    for (const text of cells) { const td = document.createElement('td'); td.textContent = text; tr.appendChild(td); }
-    table.appendChild(tr);
+    table.appendChild(tableRow(cells, 'td'));
   }
   const dla = $('dla');
   dla.replaceChildren();
-  if (!J.attribution) { $('dlanote').textContent = ''; return; }
+  if (!J.attribution) {
+    $('dlanote').textContent = '';
+    return;
+  }
   const D = J.attribution, parts = D.parts.slice().sort((a, b) => Math.abs(b.value) - Math.abs(a.value));
   const most = Math.max(1e-9, ...parts.map(x => Math.abs(x.value)));
   $('dlanote').textContent = 'logit of \u00ab' + visible(D.target) + '\u00bb ' + D.logit.toFixed(3) + ' = parts ' +
@@ -1095,14 +1094,20 @@ function modelOpened(M) {
   X.abl = null;
   drawKnock(M);
   const i = X.timeline ? X.timeline.snapshots.findIndex(s => s.name === S.ckpt) : -1;
-  if (i >= 0) { X.at = i; $('scrub').value = i; drawTimeline(); }
+  if (i < 0) return;
+  X.at = i;
+  $('scrub').value = i;
+  drawTimeline();
 }
 
 // ---- the timeline: losses against step, each snapshot marked, the best induction score per layer.
 async function loadTimeline() {
   try {
     X.timeline = await api('/api/timeline', {});
-  } catch (e) { $('runnote').textContent = String(e.message || e); return; }
+  } catch (e) {
+    $('runnote').textContent = String(e.message || e);
+    return;
+  }
   const T = X.timeline, n = T.snapshots.length;
   $('scrub').max = Math.max(0, n - 1);
   $('scrub').disabled = n === 0;
@@ -1118,6 +1123,7 @@ function bestInduction(snap, l) {
   for (const h of snap.scores[l] || []) if (h.induction !== null && (best === null || h.induction > best)) best = h.induction;
   return best;
 }
+function scoreText(score) { return score === null ? '-' : score.toFixed(2); }
 const layerColors = ['#e08000', '#1f4fa0', '#2a9d3a', '#a02f9f', '#7a5a00', '#00838f'];
 function drawTimeline() {
   const T = X.timeline, c = $('timeline'), ctx = c.getContext('2d');
@@ -1155,7 +1161,7 @@ function drawTimeline() {
   line(T.metrics.step, T.metrics.val_loss.map(v => v === null ? null : yl(v)), '#000');
   const L = T.snapshots.length ? T.snapshots[0].scores.length : 0;
   for (let l = 0; l < L; l++)
-    line(T.snapshots.map(s => s.step), T.snapshots.map(s => { const b = bestInduction(s, l); return b === null ? null : ys(b); }),
+    line(T.snapshots.map(s => s.step), T.snapshots.map(s => bestInduction(s, l)).map(b => b === null ? null : ys(b)),
          layerColors[l % layerColors.length]);
   ctx.fillStyle = '#666';
   for (const s of T.snapshots) ctx.fillRect(x(s.step) - 0.5, y0, 1, 4);  // each snapshot marked on the axis
@@ -1169,7 +1175,7 @@ function drawTimeline() {
     ctx.stroke();
     const i = T.metrics.step.findIndex(v => v >= s.step);
     const loss = i >= 0 && T.metrics.val_loss[i] !== null ? ', val loss ' + T.metrics.val_loss[i].toFixed(3) + ' (step ' + T.metrics.step[i] + ')' : '';
-    const ind = Array.from({ length: L }, (_, l) => { const b = bestInduction(s, l); return 'L' + l + ' ' + (b === null ? '-' : b.toFixed(2)); });
+    const ind = Array.from({ length: L }, (_, l) => 'L' + l + ' ' + scoreText(bestInduction(s, l)));
     $('scrubread').textContent = 'snapshot at step ' + s.step + loss + '; best induction score ' + ind.join(', ');
   }
 }
@@ -1183,7 +1189,11 @@ async function scrubTo(i) {
   const name = T.snapshots[i].name;
   if (name === S.ckpt) return;
   $('ckpt').value = name;
-  try { await openCheckpoint(name); } catch (e) { showError(e); }
+  try {
+    await openCheckpoint(name);
+  } catch (e) {
+    showError(e);
+  }
   bump('scrubs');
 }
 $('scrub').addEventListener('input', () => scrubTo(+$('scrub').value));
