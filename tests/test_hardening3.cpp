@@ -1022,9 +1022,15 @@ TEST(Hardening3Guard, TheBestAsideIsThisRunsAcrossAStopAResumeAndAnOverwrite) {
   EXPECT_CONTAINS(r.err, "training diverged at step ");  // not always at the same step: the ceiling is 1% above
                                                           // max(start, ln V), and the resumed run starts elsewhere
   EXPECT_CONTAINS(r.err, parts + "/best.safetensors holds the best checkpoint (step " + std::to_string(best_step) + ")");
-  // Resumed again, saving only at the end (--ckpt-every 0): refused before this invocation saved anything, and the
-  // message still names the best checkpoint it took over (it named only ckpt.safetensors, as "the last good").
-  r = run_in(dir, "./train --threads 1 --resume " + quote(parts) + " --ckpt-every 0");
+  const int refused_at = number_after(r.err, "training diverged at step ");
+  ASSERT_GT(refused_at, stop) << r.err;
+  // Resumed again from the last save before that step, saving only where the run above was refused (--ckpt-every 0
+  // --stop-at): the same steps, bit for bit, so refused before this invocation saved anything, and the message
+  // still names the best checkpoint it took over (it named only ckpt.safetensors, as "the last good"). Not "saving
+  // only at the end": a run this chaotic may be back under the ceiling by its last step (it was, under OpenBLAS's
+  // Cooperlake kernels on a Zen 4).
+  r = run_in(dir, "./train --threads 1 --resume " + quote(parts) + " --ckpt-every 0 --stop-at " +
+                      std::to_string(refused_at));
   EXPECT_EQ(r.exit_code, 1) << r.describe();
   EXPECT_CONTAINS(r.err, "nothing was saved; " + parts + "/best.safetensors holds the best checkpoint (step " +
                              std::to_string(best_step) + ")");
