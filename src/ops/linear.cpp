@@ -113,10 +113,11 @@ static void matvec_columns(float* out, const float* inp, const float* weight, si
 // __restrict: the outputs alias neither W nor the inputs, so each weight is loaded once for both rows.
 // Each vector of columns carries two chains of eight dependent multiply-adds (4 cycles each), so one vector at a
 // time waits on latency, not on the weights. g++ vectorizes the column loop one vector per iteration; unrolled 4×,
-// four vectors' chains are in flight (a microbenchmark of the tiny model's 16 products on Zen 4, 60 alternated
-// repeats: 60.6 → 48.8 µs for the two rows, 67.4 → 55.3 µs built for AVX2; matvec's one row 43.1). clang
-// interleaves vectorized loops by itself, and reads "GCC unroll" as an unroll that stops it vectorizing this loop
-// (4× slower), so the pragma is g++'s alone. The sums, and their order, are unchanged.
+// four vectors' chains are in flight: `bench --sample-bound` on a Zen 4, six runs alternated with the loop as it
+// was, took the two rows from 1.49× to 1.13× one row's matvec (1.55× to 1.36× built for AVX2;
+// docs/performance_log.md, "matvec2: four vectors of columns in flight"). clang interleaves vectorized loops by
+// itself, and reads "GCC unroll" as an unroll that stops it vectorizing this loop (4× slower), so the pragma is
+// g++'s alone. The sums, and their order, are unchanged.
 #if defined(__GNUC__) && !defined(__clang__)
 #define UNROLL_VECTOR_LOOP_4 _Pragma("GCC unroll 4")
 #else
