@@ -354,8 +354,24 @@ def bench(args):
            "median_ms": med, "min_ms": min(times), "cpu_ms": cpu, "median_cpu_ms": median(cpu),
            "tokens_per_s": B * T / (med / 1000), "peak_rss_mb": peak_rss_mb(), "params": n_params,
            "foreach": args.foreach}
+    if args.profile:
+        out["ops_self_cpu_ms_per_step"] = profile_ops(lambda i: train_step(model, opt, p, x, y, i), warmup + repeats,
+                                                      repeats)
     out.update(runtime_info(args.threads))
     print(json.dumps(out))
+
+
+def profile_ops(step, first, repeats):
+    """--bench --profile: the step's time per PyTorch op, `repeats` more steps under torch.profiler (CPU): each
+    op's self CPU time (what it spends outside the ops it calls) in ms per step, the largest first. Beside the
+    same step's perf samples of ours, op by op (docs/performance_log.md, "Per op against the twin"). The profiler
+    itself adds a few µs to every op it records, so the per-step total is above the timed steps'."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(first, first + repeats):
+            step(i)
+    ops = {e.key: e.self_cpu_time_total / 1000 / repeats for e in prof.key_averages()}
+    return dict(sorted(ops.items(), key=lambda kv: -kv[1]))
 
 
 def next_token(logits, temperature=0.8, top_k=40):
@@ -589,6 +605,8 @@ def main():
     ap.add_argument("--cache", choices=("none", "kv"), default="none",
                     help="--sample-bench: none = recompute the window for every token, kv = keys and values cached")
     ap.add_argument("--time-limit", type=float, default=0, help="--train: stop after this many seconds (0 = never)")
+    ap.add_argument("--profile", action="store_true",
+                    help="--bench: then profile as many steps again, each op's self CPU ms per step in the JSON")
     ap.add_argument("--foreach", type=int, choices=(0, 1), default=None,
                     help="AdamW foreach implementation (default: PyTorch's choice)")
     args, args.train_flags = ap.parse_known_args()  # the rest are ./train's recipe flags (--lr, --steps, --block …)

@@ -3,12 +3,14 @@
 #   make bench-split        batch-split against op-split threads by shape (the crossover of --threads-split auto)
 #   make bench-compare      ours vs PyTorch, A/B alternated, plus the checkpoint agreement check (needs
 #                           python3-torch for /usr/bin/python3; without it only our side is shown)
+#   make bench-ops          the tiny step at 1 thread op by op, ours (perf samples) beside the twin's (torch.profiler):
+#                           where the two programs differ outside the products (needs linux-perf; ~1 min)
 #   make bench-mixers       every registered mixer kind: training step and decoding per token against T, the kinds
 #                           alternated, one thread (build/bench/mixers.json; the last section of make bench; ~3 min)
 #   make bench-frontier     validation loss against wall-clock time, ours and the twin on the same recipes
 #                           (nanoGPT's, the tiny preset, the 10-minute frontier preset) on $(BENCH_DATA), 2 threads:
 #                           bench/frontier.json and docs/frontier.svg (~35 min)
-#   make bench-compare BENCH_ISA=avx2, make bench-frontier BENCH_ISA=avx2
+#   make bench-compare BENCH_ISA=avx2, make bench-ops BENCH_ISA=avx2, make bench-frontier BENCH_ISA=avx2
 #                           the same under the AVX2 proxy: what an AVX2 laptop runs, on any x86-64 CPU with AVX2
 #                           (below); bench/compare_avx2.json, bench/frontier_avx2.json and docs/frontier_avx2.svg
 # Every benchmark command runs with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (the environment pins them for
@@ -21,7 +23,7 @@ BENCH_JSON   ?= bench/results.json
 BENCH_DATA   ?= $(firstword $(wildcard ../shared/data/tinyshakespeare.txt) data/stories.txt)
 BENCH_BIN    := build/bench/bench
 
-.PHONY: bench bench-compare bench-frontier bench-build bench-split bench-mixers bench-avx2-build
+.PHONY: bench bench-compare bench-ops bench-frontier bench-build bench-split bench-mixers bench-avx2-build
 
 build/bench/%.o: bench/%.cpp | $(DEPS_OK)
 	@mkdir -p $(dir $@)
@@ -76,6 +78,9 @@ COMPARE_ISA   = $(if $(filter avx2,$(BENCH_ISA)),--isa avx2 --bin $(AVX2_DIR)/bi
 bench-compare: $(COMPARE_NEEDS) programs
 	$(BENCH_ENV) $(BENCH_PY) bench/compare.py $(COMPARE_ISA) $(if $(filter-out 0,$(BENCH_QUICK)),--quick) \
 	  $(BENCH_COMPARE_FLAGS)
+
+bench-ops: $(COMPARE_NEEDS)
+	$(BENCH_ENV) $(BENCH_PY) bench/ops_compare.py $(COMPARE_ISA) $(BENCH_OPS_FLAGS)
 
 bench-mixers: $(BENCH_BIN)
 	$(BENCH_ENV) OMP_WAIT_POLICY=passive nice -n 5 $(BENCH_BIN) --mixers $(if $(filter-out 0,$(BENCH_QUICK)),--quick)
