@@ -106,7 +106,7 @@ def main():
     twin_step, twin_shares = twin(twin_env, args.repeats)
     a = grouped(our_shares, 0, our_step["median_ms"])
     b = grouped(twin_shares, 1, twin_step["median_ms"])
-    print(f"the tiny step at 1 thread, op by op (ms per step; ours from perf samples, the twin from torch.profiler)")
+    print("the tiny step at 1 thread, op by op (ms per step; ours from perf samples, the twin from torch.profiler)")
     print(f"  OpenBLAS kernels: ours {our_step['blas_core']}, the twin {twin_step.get('blas_core', '?')}")
     print(f"  {'group':<36} {'ours':>8} {'twin':>8} {'twin/ours':>10}")
     rows = []

@@ -24,6 +24,14 @@
 
 namespace progutil {
 
+// How many times `part` occurs in `text` (overlaps counted).
+inline size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    n++;
+  return n;
+}
+
 // The source tree, for tests that read committed files (fuzz corpora, regressions, tools/): $PLAINGPT_ROOT, or the
 // working directory, which is the repository root under `make test`.
 inline std::string source_root() {

@@ -1037,16 +1037,12 @@ TEST(ExploreApi, RefreshIsScoreAttentionAndNextFromOneForward) {
 // refresh reports is every forward: analysis.cpp calls GPT::forward in two places only, dump_attention nowhere.
 TEST(ExploreApi, EveryForwardGoesThroughTheCountedSeam) {
   const std::string code = progutil::read_file(progutil::source_root() + "/src/explore/analysis.cpp");
-  auto count = [&](const std::string& what) {
-    int n = 0;
-    for (size_t at = code.find(what); at != std::string::npos; at = code.find(what, at + 1)) n++;
-    return n;
-  };
-  EXPECT_EQ(count(".forward("), 2);
-  EXPECT_EQ(count("dump_attention("), 0);
-  EXPECT_EQ(count("forward_rows(nullptr, 0, 0)"), 2);  // before fill_blanks and generate, which run it themselves
-  EXPECT_EQ(count("fill_blanks("), 1);
-  EXPECT_EQ(count("generate(m.model()"), 1);
+  EXPECT_EQ(progutil::occurrences(code, ".forward("), 2u);
+  EXPECT_EQ(progutil::occurrences(code, "dump_attention("), 0u);
+  EXPECT_EQ(progutil::occurrences(code, "forward_rows(nullptr, 0, 0)"), 2u);  // before fill_blanks and generate,
+                                                                               // which run it themselves
+  EXPECT_EQ(progutil::occurrences(code, "fill_blanks("), 1u);
+  EXPECT_EQ(progutil::occurrences(code, "generate(m.model()"), 1u);
 }
 
 // A forward outside the seam (fill runs the model itself) must not leave a stale match: a masked LM's next after a

@@ -370,9 +370,7 @@ TEST_F(IntegrityRunFolder, ResumeAppendsToMetrics) {
   const std::string after = read_file(out_ + "/metrics.csv");
   EXPECT_EQ(after.compare(0, before.size(), before), 0) << "the rows before the resume were rewritten";
   EXPECT_EQ(progutil::step_rows(out_ + "/metrics.csv"), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
-  size_t headers = 0;
-  for (size_t at = after.find("step,"); at != std::string::npos; at = after.find("step,", at + 1)) headers++;
-  EXPECT_EQ(headers, 1u);
+  EXPECT_EQ(progutil::occurrences(after, "step,"), 1u);
 
   // A row cut short (the machine lost power mid-write, with an older program) and rows past the checkpoint (the
   // interrupted run went on after its last save) are dropped on resume; the run recomputes those steps.

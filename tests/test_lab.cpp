@@ -288,9 +288,7 @@ TEST(LabAttention, JsonHasTheRightShapeAndRowsSumToOneOverAllowedKeys) {
   }
   // The page holds the same data, and nothing in the prompt can close its script block early.
   const std::string html = attention_html(d, "t");
-  size_t closes = 0;
-  for (size_t at = html.find("</script>"); at != std::string::npos; at = html.find("</script>", at + 1)) closes++;
-  EXPECT_EQ(closes, 2u);  // the data block's and the script's own
+  EXPECT_EQ(progutil::occurrences(html, "</script>"), 2u);  // the data block's and the script's own
   const size_t data_start = html.find("id=\"data\">") + 10, data_end = html.find("</script>", data_start);
   nlohmann::json again = nlohmann::json::parse(html.substr(data_start, data_end - data_start));
   EXPECT_EQ(again["tokens"], j["tokens"]);
@@ -603,13 +601,8 @@ TEST(LabPlot, AnUnlabelledSeriesIsDrawnButNotListed) {
   chart.series.push_back({"", {0, 1}, {2, 1}});
   chart.series.push_back({"third", {0, 1}, {1.5, 1.5}});
   const std::string svg = render_svg(chart);
-  size_t polylines = 0;
-  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) polylines++;
-  EXPECT_EQ(polylines, 3u);
-  size_t legend_lines = 0;
-  for (size_t at = svg.find("stroke-width=\"3\""); at != std::string::npos; at = svg.find("stroke-width=\"3\"", at + 1))
-    legend_lines++;
-  EXPECT_EQ(legend_lines, 2u) << svg;
+  EXPECT_EQ(progutil::occurrences(svg, "<polyline"), 3u);
+  EXPECT_EQ(progutil::occurrences(svg, "stroke-width=\"3\""), 2u) << svg << "\n(one legend line for each label)";
   EXPECT_EQ(svg.find("\"></text>"), std::string::npos) << "an empty legend label";
   const size_t first = svg.find(">first</text>"), third = svg.find(">third</text>");
   ASSERT_NE(third, std::string::npos);
@@ -701,11 +694,6 @@ TEST(LabPlot, DashedSeriesAndSharedColour) {
   twin.colour = 0, twin.dashed = true;
   chart.series.push_back(twin);
   const std::string svg = render_svg(chart);
-  size_t dashes = 0;
-  for (size_t at = svg.find("stroke-dasharray"); at != std::string::npos; at = svg.find("stroke-dasharray", at + 1))
-    dashes++;
-  EXPECT_EQ(dashes, 2u) << "the twin's line and its legend entry, nothing else";
-  size_t blue = 0;
-  for (size_t at = svg.find("#1f77b4"); at != std::string::npos; at = svg.find("#1f77b4", at + 1)) blue++;
-  EXPECT_EQ(blue, 4u) << "both series in palette colour 0, line and legend each";
+  EXPECT_EQ(progutil::occurrences(svg, "stroke-dasharray"), 2u) << "the twin's line and its legend entry, nothing else";
+  EXPECT_EQ(progutil::occurrences(svg, "#1f77b4"), 4u) << "both series in palette colour 0, line and legend each";
 }

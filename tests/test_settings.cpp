@@ -355,11 +355,7 @@ TEST(Settings, RenamedFlagsAreRewrittenToTheirNewNames) {
 }
 
 namespace {
-size_t occurrences(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) n++;
-  return n;
-}
+using progutil::occurrences;
 }  // namespace
 
 // A checkpoint written by ./train at commit 72e9c05, when the mixer's key was still "attention" (tests/fixtures/,
