@@ -220,7 +220,9 @@ test-tsan: $(TSAN_DIR)/run_tests tsan-root tsan-archer test-tsan-planted
 # The proof that the above can fail. PLAINGPT_PLANT_RACE makes the RWKV-7 recurrence's backward give every
 # sequence of one head the same scratch (src/ops/rwkv.cpp), a race it once had that the two-thread test alone did
 # not catch (on 2 busy cores the threads seldom overlapped, and without an overlap the numbers are right). TSan
-# reports it either way: it checks that the two threads' accesses are ordered, not that they collided. Only that
+# reports it either way: it checks that the two threads' accesses are ordered, not that they collided. It needs both
+# threads to touch one head's scratch, so the planted build deals the loop out statically: under `dynamic` one thread
+# could take every sequence, and on a CI machine one did (exit 0, no report). Only that
 # object is rebuilt, in build/tsan/planted/; it is linked with tests/test_rwkv.cpp alone, ahead of the library, so
 # it replaces the library's ops/rwkv.o. The target succeeds only if TSan reports a data race in src/ops/rwkv.cpp
 # and the run ends with its exit code.

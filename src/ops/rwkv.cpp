@@ -260,13 +260,22 @@ void rwkv_recurrence_forward(float* y, float* state, const float* r, const float
     }
 }
 
+// Sequences and heads go to whichever thread is free. The planted race (`make test-tsan-planted`, mk/hardening.mk)
+// deals them out in fixed halves instead, so that both threads always get a sequence of the same head: under
+// `dynamic` one thread could take them all, and then there is no race to report (it happened on a CI machine).
+#ifndef PLAINGPT_PLANT_RACE
+#define BACKWARD_SCHEDULE dynamic
+#else
+#define BACKWARD_SCHEDULE static
+#endif
+
 void rwkv_recurrence_backward(float* dr, float* dkt, float* dv, float* ddec, float* dkap, float* da, const float* dy,
                               const float* state, const float* r, const float* kt, const float* v, const float* dec,
                               const float* kap, const float* a, const RwkvDims& d, int B, int T, float* scratch) {
   const int H = d.H, N = d.N, C = d.C, chunks = d.chunks(T);
   const size_t NN = (size_t)N * N;
   const float e = d.erase ? 1.0f : 0.0f;
-#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_threads((size_t)B * T * C * N))
+#pragma omp parallel for collapse(2) schedule(BACKWARD_SCHEDULE) if (worth_threads((size_t)B * T * C * N))
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
       const float* kept = state + ((size_t)b * H + h) * (chunks + 1) * NN;
