@@ -20,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TWIN_PY = os.environ.get("BENCH_PY") or ("/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable)
+import compare  # bench/compare.py: our programs (its OURS, after choose_programs), the environments, the twin
+from compare import TWIN, clean_env, kernels_line, twin_env
 
 # Groups, in the table's order: (name, pattern over our symbols, pattern over the twin's op names).
 GROUPS = [
@@ -72,8 +72,7 @@ def ours(bench, env, repeats):
 
 
 def twin(env, repeats):
-    out = run([TWIN_PY, os.path.join(ROOT, "bench", "torch_twin.py"), "--bench", "--threads", "1", "--repeats",
-               str(repeats), "--profile"], env)
+    out = run(TWIN + ["--bench", "--threads", "1", "--repeats", str(repeats), "--profile"], env)
     step = json.loads(out.strip().splitlines()[-1])
     ops = step["ops_self_cpu_ms_per_step"]
     total = sum(ops.values())
@@ -90,24 +89,19 @@ def grouped(shares, side, step_ms):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bench"), help="the folder of our bench program")
+    ap.add_argument("--bin", help="the folder of our bench program (default: build/bench/bench)")
     ap.add_argument("--isa", choices=["avx2"], help="the AVX2 proxy: both sides on OpenBLAS's Haswell kernels")
     ap.add_argument("--repeats", type=int, default=60)
     ap.add_argument("--json")
     args = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    env["OPENBLAS_NUM_THREADS"] = "1"
-    if args.isa == "avx2":
-        env.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2", DNNL_MAX_CPU_ISA="AVX2")
-    our_step, our_shares = ours(os.path.join(args.bin, "bench"), env, args.repeats)
-    twin_env = dict(env)
-    if not args.isa:  # the twin on the kernels our bench chose, as bench/compare.py gives it
-        twin_env["OPENBLAS_CORETYPE"] = our_step["blas_core"]
-    twin_step, twin_shares = twin(twin_env, args.repeats)
+    compare.choose_programs(args.bin, args.isa)
+    one_thread = {"OPENBLAS_NUM_THREADS": "1"}
+    our_step, our_shares = ours(compare.OURS, clean_env(one_thread), args.repeats)
+    twin_step, twin_shares = twin(twin_env(one_thread), args.repeats)  # on the kernels our bench chose
     a = grouped(our_shares, 0, our_step["median_ms"])
     b = grouped(twin_shares, 1, twin_step["median_ms"])
     print("the tiny step at 1 thread, op by op (ms per step; ours from perf samples, the twin from torch.profiler)")
-    print(f"  OpenBLAS kernels: ours {our_step['blas_core']}, the twin {twin_step.get('blas_core', '?')}")
+    print("  " + kernels_line(our_step["blas_core"], twin_step.get("blas_core")))
     print(f"  {'group':<36} {'ours':>8} {'twin':>8} {'twin/ours':>10}")
     rows = []
     for g in [g for g, _, _ in GROUPS] + [OTHER]:

@@ -1039,8 +1039,8 @@ TEST(ExploreApi, EveryForwardGoesThroughTheCountedSeam) {
   const std::string code = progutil::read_file(progutil::source_root() + "/src/explore/analysis.cpp");
   EXPECT_EQ(progutil::occurrences(code, ".forward("), 2u);
   EXPECT_EQ(progutil::occurrences(code, "dump_attention("), 0u);
-  EXPECT_EQ(progutil::occurrences(code, "forward_rows(nullptr, 0, 0)"), 2u);  // before fill_blanks and generate,
-                                                                               // which run it themselves
+  // Before fill_blanks and generate, which run it themselves.
+  EXPECT_EQ(progutil::occurrences(code, "forward_rows(nullptr, 0, 0)"), 2u);
   EXPECT_EQ(progutil::occurrences(code, "fill_blanks("), 1u);
   EXPECT_EQ(progutil::occurrences(code, "generate(m.model()"), 1u);
 }

@@ -354,10 +354,6 @@ TEST(Settings, RenamedFlagsAreRewrittenToTheirNewNames) {
   EXPECT_TRUE(mixer && layer_mixer && !old);
 }
 
-namespace {
-using progutil::occurrences;
-}  // namespace
-
 // A checkpoint written by ./train at commit 72e9c05, when the mixer's key was still "attention" (tests/fixtures/,
 // 34 KB, format 2, trained 3 steps on tests/fixtures/corpus_5b9387c.txt with --n-layer 2 --n-head 2 --n-embd 8
 // --block 8 --batch 2 --steps 3 --seed 7 --threads 1 --layer-mixer linear,mamba --ssm-state 2 --ssm-expand 1
@@ -386,7 +382,7 @@ TEST(RenamedKey, ACheckpointWithTheOldKeyLoadsSamplesAndResumesWithTheSameNumber
   progutil::RunResult score = run("./sample --threads 1 --ckpt " + fixture + " --score " + corpus);
   ASSERT_EQ(score.exit_code, 0) << score.describe();
   EXPECT_CONTAINS(score.out, "3.2527 nats/char, 4.6927 bits/char over 1271 predicted characters");
-  EXPECT_EQ(occurrences(score.err, note), 1u) << score.err;
+  EXPECT_EQ(progutil::occurrences(score.err, note), 1u) << score.err;
   progutil::RunResult sample = run("./sample --threads 1 --ckpt " + fixture + " --prompt Tom -n 30 --seed 3");
   EXPECT_EQ(sample.out, "Tom.c\nw,ble.rvTtvho odv\nwssec\"m,b\n") << sample.describe();
   // Resumed to step 6: 72e9c05 printed "step 6: train loss 3.2397, val loss 3.2282". The train_config it stores
@@ -396,7 +392,7 @@ TEST(RenamedKey, ACheckpointWithTheOldKeyLoadsSamplesAndResumesWithTheSameNumber
   progutil::RunResult resumed = run("./train --resume " + progutil::quote(copy) + " --steps 6 --data " + corpus);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
   EXPECT_CONTAINS(resumed.out, "step 6: train loss 3.2397, val loss 3.2282");
-  EXPECT_EQ(occurrences(resumed.err, "metadata key 'attention' is now 'mixer'"), 1u) << resumed.err;
+  EXPECT_EQ(progutil::occurrences(resumed.err, "metadata key 'attention' is now 'mixer'"), 1u) << resumed.err;
   const auto meta = read_safetensors(copy + "/ckpt.safetensors").metadata;
   EXPECT_EQ(meta.at("mixer"), read_safetensors(fixture).metadata.at("attention"));
   EXPECT_EQ(meta.count("attention"), 0u);
